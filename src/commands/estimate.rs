@@ -1,0 +1,93 @@
+//! `servesim estimate`: one deployment's memory plan and step time with its breakdown.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::cli::{EstimateArgs, Format};
+use servesim::roofline::{plan_memory, BatchShape, MemoryPlan, StepBreakdown, StepTimeModel};
+
+#[derive(Serialize)]
+struct Estimate {
+    model: String,
+    gpu: String,
+    tp: u32,
+    dtype: String,
+    kv_cache_dtype: String,
+    engine: String,
+    weights_bytes_per_gpu: f64,
+    kv_bytes_per_token: f64,
+    memory: MemoryPlan,
+    batch: BatchShape,
+    step: StepBreakdown,
+    /// Weight bytes streamed per GPU divided by the GEMM time (what a profiler would report).
+    implied_weight_bandwidth_bytes_per_s: f64,
+    output_tokens_per_s: f64,
+}
+
+/// Runs `servesim estimate`.
+pub fn run(args: &EstimateArgs) -> Result<()> {
+    let dep = super::deployment_from_args(&args.deployment)?;
+    let s = &dep.engine.scheduler;
+    let memory = plan_memory(
+        &dep,
+        s.gpu_memory_utilization,
+        s.max_num_batched_tokens,
+        s.max_num_seqs,
+        s.block_size,
+        dep.model.max_position_embeddings.min(args.context.max(1)),
+    )?;
+    let mut batch = BatchShape::decode(args.decode_batch, args.context);
+    if args.prefill_tokens > 0 {
+        batch.add_prefill(args.prefill_tokens, 0, true);
+    }
+    let model = StepTimeModel::new(dep.clone(), 0)?;
+    let step = model.breakdown(&batch);
+    let weight_gemm_bytes = dep.weight_bytes_per_gpu();
+    let est = Estimate {
+        model: dep.model.name.clone(),
+        gpu: dep.gpu.name.clone(),
+        tp: dep.tp,
+        dtype: dep.weight_dtype.to_string(),
+        kv_cache_dtype: dep.kv_dtype.to_string(),
+        engine: dep.engine.name.clone(),
+        weights_bytes_per_gpu: weight_gemm_bytes,
+        kv_bytes_per_token: dep.model.kv_bytes_per_token(dep.kv_dtype.bytes()),
+        memory,
+        batch,
+        step,
+        implied_weight_bandwidth_bytes_per_s: if step.gemm_s + step.lm_head_s > 0.0 {
+            weight_gemm_bytes / (step.gemm_s + step.lm_head_s)
+        } else {
+            0.0
+        },
+        output_tokens_per_s: if step.total_s > 0.0 {
+            batch.sampled_seqs as f64 / step.total_s
+        } else {
+            0.0
+        },
+    };
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&est)?),
+        Format::Table | Format::Csv => print_table(&est, &dep.gpu.memory.stream_bandwidth_bytes_per_s, dep.gpu.datasheet.hbm_bandwidth_bytes_per_s),
+    }
+    Ok(())
+}
+
+fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
+    let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
+    println!("{} on {} x{} ({} weights, {} KV, {} engine)", e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine);
+    println!("  weights per GPU        {:>9.2} GB", e.weights_bytes_per_gpu / 1e9);
+    println!("  KV bytes per token     {:>9.0} B (whole model)", e.kv_bytes_per_token);
+    println!("  KV capacity per GPU    {:>9} tokens ({} blocks of {}; {:.2} GB)", e.memory.kv_tokens, e.memory.kv_blocks, e.memory.block_size, e.memory.kv_bytes / 1e9);
+    println!("batch: {} decoding at {} tokens context, {} prefill tokens", e.batch.decode_seqs, e.batch.decode_context_tokens / e.batch.decode_seqs.max(1) as u64, e.batch.prefill_tokens);
+    let s = &e.step;
+    println!("  weight GEMMs           {}   (of which weight streaming {} at {:.2} TB/s measured; datasheet {:.2} TB/s)", ms(s.gemm_s), ms(s.weight_stream_s), stream_bw / 1e12, datasheet_bw / 1e12);
+    println!("  LM head                {}", ms(s.lm_head_s));
+    println!("  attention              {}", ms(s.attention_s));
+    println!("  all-reduce             {}", ms(s.allreduce_s));
+    println!("  small ops              {}", ms(s.small_ops_s));
+    println!("  kernel launches        {}", ms(s.launch_s));
+    println!("  engine host overhead   {}", ms(s.host_s));
+    println!("  step time              {}", ms(s.total_s));
+    println!("  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s", e.implied_weight_bandwidth_bytes_per_s / 1e12, e.output_tokens_per_s);
+}

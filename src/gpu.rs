@@ -1,0 +1,238 @@
+//! GPU profiles: datasheet figures plus the calibrated ceilings and efficiency curves that the
+//! step-time model reads. Profiles live in `calibration/gpus/*.toml` (embedded in the binary);
+//! a path to a profile file (for example one written by `servesim fit`) is accepted too.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Vendor datasheet figures (peaks; never reached in practice).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Datasheet {
+    /// Device memory as the driver reports it, bytes.
+    pub memory_bytes: f64,
+    /// Peak HBM bandwidth, bytes/s.
+    pub hbm_bandwidth_bytes_per_s: f64,
+    /// Dense BF16/FP16 tensor-core peak, FLOP/s.
+    pub bf16_flops_per_s: f64,
+    /// Dense FP8 tensor-core peak, FLOP/s (0 when the GPU has no FP8 tensor cores).
+    pub fp8_flops_per_s: f64,
+    /// Total NVLink bandwidth per GPU, bytes/s (0 when there is none).
+    pub nvlink_bandwidth_bytes_per_s: f64,
+    /// L2 cache, bytes.
+    pub l2_bytes: f64,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Board power, watts.
+    pub tdp_watts: f64,
+}
+
+/// HBM streaming: moving `b` bytes takes `b / stream_bandwidth + latency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryCurve {
+    /// Achievable read bandwidth for large transfers, bytes/s.
+    pub stream_bandwidth_bytes_per_s: f64,
+}
+
+/// Dense GEMM: `time = fixed + max(bytes / stream_bw, flops / (rate x T / (T + half_rate_tokens)))`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmCurve {
+    /// Fixed time of one GEMM kernel (prologue, epilogue, tail wave), seconds.
+    pub fixed_s: f64,
+    /// Achievable BF16 rate for large token counts, FLOP/s.
+    pub bf16_flops_per_s: f64,
+    /// Achievable FP8 rate for large token counts, FLOP/s (0 when unsupported).
+    pub fp8_flops_per_s: f64,
+    /// Token count (GEMM m dimension) at which the tensor cores reach half the achievable rate.
+    pub half_rate_tokens: f64,
+}
+
+/// Attention kernels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionCurve {
+    /// Fixed time of one attention kernel, seconds.
+    pub fixed_s: f64,
+    /// Paged decode attention's KV read bandwidth as a fraction of the stream bandwidth.
+    pub decode_bandwidth_fraction: f64,
+    /// Prefill (flash) attention rate as a fraction of the GEMM BF16 rate.
+    pub prefill_flops_fraction: f64,
+}
+
+/// Small memory-bound kernels (norms, rotary, activation, residual add).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmallOpsCurve {
+    /// Minimum GPU time of one small kernel, seconds.
+    pub kernel_s: f64,
+    /// Their bandwidth as a fraction of the stream bandwidth.
+    pub bandwidth_fraction: f64,
+    /// Host time to launch one kernel without CUDA graphs, seconds.
+    pub launch_s: f64,
+}
+
+/// Tensor-parallel all-reduce: `time = latency + 2 (TP-1)/TP x bytes / bus_bandwidth`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllReduceCurve {
+    /// Latency of one small all-reduce, seconds.
+    pub latency_s: f64,
+    /// Bus bandwidth for large messages, bytes/s.
+    pub bus_bandwidth_bytes_per_s: f64,
+}
+
+/// A GPU as the step-time model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuProfile {
+    /// Catalog name, e.g. `h100-sxm`.
+    pub name: String,
+    /// Human-readable name.
+    pub display_name: String,
+    /// Vendor figures.
+    pub datasheet: Datasheet,
+    /// HBM streaming curve.
+    pub memory: MemoryCurve,
+    /// GEMM curve.
+    pub gemm: GemmCurve,
+    /// Attention kernels.
+    pub attention: AttentionCurve,
+    /// Small kernels and launches.
+    pub small_ops: SmallOpsCurve,
+    /// All-reduce within a TP group.
+    pub allreduce: AllReduceCurve,
+}
+
+/// (name, contents) of every embedded GPU profile.
+const CATALOG: &[(&str, &str)] = &[
+    ("h100-sxm", include_str!("../calibration/gpus/h100-sxm.toml")),
+    ("h100-pcie", include_str!("../calibration/gpus/h100-pcie.toml")),
+    ("h200-sxm", include_str!("../calibration/gpus/h200-sxm.toml")),
+    ("a100-sxm-80gb", include_str!("../calibration/gpus/a100-sxm-80gb.toml")),
+    ("b200", include_str!("../calibration/gpus/b200.toml")),
+];
+
+/// Names of the embedded GPU profiles.
+pub fn gpu_names() -> Vec<&'static str> {
+    CATALOG.iter().map(|(n, _)| *n).collect()
+}
+
+/// Common spellings mapped to catalog names (`h100` is the SXM part, as the field uses it).
+fn canonical(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    match lower.as_str() {
+        "h100" | "h100-sxm5" | "h100_sxm" => "h100-sxm".into(),
+        "h200" | "h200_sxm" => "h200-sxm".into(),
+        "a100" | "a100-sxm" | "a100-80gb" => "a100-sxm-80gb".into(),
+        "b200-sxm" => "b200".into(),
+        _ => lower,
+    }
+}
+
+impl GpuProfile {
+    /// Parses a profile from TOML text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
+        let p: GpuProfile = toml::from_str(text).map_err(|e| Error::Parse {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        p.validate(origin)?;
+        Ok(p)
+    }
+
+    /// Loads a profile by catalog name (or common alias) or from a path to a TOML file.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        let name = canonical(name_or_path);
+        if let Some((n, text)) = CATALOG.iter().find(|(n, _)| *n == name) {
+            return Self::from_toml(text, &format!("calibration/gpus/{n}.toml"));
+        }
+        if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
+            let path = Path::new(name_or_path);
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            return Self::from_toml(&text, name_or_path);
+        }
+        Err(Error::Unknown {
+            kind: "gpu",
+            name: name_or_path.to_string(),
+            known: gpu_names().join(", ") + " (or a path to a profile .toml)",
+        })
+    }
+
+    /// Checks every figure is positive and every fraction in (0, 1].
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let positive = [
+            ("datasheet.memory_bytes", self.datasheet.memory_bytes),
+            (
+                "datasheet.hbm_bandwidth_bytes_per_s",
+                self.datasheet.hbm_bandwidth_bytes_per_s,
+            ),
+            ("datasheet.bf16_flops_per_s", self.datasheet.bf16_flops_per_s),
+            (
+                "memory.stream_bandwidth_bytes_per_s",
+                self.memory.stream_bandwidth_bytes_per_s,
+            ),
+            ("gemm.bf16_flops_per_s", self.gemm.bf16_flops_per_s),
+            ("gemm.half_rate_tokens", self.gemm.half_rate_tokens),
+            (
+                "allreduce.bus_bandwidth_bytes_per_s",
+                self.allreduce.bus_bandwidth_bytes_per_s,
+            ),
+        ];
+        for (key, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::config(origin, key, format!("must be > 0, got {v}")));
+            }
+        }
+        let non_negative = [
+            ("datasheet.fp8_flops_per_s", self.datasheet.fp8_flops_per_s),
+            ("gemm.fixed_s", self.gemm.fixed_s),
+            ("gemm.fp8_flops_per_s", self.gemm.fp8_flops_per_s),
+            ("attention.fixed_s", self.attention.fixed_s),
+            ("small_ops.kernel_s", self.small_ops.kernel_s),
+            ("small_ops.launch_s", self.small_ops.launch_s),
+            ("allreduce.latency_s", self.allreduce.latency_s),
+        ];
+        for (key, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
+            }
+        }
+        let fractions = [
+            (
+                "attention.decode_bandwidth_fraction",
+                self.attention.decode_bandwidth_fraction,
+            ),
+            (
+                "attention.prefill_flops_fraction",
+                self.attention.prefill_flops_fraction,
+            ),
+            (
+                "small_ops.bandwidth_fraction",
+                self.small_ops.bandwidth_fraction,
+            ),
+        ];
+        for (key, v) in fractions {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                return Err(Error::config(origin, key, format!("must be in (0, 1], got {v}")));
+            }
+        }
+        if self.memory.stream_bandwidth_bytes_per_s > self.datasheet.hbm_bandwidth_bytes_per_s {
+            return Err(Error::config(
+                origin,
+                "memory.stream_bandwidth_bytes_per_s",
+                "exceeds the datasheet HBM bandwidth",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the GPU has FP8 tensor cores.
+    pub fn supports_fp8(&self) -> bool {
+        self.datasheet.fp8_flops_per_s > 0.0 && self.gemm.fp8_flops_per_s > 0.0
+    }
+}

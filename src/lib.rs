@@ -1,0 +1,15 @@
+//! servesim: a capacity-planning simulator for LLM serving.
+//!
+//! Data flows one way: configuration ([`scenario`]) → model of the hardware and the engine
+//! ([`model`], [`gpu`], [`engine`], [`roofline`]) → discrete-event simulation ([`sim`], fed by
+//! [`workload`]) → streaming [`metrics`] → planning ([`plan`]) → [`report`]s.
+//! See docs/ for the physics, the simulator's semantics and the file formats.
+
+pub mod error;
+pub mod model;
+pub mod gpu;
+pub mod engine;
+pub mod precision;
+pub mod roofline;
+
+pub use error::{Error, Result};

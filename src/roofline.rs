@@ -1,0 +1,418 @@
+//! The step-time model: how long one engine iteration takes on one tensor-parallel group, and
+//! how much KV cache fits. DESIGN.md §3; the formulas are written out in docs/model.md.
+//!
+//! Every operator is a roofline term `fixed + max(bytes / bandwidth, flops / rate)` with the GPU
+//! profile's calibrated curves; the per-layer and per-step fixed costs and the engine's host
+//! overhead are separate, named terms of the [`StepBreakdown`].
+
+mod memory;
+
+pub use memory::{plan_memory, MemoryPlan};
+
+use serde::Serialize;
+
+use crate::engine::EngineProfile;
+use crate::error::{Error, Result};
+use crate::gpu::GpuProfile;
+use crate::model::ModelSpec;
+use crate::precision::{KvDtype, WeightDtype};
+
+/// Bytes per activation element (activations are 16-bit whatever the weight format).
+pub const ACT_BYTES: f64 = 2.0;
+
+/// What runs where: a model on a GPU type, split over `tp` GPUs, in given formats.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU type.
+    pub gpu: GpuProfile,
+    /// The serving engine.
+    pub engine: EngineProfile,
+    /// Tensor-parallel degree (GPUs per replica).
+    pub tp: u32,
+    /// Weight format.
+    pub weight_dtype: WeightDtype,
+    /// KV-cache format.
+    pub kv_dtype: KvDtype,
+}
+
+impl Deployment {
+    /// Checks that the TP degree splits the model: it must divide the attention heads, and the
+    /// KV heads must divide by it or be replicated across it.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.model;
+        let tp = self.tp as u64;
+        if tp == 0 {
+            return Err(Error::Infeasible("tensor-parallel size must be >= 1".into()));
+        }
+        if m.num_attention_heads % tp != 0 {
+            let fits: Vec<String> = (1..=m.num_attention_heads.min(64))
+                .filter(|t| m.num_attention_heads % t == 0 && t.is_power_of_two())
+                .map(|t| t.to_string())
+                .collect();
+            return Err(Error::Infeasible(format!(
+                "tensor-parallel size {tp} does not divide the {} attention heads of {}; use one of {}",
+                m.num_attention_heads,
+                m.name,
+                fits.join(", ")
+            )));
+        }
+        if tp <= m.num_kv_heads && m.num_kv_heads % tp != 0
+            || tp > m.num_kv_heads && tp % m.num_kv_heads != 0
+        {
+            return Err(Error::Infeasible(format!(
+                "tensor-parallel size {tp} neither divides nor is a multiple of the {} KV heads of {}",
+                m.num_kv_heads, m.name
+            )));
+        }
+        if self.weight_dtype == WeightDtype::Fp8 && !self.gpu.supports_fp8() {
+            // Weight-only FP8 (Marlin-style) still works: bytes halve, math stays 16-bit.
+        }
+        Ok(())
+    }
+
+    /// KV heads held by each GPU (replicated when TP exceeds the KV heads).
+    pub fn kv_heads_per_gpu(&self) -> u64 {
+        (self.model.num_kv_heads / self.tp as u64).max(1)
+    }
+
+    /// KV-cache bytes per token on each GPU.
+    pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
+        2.0 * self.model.num_layers as f64
+            * (self.kv_heads_per_gpu() * self.model.head_dim) as f64
+            * self.kv_dtype.bytes()
+    }
+
+    /// Weight bytes held by each GPU: linear layers in the weight format, embeddings and
+    /// LM head (vocab-parallel) in 16 bits, norms replicated.
+    pub fn weight_bytes_per_gpu(&self) -> f64 {
+        let m = &self.model;
+        let tp = self.tp as f64;
+        let lp = m.layer_params();
+        let experts = m.num_experts() as f64;
+        let linear = lp.qkv + lp.o + experts * (lp.gate_up + lp.down) + lp.router;
+        let head = if m.tie_word_embeddings {
+            0.0
+        } else {
+            m.lm_head_params()
+        };
+        let per_layer = linear / tp * self.weight_dtype.bytes() + lp.norms * ACT_BYTES;
+        m.num_layers as f64 * per_layer + (m.embedding_params() + head) / tp * ACT_BYTES
+    }
+
+    /// GEMM rate for the weight format on this GPU (FP8 math only where supported).
+    fn gemm_rate(&self) -> f64 {
+        match self.weight_dtype {
+            WeightDtype::Fp8 if self.gpu.supports_fp8() => self.gpu.gemm.fp8_flops_per_s,
+            _ => self.gpu.gemm.bf16_flops_per_s,
+        }
+    }
+}
+
+/// The shape of one iteration's batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BatchShape {
+    /// Requests decoding one token each.
+    pub decode_seqs: u32,
+    /// Sum over decoding requests of the context each attends to (tokens).
+    pub decode_context_tokens: u64,
+    /// Prompt tokens prefilled in this iteration (all chunks).
+    pub prefill_tokens: u32,
+    /// Requests with a prefill chunk in this iteration.
+    pub prefill_seqs: u32,
+    /// Causal-attention work of the prefill chunks: sum of `chunk x prior + chunk^2 / 2`
+    /// (token^2 units).
+    pub prefill_attention_units: f64,
+    /// Requests whose logits are computed (decodes plus prefills that finish their prompt).
+    pub sampled_seqs: u32,
+}
+
+impl BatchShape {
+    /// A pure decode batch of `batch` requests each attending to `context` tokens.
+    pub fn decode(batch: u32, context: u64) -> Self {
+        BatchShape {
+            decode_seqs: batch,
+            decode_context_tokens: batch as u64 * context,
+            sampled_seqs: batch,
+            ..Default::default()
+        }
+    }
+
+    /// Adds one prefill chunk of `chunk` tokens after `prior` already-cached tokens.
+    pub fn add_prefill(&mut self, chunk: u32, prior: u64, finishes_prompt: bool) {
+        let c = chunk as f64;
+        self.prefill_tokens += chunk;
+        self.prefill_seqs += 1;
+        self.prefill_attention_units += c * prior as f64 + c * c / 2.0;
+        if finishes_prompt {
+            self.sampled_seqs += 1;
+        }
+    }
+
+    /// Tokens processed by the weight GEMMs.
+    pub fn tokens(&self) -> u32 {
+        self.decode_seqs + self.prefill_tokens
+    }
+}
+
+/// Time of one iteration by operator class, seconds (per TP group; all GPUs run in lockstep).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StepBreakdown {
+    /// Weight GEMMs of all layers (QKV, O, MLP/experts, router).
+    pub gemm_s: f64,
+    /// Of `gemm_s`: the part that streams weights at the measured bandwidth.
+    pub weight_stream_s: f64,
+    /// LM head for the sampled tokens.
+    pub lm_head_s: f64,
+    /// Decode and prefill attention.
+    pub attention_s: f64,
+    /// Tensor-parallel all-reduces.
+    pub allreduce_s: f64,
+    /// Norms, rotary, activation, residual adds, embedding, sampling.
+    pub small_ops_s: f64,
+    /// Kernel-launch time not hidden by CUDA graphs (0 when graphs are replayed).
+    pub launch_s: f64,
+    /// Engine host overhead (scheduling, input preparation, output processing).
+    pub host_s: f64,
+    /// Sum of the above.
+    pub total_s: f64,
+}
+
+/// Per-layer GEMM shapes on one GPU: (weight elements, input width, output width).
+#[derive(Debug, Clone, Copy)]
+struct GemmShape {
+    weights: f64,
+    k: f64,
+    n: f64,
+    /// Whether this is an expert GEMM (weights are per expert).
+    expert: bool,
+}
+
+/// The step-time model of one deployment, with the per-token-count terms precomputed.
+#[derive(Debug, Clone)]
+pub struct StepTimeModel {
+    dep: Deployment,
+    layers: f64,
+    gemms: Vec<GemmShape>,
+    router_weights: f64,
+    lm_head: GemmShape,
+    kv_bytes_per_ctx_token_layer: f64,
+    decode_attn_flops_per_ctx_token_layer: f64,
+    prefill_attn_flops_per_unit_layer: f64,
+    elementwise_bytes_per_token_layer: f64,
+    small_kernels_per_layer: f64,
+    kernels_per_layer: f64,
+    /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
+    table_ns: Vec<u64>,
+}
+
+impl StepTimeModel {
+    /// Builds the model for a deployment; `max_tokens` sizes the precomputed table.
+    pub fn new(dep: Deployment, max_tokens: u32) -> Result<Self> {
+        dep.validate()?;
+        let m = &dep.model;
+        let tp = dep.tp as f64;
+        let h = m.hidden_size as f64;
+        let q = m.q_dim() as f64 / tp;
+        let kv = (dep.kv_heads_per_gpu() * m.head_dim) as f64;
+        let f = m.intermediate_size as f64 / tp;
+        let gemms = vec![
+            GemmShape { weights: h * (q + 2.0 * kv), k: h, n: q + 2.0 * kv, expert: false },
+            GemmShape { weights: q * h, k: q, n: h, expert: false },
+            GemmShape { weights: h * 2.0 * f, k: h, n: 2.0 * f, expert: m.moe.is_some() },
+            GemmShape { weights: f * h, k: f, n: h, expert: m.moe.is_some() },
+        ];
+        let v = m.vocab_size as f64 / tp;
+        let kv_bytes = dep.kv_dtype.bytes();
+        let mut model = StepTimeModel {
+            layers: m.num_layers as f64,
+            gemms,
+            router_weights: if m.moe.is_some() { h * m.num_experts() as f64 } else { 0.0 },
+            lm_head: GemmShape { weights: h * v, k: h, n: v, expert: false },
+            kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
+            decode_attn_flops_per_ctx_token_layer: 4.0 * q,
+            prefill_attn_flops_per_unit_layer: 4.0 * q,
+            // 2 RMSNorms (read+write h), 2 residual adds (2 reads + 1 write of h), rotary on
+            // q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
+            elementwise_bytes_per_token_layer: (4.0 * h + 6.0 * h + 2.0 * (q + kv) + 3.0 * f)
+                * ACT_BYTES,
+            small_kernels_per_layer: 6.0,
+            kernels_per_layer: 6.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
+            table_ns: Vec::new(),
+            dep,
+        };
+        let n = max_tokens as usize + 1;
+        let mut table = Vec::with_capacity(n);
+        for t in 0..n {
+            let (gemm, _, small, ar) = model.token_terms(t as f64);
+            table.push(secs_to_ns(gemm + small + ar));
+        }
+        model.table_ns = table;
+        Ok(model)
+    }
+
+    /// The deployment this model describes.
+    pub fn deployment(&self) -> &Deployment {
+        &self.dep
+    }
+
+    /// One GEMM: `fixed + max(bytes / bw, flops / (rate x T/(T+half)))`; returns (time, stream part).
+    fn gemm_time(&self, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
+        if tokens <= 0.0 {
+            return (0.0, 0.0);
+        }
+        let g = &self.dep.gpu;
+        let bytes = weights * self.dep.weight_dtype.bytes() + tokens * (k + n) * ACT_BYTES;
+        let flops = 2.0 * tokens * weights;
+        let rate = self.dep.gemm_rate() * tokens / (tokens + g.gemm.half_rate_tokens);
+        let mem = bytes / g.memory.stream_bandwidth_bytes_per_s;
+        (g.gemm.fixed_s + mem.max(flops / rate), mem)
+    }
+
+    /// Token-count terms for the whole model: (gemm, weight-stream part, small ops, all-reduce).
+    fn token_terms(&self, tokens: f64) -> (f64, f64, f64, f64) {
+        if tokens <= 0.0 {
+            return (0.0, 0.0, 0.0, 0.0);
+        }
+        let g = &self.dep.gpu;
+        let m = &self.dep.model;
+        let mut gemm = 0.0;
+        let mut stream = 0.0;
+        let active = m.expected_active_experts(tokens);
+        let k_per_tok = m.experts_per_token() as f64;
+        for s in &self.gemms {
+            let (t, st) = if s.expert {
+                // Each token visits k experts; `active` distinct experts are read.
+                let per_expert_tokens = tokens * k_per_tok / active;
+                let (t1, st1) = self.gemm_time(s.weights, s.k, s.n, per_expert_tokens);
+                let fixed = g.gemm.fixed_s;
+                // One grouped kernel: fixed cost once, streaming and math per active expert.
+                (fixed + (t1 - fixed) * active, st1 * active)
+            } else {
+                self.gemm_time(s.weights, s.k, s.n, tokens)
+            };
+            gemm += t;
+            stream += st;
+        }
+        if self.router_weights > 0.0 {
+            gemm += self.gemm_time(self.router_weights, m.hidden_size as f64, m.num_experts() as f64, tokens).0;
+        }
+        let bw = g.memory.stream_bandwidth_bytes_per_s * g.small_ops.bandwidth_fraction;
+        let small = self.small_kernels_per_layer * g.small_ops.kernel_s
+            + tokens * self.elementwise_bytes_per_token_layer / bw;
+        let tp = self.dep.tp as f64;
+        let ar = if self.dep.tp > 1 {
+            let bytes = tokens * m.hidden_size as f64 * ACT_BYTES;
+            2.0 * (g.allreduce.latency_s
+                + 2.0 * (tp - 1.0) / tp * bytes / g.allreduce.bus_bandwidth_bytes_per_s)
+        } else {
+            0.0
+        };
+        (
+            self.layers * gemm,
+            self.layers * stream,
+            self.layers * small,
+            self.layers * ar,
+        )
+    }
+
+    /// The time of one iteration with its breakdown by operator class.
+    pub fn breakdown(&self, b: &BatchShape) -> StepBreakdown {
+        let tokens = b.tokens() as f64;
+        if tokens <= 0.0 {
+            return StepBreakdown::default();
+        }
+        let g = &self.dep.gpu;
+        let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
+        let sampled = b.sampled_seqs.max(1) as f64;
+        let (lm_head_s, _) =
+            self.gemm_time(self.lm_head.weights, self.lm_head.k, self.lm_head.n, sampled);
+        let attention_s = self.attention_time(b);
+        // Per step: embedding gather, final norm, sampling (3 small kernels).
+        let small_ops_s = layer_small + 3.0 * g.small_ops.kernel_s;
+        let gpu_s = gemm_s + lm_head_s + attention_s + allreduce_s + small_ops_s;
+        let launch_s = self.launch_time(b, gpu_s);
+        let host_s = self.host_time(b);
+        StepBreakdown {
+            gemm_s,
+            weight_stream_s,
+            lm_head_s,
+            attention_s,
+            allreduce_s,
+            small_ops_s,
+            launch_s,
+            host_s,
+            total_s: gpu_s + launch_s + host_s,
+        }
+    }
+
+    fn attention_time(&self, b: &BatchShape) -> f64 {
+        let g = &self.dep.gpu;
+        let mut per_layer = 0.0;
+        if b.decode_seqs > 0 {
+            let ctx = b.decode_context_tokens as f64;
+            let bytes = ctx * self.kv_bytes_per_ctx_token_layer;
+            let flops = ctx * self.decode_attn_flops_per_ctx_token_layer;
+            let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
+            let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
+            per_layer += g.attention.fixed_s + (bytes / bw).max(flops / rate);
+        }
+        if b.prefill_seqs > 0 {
+            let flops = b.prefill_attention_units * self.prefill_attn_flops_per_unit_layer;
+            let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
+            per_layer += g.attention.fixed_s + flops / rate;
+        }
+        self.layers * per_layer
+    }
+
+    /// Launch time not hidden by CUDA graphs: without graphs the host issues every kernel, and
+    /// the step cannot be shorter than the launches.
+    fn launch_time(&self, b: &BatchShape, gpu_s: f64) -> f64 {
+        let s = &self.dep.engine.scheduler;
+        if s.cuda_graphs && b.tokens() <= s.cuda_graph_max_tokens {
+            return 0.0;
+        }
+        let kernels = self.layers * self.kernels_per_layer + 4.0;
+        (kernels * self.dep.gpu.small_ops.launch_s - gpu_s).max(0.0)
+    }
+
+    fn host_time(&self, b: &BatchShape) -> f64 {
+        let h = &self.dep.engine.host;
+        h.per_iteration_s + h.per_sequence_s * (b.decode_seqs + b.prefill_seqs) as f64
+    }
+
+    /// Iteration time in integer nanoseconds, from the precomputed table (the simulator's path).
+    /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding.
+    #[inline]
+    pub fn step_ns(&self, b: &BatchShape) -> u64 {
+        let t = b.tokens() as usize;
+        if t == 0 {
+            return 0;
+        }
+        let table = match self.table_ns.get(t) {
+            Some(&ns) => ns,
+            None => {
+                let (gemm, _, small, ar) = self.token_terms(t as f64);
+                secs_to_ns(gemm + small + ar)
+            }
+        };
+        let g = &self.dep.gpu;
+        let sampled = b.sampled_seqs.max(1) as f64;
+        let lm = self.gemm_time(self.lm_head.weights, self.lm_head.k, self.lm_head.n, sampled).0
+            + 3.0 * g.small_ops.kernel_s;
+        let attn = self.attention_time(b);
+        let gpu_s = table as f64 * 1e-9 + lm + attn;
+        let rest = lm + attn + self.launch_time(b, gpu_s) + self.host_time(b);
+        (table + secs_to_ns(rest)).max(1)
+    }
+}
+
+/// Seconds to integer nanoseconds, rounding to nearest; negative or non-finite become 0.
+pub fn secs_to_ns(s: f64) -> u64 {
+    if s.is_finite() && s > 0.0 {
+        (s * 1e9).round() as u64
+    } else {
+        0
+    }
+}
