@@ -1,6 +1,5 @@
 //! Flag parsing (clap). Flags become validated configuration in `commands`, never here.
 
-
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// servesim: predict LLM-serving throughput, latency and cost per million tokens.

@@ -77,8 +77,8 @@ impl EngineProfile {
         let (origin, text) = if let Some((n, text)) = CATALOG.iter().find(|(n, _)| *n == name) {
             (format!("calibration/engines/{n}.toml"), text.to_string())
         } else if name_or_path.ends_with(".toml") {
-            let text = std::fs::read_to_string(name_or_path)
-                .map_err(|e| Error::io(name_or_path, e))?;
+            let text =
+                std::fs::read_to_string(name_or_path).map_err(|e| Error::io(name_or_path, e))?;
             (name_or_path.to_string(), text)
         } else {
             return Err(Error::Unknown {
@@ -99,7 +99,11 @@ impl EngineProfile {
     pub fn validate(&self, origin: &str) -> Result<()> {
         let s = &self.scheduler;
         if s.max_num_seqs == 0 {
-            return Err(Error::config(origin, "scheduler.max_num_seqs", "must be > 0"));
+            return Err(Error::config(
+                origin,
+                "scheduler.max_num_seqs",
+                "must be > 0",
+            ));
         }
         if s.block_size == 0 {
             return Err(Error::config(origin, "scheduler.block_size", "must be > 0"));
@@ -114,7 +118,10 @@ impl EngineProfile {
         for (key, v) in [
             ("host.per_iteration_s", self.host.per_iteration_s),
             ("host.per_sequence_s", self.host.per_sequence_s),
-            ("host.runtime_reserved_bytes", self.host.runtime_reserved_bytes),
+            (
+                "host.runtime_reserved_bytes",
+                self.host.runtime_reserved_bytes,
+            ),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));

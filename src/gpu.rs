@@ -30,12 +30,14 @@ pub struct Datasheet {
     pub tdp_watts: f64,
 }
 
-/// HBM streaming: moving `b` bytes takes `b / stream_bandwidth + latency`.
+/// HBM streaming: moving `b` bytes takes `latency + b / stream_bandwidth`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryCurve {
     /// Achievable read bandwidth for large transfers, bytes/s.
     pub stream_bandwidth_bytes_per_s: f64,
+    /// Fixed time of one streaming kernel (launch-to-first-byte and tail), seconds.
+    pub latency_s: f64,
 }
 
 /// Dense GEMM: `time = fixed + max(bytes / stream_bw, flops / (rate x T / (T + half_rate_tokens)))`.
@@ -110,10 +112,22 @@ pub struct GpuProfile {
 
 /// (name, contents) of every embedded GPU profile.
 const CATALOG: &[(&str, &str)] = &[
-    ("h100-sxm", include_str!("../calibration/gpus/h100-sxm.toml")),
-    ("h100-pcie", include_str!("../calibration/gpus/h100-pcie.toml")),
-    ("h200-sxm", include_str!("../calibration/gpus/h200-sxm.toml")),
-    ("a100-sxm-80gb", include_str!("../calibration/gpus/a100-sxm-80gb.toml")),
+    (
+        "h100-sxm",
+        include_str!("../calibration/gpus/h100-sxm.toml"),
+    ),
+    (
+        "h100-pcie",
+        include_str!("../calibration/gpus/h100-pcie.toml"),
+    ),
+    (
+        "h200-sxm",
+        include_str!("../calibration/gpus/h200-sxm.toml"),
+    ),
+    (
+        "a100-sxm-80gb",
+        include_str!("../calibration/gpus/a100-sxm-80gb.toml"),
+    ),
     ("b200", include_str!("../calibration/gpus/b200.toml")),
 ];
 
@@ -171,7 +185,10 @@ impl GpuProfile {
                 "datasheet.hbm_bandwidth_bytes_per_s",
                 self.datasheet.hbm_bandwidth_bytes_per_s,
             ),
-            ("datasheet.bf16_flops_per_s", self.datasheet.bf16_flops_per_s),
+            (
+                "datasheet.bf16_flops_per_s",
+                self.datasheet.bf16_flops_per_s,
+            ),
             (
                 "memory.stream_bandwidth_bytes_per_s",
                 self.memory.stream_bandwidth_bytes_per_s,
@@ -190,6 +207,7 @@ impl GpuProfile {
         }
         let non_negative = [
             ("datasheet.fp8_flops_per_s", self.datasheet.fp8_flops_per_s),
+            ("memory.latency_s", self.memory.latency_s),
             ("gemm.fixed_s", self.gemm.fixed_s),
             ("gemm.fp8_flops_per_s", self.gemm.fp8_flops_per_s),
             ("attention.fixed_s", self.attention.fixed_s),
@@ -218,7 +236,11 @@ impl GpuProfile {
         ];
         for (key, v) in fractions {
             if !(v.is_finite() && v > 0.0 && v <= 1.0) {
-                return Err(Error::config(origin, key, format!("must be in (0, 1], got {v}")));
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be in (0, 1], got {v}"),
+                ));
             }
         }
         if self.memory.stream_bandwidth_bytes_per_s > self.datasheet.hbm_bandwidth_bytes_per_s {

@@ -5,10 +5,10 @@
 //! [`workload`]) → streaming [`metrics`] → planning ([`plan`]) → [`report`]s.
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
-pub mod error;
-pub mod model;
-pub mod gpu;
 pub mod engine;
+pub mod error;
+pub mod gpu;
+pub mod model;
 pub mod precision;
 pub mod roofline;
 

@@ -5,6 +5,7 @@
 //! profile's calibrated curves; the per-layer and per-step fixed costs and the engine's host
 //! overhead are separate, named terms of the [`StepBreakdown`].
 
+pub mod kernels;
 mod memory;
 
 pub use memory::{plan_memory, MemoryPlan};
@@ -44,7 +45,9 @@ impl Deployment {
         let m = &self.model;
         let tp = self.tp as u64;
         if tp == 0 {
-            return Err(Error::Infeasible("tensor-parallel size must be >= 1".into()));
+            return Err(Error::Infeasible(
+                "tensor-parallel size must be >= 1".into(),
+            ));
         }
         if m.num_attention_heads % tp != 0 {
             let fits: Vec<String> = (1..=m.num_attention_heads.min(64))
@@ -102,7 +105,7 @@ impl Deployment {
     }
 
     /// GEMM rate for the weight format on this GPU (FP8 math only where supported).
-    fn gemm_rate(&self) -> f64 {
+    pub fn gemm_rate(&self) -> f64 {
         match self.weight_dtype {
             WeightDtype::Fp8 if self.gpu.supports_fp8() => self.gpu.gemm.fp8_flops_per_s,
             _ => self.gpu.gemm.bf16_flops_per_s,
@@ -198,8 +201,7 @@ pub struct StepTimeModel {
     router_weights: f64,
     lm_head: GemmShape,
     kv_bytes_per_ctx_token_layer: f64,
-    decode_attn_flops_per_ctx_token_layer: f64,
-    prefill_attn_flops_per_unit_layer: f64,
+    q_width: f64,
     elementwise_bytes_per_token_layer: f64,
     small_kernels_per_layer: f64,
     kernels_per_layer: f64,
@@ -218,21 +220,49 @@ impl StepTimeModel {
         let kv = (dep.kv_heads_per_gpu() * m.head_dim) as f64;
         let f = m.intermediate_size as f64 / tp;
         let gemms = vec![
-            GemmShape { weights: h * (q + 2.0 * kv), k: h, n: q + 2.0 * kv, expert: false },
-            GemmShape { weights: q * h, k: q, n: h, expert: false },
-            GemmShape { weights: h * 2.0 * f, k: h, n: 2.0 * f, expert: m.moe.is_some() },
-            GemmShape { weights: f * h, k: f, n: h, expert: m.moe.is_some() },
+            GemmShape {
+                weights: h * (q + 2.0 * kv),
+                k: h,
+                n: q + 2.0 * kv,
+                expert: false,
+            },
+            GemmShape {
+                weights: q * h,
+                k: q,
+                n: h,
+                expert: false,
+            },
+            GemmShape {
+                weights: h * 2.0 * f,
+                k: h,
+                n: 2.0 * f,
+                expert: m.moe.is_some(),
+            },
+            GemmShape {
+                weights: f * h,
+                k: f,
+                n: h,
+                expert: m.moe.is_some(),
+            },
         ];
         let v = m.vocab_size as f64 / tp;
         let kv_bytes = dep.kv_dtype.bytes();
         let mut model = StepTimeModel {
             layers: m.num_layers as f64,
             gemms,
-            router_weights: if m.moe.is_some() { h * m.num_experts() as f64 } else { 0.0 },
-            lm_head: GemmShape { weights: h * v, k: h, n: v, expert: false },
+            router_weights: if m.moe.is_some() {
+                h * m.num_experts() as f64
+            } else {
+                0.0
+            },
+            lm_head: GemmShape {
+                weights: h * v,
+                k: h,
+                n: v,
+                expert: false,
+            },
             kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
-            decode_attn_flops_per_ctx_token_layer: 4.0 * q,
-            prefill_attn_flops_per_unit_layer: 4.0 * q,
+            q_width: q,
             // 2 RMSNorms (read+write h), 2 residual adds (2 reads + 1 write of h), rotary on
             // q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
             elementwise_bytes_per_token_layer: (4.0 * h + 6.0 * h + 2.0 * (q + kv) + 3.0 * f)
@@ -257,17 +287,17 @@ impl StepTimeModel {
         &self.dep
     }
 
-    /// One GEMM: `fixed + max(bytes / bw, flops / (rate x T/(T+half)))`; returns (time, stream part).
+    /// One GEMM of this deployment's weight format; returns (time, streaming part).
     fn gemm_time(&self, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
-        if tokens <= 0.0 {
-            return (0.0, 0.0);
-        }
-        let g = &self.dep.gpu;
-        let bytes = weights * self.dep.weight_dtype.bytes() + tokens * (k + n) * ACT_BYTES;
-        let flops = 2.0 * tokens * weights;
-        let rate = self.dep.gemm_rate() * tokens / (tokens + g.gemm.half_rate_tokens);
-        let mem = bytes / g.memory.stream_bandwidth_bytes_per_s;
-        (g.gemm.fixed_s + mem.max(flops / rate), mem)
+        debug_assert!((weights - k * n).abs() <= 1e-6 * weights.max(1.0));
+        kernels::gemm_s(
+            &self.dep.gpu,
+            tokens,
+            k,
+            n,
+            self.dep.weight_dtype.bytes(),
+            self.dep.gemm_rate(),
+        )
     }
 
     /// Token-count terms for the whole model: (gemm, weight-stream part, small ops, all-reduce).
@@ -296,19 +326,22 @@ impl StepTimeModel {
             stream += st;
         }
         if self.router_weights > 0.0 {
-            gemm += self.gemm_time(self.router_weights, m.hidden_size as f64, m.num_experts() as f64, tokens).0;
+            gemm += self
+                .gemm_time(
+                    self.router_weights,
+                    m.hidden_size as f64,
+                    m.num_experts() as f64,
+                    tokens,
+                )
+                .0;
         }
-        let bw = g.memory.stream_bandwidth_bytes_per_s * g.small_ops.bandwidth_fraction;
-        let small = self.small_kernels_per_layer * g.small_ops.kernel_s
-            + tokens * self.elementwise_bytes_per_token_layer / bw;
-        let tp = self.dep.tp as f64;
-        let ar = if self.dep.tp > 1 {
-            let bytes = tokens * m.hidden_size as f64 * ACT_BYTES;
-            2.0 * (g.allreduce.latency_s
-                + 2.0 * (tp - 1.0) / tp * bytes / g.allreduce.bus_bandwidth_bytes_per_s)
-        } else {
-            0.0
-        };
+        let small = self.small_kernels_per_layer
+            * kernels::small_op_s(
+                g,
+                tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
+            );
+        let ar =
+            2.0 * kernels::allreduce_s(g, tokens * m.hidden_size as f64 * ACT_BYTES, self.dep.tp);
         (
             self.layers * gemm,
             self.layers * stream,
@@ -326,8 +359,12 @@ impl StepTimeModel {
         let g = &self.dep.gpu;
         let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
         let sampled = b.sampled_seqs.max(1) as f64;
-        let (lm_head_s, _) =
-            self.gemm_time(self.lm_head.weights, self.lm_head.k, self.lm_head.n, sampled);
+        let (lm_head_s, _) = self.gemm_time(
+            self.lm_head.weights,
+            self.lm_head.k,
+            self.lm_head.n,
+            sampled,
+        );
         let attention_s = self.attention_time(b);
         // Per step: embedding gather, final norm, sampling (3 small kernels).
         let small_ops_s = layer_small + 3.0 * g.small_ops.kernel_s;
@@ -349,20 +386,13 @@ impl StepTimeModel {
 
     fn attention_time(&self, b: &BatchShape) -> f64 {
         let g = &self.dep.gpu;
-        let mut per_layer = 0.0;
-        if b.decode_seqs > 0 {
-            let ctx = b.decode_context_tokens as f64;
-            let bytes = ctx * self.kv_bytes_per_ctx_token_layer;
-            let flops = ctx * self.decode_attn_flops_per_ctx_token_layer;
-            let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
-            let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
-            per_layer += g.attention.fixed_s + (bytes / bw).max(flops / rate);
-        }
-        if b.prefill_seqs > 0 {
-            let flops = b.prefill_attention_units * self.prefill_attn_flops_per_unit_layer;
-            let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
-            per_layer += g.attention.fixed_s + flops / rate;
-        }
+        let per_layer =
+            kernels::decode_attention_s(
+                g,
+                b.decode_context_tokens as f64,
+                self.kv_bytes_per_ctx_token_layer,
+                self.q_width,
+            ) + kernels::prefill_attention_s(g, b.prefill_attention_units, self.q_width);
         self.layers * per_layer
     }
 
@@ -373,8 +403,8 @@ impl StepTimeModel {
         if s.cuda_graphs && b.tokens() <= s.cuda_graph_max_tokens {
             return 0.0;
         }
-        let kernels = self.layers * self.kernels_per_layer + 4.0;
-        (kernels * self.dep.gpu.small_ops.launch_s - gpu_s).max(0.0)
+        let n_kernels = self.layers * self.kernels_per_layer + 4.0;
+        (n_kernels * kernels::empty_kernel_s(&self.dep.gpu) - gpu_s).max(0.0)
     }
 
     fn host_time(&self, b: &BatchShape) -> f64 {
@@ -399,8 +429,14 @@ impl StepTimeModel {
         };
         let g = &self.dep.gpu;
         let sampled = b.sampled_seqs.max(1) as f64;
-        let lm = self.gemm_time(self.lm_head.weights, self.lm_head.k, self.lm_head.n, sampled).0
-            + 3.0 * g.small_ops.kernel_s;
+        let lm =
+            self.gemm_time(
+                self.lm_head.weights,
+                self.lm_head.k,
+                self.lm_head.n,
+                sampled,
+            )
+            .0 + 3.0 * g.small_ops.kernel_s;
         let attn = self.attention_time(b);
         let gpu_s = table as f64 * 1e-9 + lm + attn;
         let rest = lm + attn + self.launch_time(b, gpu_s) + self.host_time(b);

@@ -68,18 +68,42 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
     };
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&est)?),
-        Format::Table | Format::Csv => print_table(&est, &dep.gpu.memory.stream_bandwidth_bytes_per_s, dep.gpu.datasheet.hbm_bandwidth_bytes_per_s),
+        Format::Table | Format::Csv => print_table(
+            &est,
+            &dep.gpu.memory.stream_bandwidth_bytes_per_s,
+            dep.gpu.datasheet.hbm_bandwidth_bytes_per_s,
+        ),
     }
     Ok(())
 }
 
 fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
     let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
-    println!("{} on {} x{} ({} weights, {} KV, {} engine)", e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine);
-    println!("  weights per GPU        {:>9.2} GB", e.weights_bytes_per_gpu / 1e9);
-    println!("  KV bytes per token     {:>9.0} B (whole model)", e.kv_bytes_per_token);
-    println!("  KV capacity per GPU    {:>9} tokens ({} blocks of {}; {:.2} GB)", e.memory.kv_tokens, e.memory.kv_blocks, e.memory.block_size, e.memory.kv_bytes / 1e9);
-    println!("batch: {} decoding at {} tokens context, {} prefill tokens", e.batch.decode_seqs, e.batch.decode_context_tokens / e.batch.decode_seqs.max(1) as u64, e.batch.prefill_tokens);
+    println!(
+        "{} on {} x{} ({} weights, {} KV, {} engine)",
+        e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine
+    );
+    println!(
+        "  weights per GPU        {:>9.2} GB",
+        e.weights_bytes_per_gpu / 1e9
+    );
+    println!(
+        "  KV bytes per token     {:>9.0} B (whole model)",
+        e.kv_bytes_per_token
+    );
+    println!(
+        "  KV capacity per GPU    {:>9} tokens ({} blocks of {}; {:.2} GB)",
+        e.memory.kv_tokens,
+        e.memory.kv_blocks,
+        e.memory.block_size,
+        e.memory.kv_bytes / 1e9
+    );
+    println!(
+        "batch: {} decoding at {} tokens context, {} prefill tokens",
+        e.batch.decode_seqs,
+        e.batch.decode_context_tokens / e.batch.decode_seqs.max(1) as u64,
+        e.batch.prefill_tokens
+    );
     let s = &e.step;
     println!("  weight GEMMs           {}   (of which weight streaming {} at {:.2} TB/s measured; datasheet {:.2} TB/s)", ms(s.gemm_s), ms(s.weight_stream_s), stream_bw / 1e12, datasheet_bw / 1e12);
     println!("  LM head                {}", ms(s.lm_head_s));
@@ -89,5 +113,9 @@ fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
     println!("  kernel launches        {}", ms(s.launch_s));
     println!("  engine host overhead   {}", ms(s.host_s));
     println!("  step time              {}", ms(s.total_s));
-    println!("  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s", e.implied_weight_bandwidth_bytes_per_s / 1e12, e.output_tokens_per_s);
+    println!(
+        "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",
+        e.implied_weight_bandwidth_bytes_per_s / 1e12,
+        e.output_tokens_per_s
+    );
 }

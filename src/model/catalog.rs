@@ -7,16 +7,34 @@ use crate::error::{Error, Result};
 
 /// (file name, contents) of every catalog model, embedded at build time.
 const CATALOG: &[(&str, &str)] = &[
-    ("llama-3.1-8b", include_str!("../../models/llama-3.1-8b.toml")),
-    ("llama-3.1-70b", include_str!("../../models/llama-3.1-70b.toml")),
-    ("llama-3.1-405b", include_str!("../../models/llama-3.1-405b.toml")),
+    (
+        "llama-3.1-8b",
+        include_str!("../../models/llama-3.1-8b.toml"),
+    ),
+    (
+        "llama-3.1-70b",
+        include_str!("../../models/llama-3.1-70b.toml"),
+    ),
+    (
+        "llama-3.1-405b",
+        include_str!("../../models/llama-3.1-405b.toml"),
+    ),
     ("llama-2-7b", include_str!("../../models/llama-2-7b.toml")),
     ("llama-2-70b", include_str!("../../models/llama-2-70b.toml")),
-    ("codellama-34b", include_str!("../../models/codellama-34b.toml")),
+    (
+        "codellama-34b",
+        include_str!("../../models/codellama-34b.toml"),
+    ),
     ("qwen2.5-7b", include_str!("../../models/qwen2.5-7b.toml")),
     ("qwen2.5-72b", include_str!("../../models/qwen2.5-72b.toml")),
-    ("mistral-nemo-12b", include_str!("../../models/mistral-nemo-12b.toml")),
-    ("mixtral-8x7b", include_str!("../../models/mixtral-8x7b.toml")),
+    (
+        "mistral-nemo-12b",
+        include_str!("../../models/mistral-nemo-12b.toml"),
+    ),
+    (
+        "mixtral-8x7b",
+        include_str!("../../models/mixtral-8x7b.toml"),
+    ),
 ];
 
 /// Names of the catalog models.

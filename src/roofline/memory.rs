@@ -81,7 +81,13 @@ pub fn plan_memory(
     block_size: u32,
     min_kv_tokens: u64,
 ) -> Result<MemoryPlan> {
-    let plan = plan_for(dep, gpu_memory_utilization, max_batched_tokens, max_num_seqs, block_size);
+    let plan = plan_for(
+        dep,
+        gpu_memory_utilization,
+        max_batched_tokens,
+        max_num_seqs,
+        block_size,
+    );
     let need = min_kv_tokens.max(block_size as u64) as f64 * plan.kv_bytes_per_token;
     if plan.kv_bytes >= need {
         return Ok(plan);
@@ -95,8 +101,14 @@ pub fn plan_memory(
             let mut d = dep.clone();
             d.tp = t;
             d.validate().is_ok()
-                && plan_for(&d, gpu_memory_utilization, max_batched_tokens, max_num_seqs, block_size)
-                    .kv_bytes
+                && plan_for(
+                    &d,
+                    gpu_memory_utilization,
+                    max_batched_tokens,
+                    max_num_seqs,
+                    block_size,
+                )
+                .kv_bytes
                     >= min_kv_tokens.max(block_size as u64) as f64 * d.kv_bytes_per_token_per_gpu()
         });
     let hint = match fitting_tp {

@@ -1,0 +1,84 @@
+//! Kernel-level predictions: the roofline terms the step-time model sums, exposed one kernel
+//! at a time so that calibration (`servesim fit`, `validate-kernels`) checks exactly the
+//! formulas the simulator uses.
+
+use crate::gpu::GpuProfile;
+
+use super::ACT_BYTES;
+
+/// Time of one HBM-streaming kernel moving `bytes` (reads + writes), seconds.
+pub fn stream_s(gpu: &GpuProfile, bytes: f64) -> f64 {
+    gpu.memory.latency_s + bytes / gpu.memory.stream_bandwidth_bytes_per_s
+}
+
+/// One dense GEMM of `tokens` x `k` activations by a `k` x `n` weight matrix stored with
+/// `weight_bytes` bytes per element, at peak achievable rate `rate_flops_per_s`:
+/// `fixed + max(bytes / bw, flops / (rate x T / (T + half)))`. Returns (time, streaming part).
+pub fn gemm_s(
+    gpu: &GpuProfile,
+    tokens: f64,
+    k: f64,
+    n: f64,
+    weight_bytes: f64,
+    rate_flops_per_s: f64,
+) -> (f64, f64) {
+    if tokens <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let weights = k * n;
+    let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
+    let flops = 2.0 * tokens * weights;
+    let rate = rate_flops_per_s * tokens / (tokens + gpu.gemm.half_rate_tokens);
+    let mem = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
+    (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
+}
+
+/// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
+/// across the batch; `kv_bytes_per_token` = 2 x kv_heads x head_dim x bytes per element;
+/// `q_width` = query heads x head_dim on this GPU.
+pub fn decode_attention_s(
+    gpu: &GpuProfile,
+    context_tokens: f64,
+    kv_bytes_per_token: f64,
+    q_width: f64,
+) -> f64 {
+    if context_tokens <= 0.0 {
+        return 0.0;
+    }
+    let bytes = context_tokens * kv_bytes_per_token;
+    let flops = 4.0 * q_width * context_tokens;
+    let bw = gpu.memory.stream_bandwidth_bytes_per_s * gpu.attention.decode_bandwidth_fraction;
+    let rate = gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction;
+    gpu.attention.fixed_s + (bytes / bw).max(flops / rate)
+}
+
+/// One causal prefill-attention kernel (one layer) over `units` = sum of
+/// `chunk x prior + chunk^2 / 2` token pairs, with query width `q_width` on this GPU.
+pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
+    if units <= 0.0 {
+        return 0.0;
+    }
+    let rate = gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction;
+    gpu.attention.fixed_s + 4.0 * q_width * units / rate
+}
+
+/// One small memory-bound kernel moving `bytes`, seconds.
+pub fn small_op_s(gpu: &GpuProfile, bytes: f64) -> f64 {
+    gpu.small_ops.kernel_s
+        + bytes / (gpu.memory.stream_bandwidth_bytes_per_s * gpu.small_ops.bandwidth_fraction)
+}
+
+/// One all-reduce of `bytes` over `tp` GPUs, seconds (0 for TP 1).
+pub fn allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32) -> f64 {
+    if tp <= 1 {
+        return 0.0;
+    }
+    let tp = tp as f64;
+    gpu.allreduce.latency_s
+        + 2.0 * (tp - 1.0) / tp * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
+}
+
+/// Launch latency of an empty kernel, seconds.
+pub fn empty_kernel_s(gpu: &GpuProfile) -> f64 {
+    gpu.small_ops.launch_s
+}
