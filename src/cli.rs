@@ -1,5 +1,7 @@
 //! Flag parsing (clap). Flags become validated configuration in `commands`, never here.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// servesim: predict LLM-serving throughput, latency and cost per million tokens.
@@ -16,6 +18,10 @@ pub struct Cli {
 pub enum Command {
     /// Weights, KV capacity and the step time (with its breakdown) of one deployment.
     Estimate(EstimateArgs),
+    /// Simulate one scenario (a TOML file, or the embedded default).
+    Run(RunArgs),
+    /// Simulate one deployment and workload given by flags, named as vLLM's benchmarks.
+    Bench(BenchArgs),
 }
 
 /// Output format of a command's main result.
@@ -74,4 +80,97 @@ pub struct EstimateArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// Flags of `servesim run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML); the embedded default when absent.
+    pub scenario: Option<PathBuf>,
+    /// Override any scenario key, e.g. `--set workload.arrival.rate_per_s=20` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write summary.json and timeseries.csv (and plots) into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Flags of `servesim bench`, named as `vllm bench serve` / `vllm bench throughput` name them.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The deployment.
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Replicas behind the router.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
+    /// Router: round-robin, least-outstanding, least-kv, power-of-two.
+    #[arg(long, default_value = "least-outstanding")]
+    pub router: String,
+    /// Dataset: random, sharegpt, azure-conv-2023, azure-code-2023, arxiv-summarization.
+    #[arg(long = "dataset-name", default_value = "random")]
+    pub dataset_name: String,
+    /// Mean prompt length of the random dataset, tokens.
+    #[arg(long = "random-input-len", default_value_t = 1024)]
+    pub random_input_len: u32,
+    /// Mean output length of the random dataset, tokens.
+    #[arg(long = "random-output-len", default_value_t = 128)]
+    pub random_output_len: u32,
+    /// Shared prefix prepended to every random prompt, tokens.
+    #[arg(long = "random-prefix-len", default_value_t = 0)]
+    pub random_prefix_len: u32,
+    /// Random lengths are uniform in [len x (1 - r), len x (1 + r)].
+    #[arg(long = "random-range-ratio", default_value_t = 0.0)]
+    pub random_range_ratio: f64,
+    /// Fixed prompt length (alias of --random-input-len with range ratio 0).
+    #[arg(long = "input-len")]
+    pub input_len: Option<u32>,
+    /// Fixed output length (alias of --random-output-len with range ratio 0).
+    #[arg(long = "output-len")]
+    pub output_len: Option<u32>,
+    /// Requests to send.
+    #[arg(long = "num-prompts", default_value_t = 1000)]
+    pub num_prompts: u64,
+    /// Request rate, req/s; `inf` sends everything at t = 0.
+    #[arg(long = "request-rate", default_value_t = f64::INFINITY)]
+    pub request_rate: f64,
+    /// Gamma shape of inter-arrival times: 1 = Poisson, < 1 burstier, > 1 more regular.
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Most requests outstanding at once (client side).
+    #[arg(long = "max-concurrency")]
+    pub max_concurrency: Option<u32>,
+    /// Engine's max_num_seqs.
+    #[arg(long = "max-num-seqs")]
+    pub max_num_seqs: Option<u32>,
+    /// Engine's max_num_batched_tokens.
+    #[arg(long = "max-num-batched-tokens")]
+    pub max_num_batched_tokens: Option<u32>,
+    /// Engine's max_model_len.
+    #[arg(long = "max-model-len")]
+    pub max_model_len: Option<u32>,
+    /// Chunked prefill on or off (default: the engine profile's).
+    #[arg(long = "enable-chunked-prefill", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_chunked_prefill: Option<bool>,
+    /// Prefix caching on or off (default: the engine profile's).
+    #[arg(long = "enable-prefix-caching", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_prefix_caching: Option<bool>,
+    /// SLOs for goodput, as vLLM's `--goodput`: `ttft:MS tpot:MS e2el:MS`.
+    #[arg(long, num_args = 1.., value_name = "KEY:MS")]
+    pub goodput: Vec<String>,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write summary.json and timeseries.csv into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }

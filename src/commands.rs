@@ -1,7 +1,9 @@
 //! The edge between flags and the library: each command turns its flags into validated
 //! configuration, runs the library, and writes the result. Errors here use anyhow.
 
+mod bench;
 mod estimate;
+mod run;
 
 use anyhow::Result;
 
@@ -15,6 +17,8 @@ use servesim::roofline::Deployment;
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Estimate(args) => estimate::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 

@@ -26,6 +26,9 @@ pub struct SchedulerDefaults {
     pub cuda_graphs: bool,
     /// Largest batch (tokens) captured in CUDA graphs.
     pub cuda_graph_max_tokens: u32,
+    /// Reserve KV blocks for the whole output at admission, so running requests are never
+    /// preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); vLLM allocates as it goes and preempts.
+    pub reserve_output_kv: bool,
 }
 
 /// Host-side costs of the engine, fitted (see docs/validation.md).

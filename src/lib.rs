@@ -13,3 +13,10 @@ pub mod precision;
 pub mod roofline;
 
 pub use error::{Error, Result};
+pub mod metrics;
+pub mod sim;
+pub mod workload;
+pub mod scenario;
+pub mod summary;
+pub mod report;
+pub mod validate;

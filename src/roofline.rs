@@ -142,6 +142,16 @@ impl BatchShape {
         }
     }
 
+    /// A pure decode batch of `batch` requests attending to `total_context` tokens in all.
+    pub fn decode_total(batch: u32, total_context: u64) -> Self {
+        BatchShape {
+            decode_seqs: batch,
+            decode_context_tokens: total_context,
+            sampled_seqs: batch,
+            ..Default::default()
+        }
+    }
+
     /// Adds one prefill chunk of `chunk` tokens after `prior` already-cached tokens.
     pub fn add_prefill(&mut self, chunk: u32, prior: u64, finishes_prompt: bool) {
         let c = chunk as f64;

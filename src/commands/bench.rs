@@ -1,0 +1,135 @@
+//! `servesim bench`: one run from vLLM-style flags.
+
+use anyhow::{bail, Result};
+
+use crate::cli::BenchArgs;
+use servesim::scenario::Scenario;
+
+fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
+    entries
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// Translates the flags into a scenario table, so that flags and files share one validation.
+fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
+    use toml::Value as V;
+    let d = &a.deployment;
+    let mut deployment = table(&[
+        ("model", V::String(d.model.clone())),
+        ("gpu", V::String(d.gpu.clone())),
+        ("tp", V::Integer(d.tp as i64)),
+        ("dtype", V::String(d.dtype.clone())),
+        ("kv_cache_dtype", V::String(d.kv_cache_dtype.clone())),
+        ("engine", V::String(d.engine.clone())),
+        ("replicas", V::Integer(a.replicas as i64)),
+        ("router", V::String(a.router.clone())),
+    ]);
+    deployment.retain(|_, v| !matches!(v, V::String(s) if s.is_empty()));
+
+    let mut scheduler = toml::Table::new();
+    let mut put = |k: &str, v: Option<V>| {
+        if let Some(v) = v {
+            scheduler.insert(k.into(), v);
+        }
+    };
+    put("max_num_seqs", a.max_num_seqs.map(|x| V::Integer(x as i64)));
+    put("max_num_batched_tokens", a.max_num_batched_tokens.map(|x| V::Integer(x as i64)));
+    put("max_model_len", a.max_model_len.map(|x| V::Integer(x as i64)));
+    put("enable_chunked_prefill", a.enable_chunked_prefill.map(V::Boolean));
+    put("enable_prefix_caching", a.enable_prefix_caching.map(V::Boolean));
+    put("gpu_memory_utilization", d.gpu_memory_utilization.map(V::Float));
+
+    let arrival = if a.request_rate.is_infinite() && a.request_rate > 0.0 {
+        table(&[("kind", V::String("offline".into()))])
+    } else if a.burstiness == 1.0 {
+        table(&[("kind", V::String("poisson".into())), ("rate_per_s", V::Float(a.request_rate))])
+    } else {
+        table(&[
+            ("kind", V::String("gamma".into())),
+            ("rate_per_s", V::Float(a.request_rate)),
+            ("burstiness", V::Float(a.burstiness)),
+        ])
+    };
+    let mut workload = table(&[
+        ("arrival", V::Table(arrival)),
+        ("num_requests", V::Integer(a.num_prompts.min(i64::MAX as u64) as i64)),
+    ]);
+    if a.dataset_name == "random" {
+        let length = |fixed: Option<u32>, mean: u32| -> toml::Table {
+            match fixed {
+                Some(t) => table(&[("kind", V::String("fixed".into())), ("tokens", V::Integer(t as i64))]),
+                None if a.random_range_ratio == 0.0 => {
+                    table(&[("kind", V::String("fixed".into())), ("tokens", V::Integer(mean as i64))])
+                }
+                None => table(&[
+                    ("kind", V::String("uniform".into())),
+                    ("mean", V::Float(mean as f64)),
+                    ("range_ratio", V::Float(a.random_range_ratio)),
+                ]),
+            }
+        };
+        workload.insert("input".into(), V::Table(length(a.input_len, a.random_input_len)));
+        workload.insert("output".into(), V::Table(length(a.output_len, a.random_output_len)));
+    } else {
+        if a.input_len.is_some() || a.output_len.is_some() {
+            bail!(servesim::Error::config(
+                "--input-len/--output-len",
+                "dataset",
+                format!("fixed lengths apply to the random dataset, not '{}'", a.dataset_name)
+            ));
+        }
+        workload.insert("dataset".into(), V::String(a.dataset_name.clone()));
+    }
+    if a.random_prefix_len > 0 {
+        workload.insert(
+            "prefix".into(),
+            V::Table(table(&[
+                ("tokens", V::Integer(a.random_prefix_len as i64)),
+                ("groups", V::Integer(1)),
+            ])),
+        );
+    }
+    if let Some(c) = a.max_concurrency {
+        workload.insert("max_concurrency".into(), V::Integer(c as i64));
+    }
+
+    let mut slo = toml::Table::new();
+    for g in &a.goodput {
+        let (k, v) = g.split_once(':').ok_or_else(|| {
+            servesim::Error::config("--goodput", g.as_str(), "expected KEY:MS, e.g. ttft:2000")
+        })?;
+        let ms: f64 = v.parse().map_err(|_| {
+            servesim::Error::config("--goodput", g.as_str(), format!("'{v}' is not a number of ms"))
+        })?;
+        let key = match k {
+            "ttft" => "ttft_ms",
+            "tpot" => "tpot_ms",
+            "e2el" | "e2e" => "e2e_ms",
+            other => bail!(servesim::Error::config(
+                "--goodput",
+                other,
+                "unknown SLO (ttft, tpot, e2el)"
+            )),
+        };
+        slo.insert(key.into(), V::Float(ms));
+    }
+    Ok(table(&[
+        ("name", V::String("bench".into())),
+        ("seed", V::Integer(a.seed.min(i64::MAX as u64) as i64)),
+        ("deployment", V::Table(deployment)),
+        ("scheduler", V::Table(scheduler)),
+        ("workload", V::Table(workload)),
+        ("slo", V::Table(slo)),
+    ]))
+}
+
+/// Runs `servesim bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let origin = "servesim bench flags";
+    let sc = Scenario::from_table(scenario_table(args)?, origin)?;
+    let resolved = sc.resolve(origin)?;
+    let result = resolved.run()?;
+    super::run::emit(&resolved, &result, args.format, args.out.as_deref())
+}

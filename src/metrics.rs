@@ -1,0 +1,270 @@
+//! Streaming metrics: latency histograms, counters, time series. Memory does not grow with the
+//! number of requests: each request is folded in at completion and forgotten.
+//!
+//! Definitions follow vLLM's `bench serve`: TTFT = arrival to first token; TPOT =
+//! (E2E - TTFT) / (output tokens - 1) per request; ITL = every gap between consecutive tokens,
+//! pooled; E2E = arrival to last token.
+
+mod timeseries;
+
+pub use timeseries::{TimeSeries, TimeSeriesPoint};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// A streaming distribution of durations in nanoseconds (3 significant digits) with an exact mean.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+    sum_ns: u128,
+    count: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Mean, median, p90 and p99 of one latency metric, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Samples folded in.
+    pub count: u64,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Median, ms.
+    pub median_ms: f64,
+    /// 90th percentile, ms.
+    pub p90_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// Maximum, ms.
+    pub max_ms: f64,
+}
+
+impl LatencyHistogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        // 3 significant digits, auto-resizing: `new` cannot fail for sigfig in 0..=5.
+        let hist = Histogram::new(3).expect("3 significant digits is a valid precision");
+        LatencyHistogram {
+            hist,
+            sum_ns: 0,
+            count: 0,
+        }
+    }
+
+    /// Folds in `n` samples of `value_ns`.
+    #[inline]
+    pub fn record_n(&mut self, value_ns: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        // Auto-resizing histograms only fail above i64::MAX/2; clamp to a century of ns.
+        let v = value_ns.min(3_155_760_000_000_000_000);
+        let _ = self.hist.record_n(v, n);
+        self.sum_ns += v as u128 * n as u128;
+        self.count += n;
+    }
+
+    /// Folds in one sample.
+    #[inline]
+    pub fn record(&mut self, value_ns: u64) {
+        self.record_n(value_ns, 1);
+    }
+
+    /// Merges another histogram into this one.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        let _ = self.hist.add(&other.hist);
+        self.sum_ns += other.sum_ns;
+        self.count += other.count;
+    }
+
+    /// Samples folded in.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Exact mean, ns (0 when empty).
+    pub fn mean_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.count as f64
+        }
+    }
+
+    /// Value at percentile `p` in [0, 100], ns (0 when empty).
+    pub fn percentile_ns(&self, p: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        self.hist.value_at_quantile((p / 100.0).clamp(0.0, 1.0)) as f64
+    }
+
+    /// Share of samples at or below `threshold_ns`, in [0, 1] (1 when empty).
+    pub fn share_at_or_below(&self, threshold_ns: u64) -> f64 {
+        if self.count == 0 {
+            return 1.0;
+        }
+        let below: u64 = self
+            .hist
+            .iter_recorded()
+            .filter(|v| v.value_iterated_to() <= threshold_ns)
+            .map(|v| v.count_at_value())
+            .sum();
+        below as f64 / self.count as f64
+    }
+
+    /// Mean, median, p90, p99 and max in milliseconds.
+    pub fn summary(&self) -> LatencySummary {
+        let ms = |ns: f64| ns / 1e6;
+        LatencySummary {
+            count: self.count,
+            mean_ms: ms(self.mean_ns()),
+            median_ms: ms(self.percentile_ns(50.0)),
+            p90_ms: ms(self.percentile_ns(90.0)),
+            p99_ms: ms(self.percentile_ns(99.0)),
+            max_ms: if self.count == 0 {
+                0.0
+            } else {
+                ms(self.hist.max() as f64)
+            },
+        }
+    }
+
+    /// (quantile, value ms) pairs for a CDF plot, `points` evenly spaced quantiles.
+    pub fn cdf_ms(&self, points: usize) -> Vec<(f64, f64)> {
+        if self.count == 0 || points == 0 {
+            return Vec::new();
+        }
+        (0..=points)
+            .map(|i| {
+                let q = i as f64 / points as f64;
+                (q, self.hist.value_at_quantile(q) as f64 / 1e6)
+            })
+            .collect()
+    }
+}
+
+/// A streaming distribution of small integers (batch sizes, utilisation percent), weighted.
+#[derive(Debug, Clone, Default)]
+pub struct WeightedStat {
+    sum_w: f64,
+    sum_wx: f64,
+    max: f64,
+}
+
+impl WeightedStat {
+    /// Folds in value `x` with weight `w`.
+    #[inline]
+    pub fn record(&mut self, x: f64, w: f64) {
+        self.sum_w += w;
+        self.sum_wx += w * x;
+        if x > self.max {
+            self.max = x;
+        }
+    }
+
+    /// Weighted mean (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.sum_w > 0.0 {
+            self.sum_wx / self.sum_w
+        } else {
+            0.0
+        }
+    }
+
+    /// Largest value seen.
+    pub fn max(&self) -> f64 {
+        self.max
+    }
+
+    /// Merges another into this one.
+    pub fn merge(&mut self, o: &WeightedStat) {
+        self.sum_w += o.sum_w;
+        self.sum_wx += o.sum_wx;
+        self.max = self.max.max(o.max);
+    }
+}
+
+/// Everything measured during one simulation, folded in as it happens.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// Time to first token of completed requests.
+    pub ttft: LatencyHistogram,
+    /// Time per output token of completed requests with more than one output token.
+    pub tpot: LatencyHistogram,
+    /// Inter-token latency, every gap pooled.
+    pub itl: LatencyHistogram,
+    /// End-to-end latency of completed requests.
+    pub e2e: LatencyHistogram,
+    /// Arrival to first scheduling (queueing delay) of completed requests.
+    pub queue: LatencyHistogram,
+    /// Requests that arrived (were sent to the cluster).
+    pub arrived: u64,
+    /// Requests that completed.
+    pub completed: u64,
+    /// Requests rejected at arrival (admission control, too long for the model).
+    pub rejected: u64,
+    /// Requests whose client gave up waiting for the first token.
+    pub timed_out: u64,
+    /// Preemptions (recompute).
+    pub preemptions: u64,
+    /// Completed requests that met every SLO.
+    pub good: u64,
+    /// Prompt tokens of completed requests.
+    pub input_tokens: u64,
+    /// Output tokens of completed requests.
+    pub output_tokens: u64,
+    /// Output tokens generated, including by requests not (yet) completed.
+    pub generated_tokens: u64,
+    /// Prompt tokens computed by prefills (recomputation and cache hits accounted).
+    pub prefill_tokens_computed: u64,
+    /// Prompt tokens served from the prefix cache.
+    pub prefix_cache_hit_tokens: u64,
+    /// Engine iterations run.
+    pub iterations: u64,
+    /// Sequences per iteration, weighted by iterations.
+    pub batch_size: WeightedStat,
+    /// KV-cache utilisation (0..1), weighted by time.
+    pub kv_utilization: WeightedStat,
+    /// GPU busy time summed over replicas, ns.
+    pub busy_ns: u128,
+    /// Time of the first arrival, ns.
+    pub first_arrival_ns: Option<u64>,
+    /// Time of the last completion, rejection or time-out, ns.
+    pub last_event_ns: u64,
+}
+
+impl Metrics {
+    /// Merges the metrics of another replica or run into this one.
+    pub fn merge(&mut self, o: &Metrics) {
+        self.ttft.merge(&o.ttft);
+        self.tpot.merge(&o.tpot);
+        self.itl.merge(&o.itl);
+        self.e2e.merge(&o.e2e);
+        self.queue.merge(&o.queue);
+        self.arrived += o.arrived;
+        self.completed += o.completed;
+        self.rejected += o.rejected;
+        self.timed_out += o.timed_out;
+        self.preemptions += o.preemptions;
+        self.good += o.good;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.generated_tokens += o.generated_tokens;
+        self.prefill_tokens_computed += o.prefill_tokens_computed;
+        self.prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
+        self.iterations += o.iterations;
+        self.batch_size.merge(&o.batch_size);
+        self.kv_utilization.merge(&o.kv_utilization);
+        self.busy_ns += o.busy_ns;
+        self.first_arrival_ns = match (self.first_arrival_ns, o.first_arrival_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_event_ns = self.last_event_ns.max(o.last_event_ns);
+    }
+}

@@ -1,0 +1,579 @@
+//! Scenarios: the validated configuration of one run (deployment, scheduler, workload, SLOs,
+//! limits, pricing, plan search space), read from TOML with `--set key=value` overrides.
+//!
+//! Reading happens in three steps, each with precise errors: TOML syntax (line and column),
+//! structure (`deny_unknown_fields`, with the key path of the offending value), and
+//! cross-field validation ([`Scenario::resolve`]): TP against heads, memory, token budget
+//! against prompt length, percentiles, prices. The schema is documented in docs/scenarios.md.
+
+mod overrides;
+
+pub use overrides::apply_override;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::EngineProfile;
+use crate::error::{Error, Result};
+use crate::gpu::GpuProfile;
+use crate::model::load_model;
+use crate::roofline::{plan_memory, Deployment, MemoryPlan, StepTimeModel};
+use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
+use crate::workload::WorkloadConfig;
+
+/// The embedded default scenario (`scenarios/default.toml`), used when no file is given.
+pub const DEFAULT_SCENARIO: &str = include_str!("../scenarios/default.toml");
+
+/// What runs: model, GPU, parallelism, formats, engine, replicas, router.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentConfig {
+    /// Model: catalog name or path to a config.json.
+    pub model: String,
+    /// GPU profile name or path.
+    pub gpu: String,
+    /// Tensor-parallel size (GPUs per replica).
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// Weight format: bf16, fp16, fp8.
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// KV-cache format: auto, fp8.
+    #[serde(default = "default_kv")]
+    pub kv_cache_dtype: String,
+    /// Engine profile: vllm, trtllm, sglang.
+    #[serde(default = "default_engine")]
+    pub engine: String,
+    /// Replicas behind the router.
+    #[serde(default = "one")]
+    pub replicas: u32,
+    /// Routing policy.
+    #[serde(default)]
+    pub router: RouterKind,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_dtype() -> String {
+    "bf16".into()
+}
+fn default_kv() -> String {
+    "auto".into()
+}
+fn default_engine() -> String {
+    "vllm".into()
+}
+
+/// Batching discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Batching {
+    /// Continuous (iteration-level) batching.
+    #[default]
+    Continuous,
+    /// Static batching: a new batch starts only when the previous one has finished.
+    Static,
+}
+
+/// Scheduler overrides of the engine profile's defaults (every key optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerOverrides {
+    /// Most sequences per iteration.
+    pub max_num_seqs: Option<u32>,
+    /// Token budget per iteration.
+    pub max_num_batched_tokens: Option<u32>,
+    /// Chunked prefill on or off.
+    pub enable_chunked_prefill: Option<bool>,
+    /// Prefix caching on or off.
+    pub enable_prefix_caching: Option<bool>,
+    /// Tokens per KV block.
+    pub block_size: Option<u32>,
+    /// Fraction of GPU memory for the engine.
+    pub gpu_memory_utilization: Option<f64>,
+    /// Longest prompt + output, tokens (default: the model's context length, capped by KV).
+    pub max_model_len: Option<u32>,
+    /// Continuous or static batching.
+    pub batching: Option<Batching>,
+    /// Reserve KV for the whole output at admission (TensorRT-LLM's guaranteed-no-evict).
+    pub reserve_output_kv: Option<bool>,
+}
+
+/// SLOs: each a threshold at a percentile, plus how the run enforces them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloConfig {
+    /// TTFT threshold, ms.
+    pub ttft_ms: Option<f64>,
+    /// Percentile the TTFT threshold applies to, in (0, 100].
+    #[serde(default = "p99")]
+    pub ttft_percentile: f64,
+    /// TPOT threshold, ms.
+    pub tpot_ms: Option<f64>,
+    /// Percentile of the TPOT threshold.
+    #[serde(default = "p99")]
+    pub tpot_percentile: f64,
+    /// E2E threshold, ms.
+    pub e2e_ms: Option<f64>,
+    /// Percentile of the E2E threshold.
+    #[serde(default = "p99")]
+    pub e2e_percentile: f64,
+    /// Reject at arrival requests whose predicted TTFT already misses.
+    #[serde(default)]
+    pub admission_control: bool,
+    /// Clients give up after waiting this long for a first token, s.
+    pub queue_timeout_s: Option<f64>,
+}
+
+impl Default for SloConfig {
+    fn default() -> Self {
+        SloConfig {
+            ttft_ms: None,
+            ttft_percentile: 99.0,
+            tpot_ms: None,
+            tpot_percentile: 99.0,
+            e2e_ms: None,
+            e2e_percentile: 99.0,
+            admission_control: false,
+            queue_timeout_s: None,
+        }
+    }
+}
+
+fn p99() -> f64 {
+    99.0
+}
+
+/// Run limits; reaching one stops the run and is reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Simulated-time limit, s.
+    #[serde(default = "default_max_time")]
+    pub max_sim_time_s: f64,
+    /// Event limit.
+    #[serde(default = "default_max_events")]
+    pub max_events: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_sim_time_s: default_max_time(),
+            max_events: default_max_events(),
+        }
+    }
+}
+
+fn default_max_time() -> f64 {
+    30.0 * 24.0 * 3600.0
+}
+fn default_max_events() -> u64 {
+    2_000_000_000
+}
+
+/// Pricing overrides (defaults from calibration/pricing.toml).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PricingConfig {
+    /// $/GPU-hour for the deployment's GPU, overriding the catalog.
+    pub price_usd_per_gpu_hour: Option<f64>,
+    /// Which catalog column: on_demand, reserved, spot.
+    pub column: Option<String>,
+    /// Price of an input token relative to an output token (for blended $/M tokens).
+    pub input_output_price_ratio: Option<f64>,
+}
+
+/// The search space of `servesim plan`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// Target load, requests/s (default: the workload's rate).
+    pub target_rate_per_s: Option<f64>,
+    /// GPU types to consider.
+    pub gpus: Option<Vec<String>>,
+    /// Weight formats to consider.
+    pub dtypes: Option<Vec<String>>,
+    /// TP degrees to consider.
+    pub tp: Option<Vec<u32>>,
+    /// max_num_seqs values to consider.
+    pub max_num_seqs: Option<Vec<u32>>,
+    /// Share of requests that must meet every SLO at a sustainable rate, in (0, 1].
+    pub goodput_threshold: Option<f64>,
+    /// Requests per simulation of the search.
+    pub requests_per_point: Option<u64>,
+    /// Most replicas a plan may use.
+    pub max_replicas: Option<u32>,
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    #[serde(default)]
+    pub name: String,
+    /// What the scenario represents.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of every random choice in the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// The deployment.
+    pub deployment: DeploymentConfig,
+    /// Scheduler overrides.
+    #[serde(default)]
+    pub scheduler: SchedulerOverrides,
+    /// The workload.
+    pub workload: WorkloadConfig,
+    /// SLOs.
+    #[serde(default)]
+    pub slo: SloConfig,
+    /// Limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Pricing.
+    #[serde(default)]
+    pub pricing: PricingConfig,
+    /// Plan search space.
+    #[serde(default)]
+    pub plan: PlanConfig,
+}
+
+/// A scenario with everything looked up and checked, ready to simulate.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The scenario as given (after overrides).
+    pub scenario: Scenario,
+    /// Where it came from, for messages.
+    pub origin: String,
+    /// The deployment (model, GPU, engine, TP, formats).
+    pub deployment: Deployment,
+    /// One GPU's memory plan.
+    pub memory: MemoryPlan,
+    /// The simulator's configuration.
+    pub sim: SimConfig,
+}
+
+impl Scenario {
+    /// Parses scenario TOML text, applying `key=value` overrides before validation of the
+    /// structure. `origin` names the text in errors (a path, or `<embedded default>`).
+    pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario> {
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| Error::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        for o in overrides {
+            apply_override(&mut table, o)?;
+        }
+        Self::from_table(table, origin)
+    }
+
+    /// Reads a scenario from an already-parsed TOML table (as `bench` builds from flags).
+    pub fn from_table(table: toml::Table, origin: &str) -> Result<Scenario> {
+        let de = toml::Value::Table(table);
+        let mut sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            Error::config(origin, if path == "." { "(top level)".into() } else { path }, e.into_inner().to_string())
+        })?;
+        if let Some(dir) = Path::new(origin).parent() {
+            resolve_workload_paths(&mut sc.workload, dir);
+        }
+        Ok(sc)
+    }
+
+    /// Reads a scenario file (or the embedded default when `path` is `None`).
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Scenario> {
+        match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+                Self::parse(&text, &p.display().to_string(), overrides)
+            }
+            None => Self::parse(DEFAULT_SCENARIO, "<embedded default>", overrides),
+        }
+    }
+
+    /// Looks everything up and checks every cross-field constraint.
+    pub fn resolve(&self, origin: &str) -> Result<Resolved> {
+        let d = &self.deployment;
+        let err = |key: &str, reason: String| Error::config(origin, key, reason);
+        let weight_dtype = d.dtype.parse().map_err(|e| err("deployment.dtype", e))?;
+        let kv_dtype = d
+            .kv_cache_dtype
+            .parse()
+            .map_err(|e| err("deployment.kv_cache_dtype", e))?;
+        if d.tp == 0 {
+            return Err(err("deployment.tp", "must be >= 1, got 0".into()));
+        }
+        if d.replicas == 0 || d.replicas > 100_000 {
+            return Err(err(
+                "deployment.replicas",
+                format!("must be in 1..=100000, got {}", d.replicas),
+            ));
+        }
+        let mut engine = EngineProfile::load(&d.engine)?;
+        let s = &self.scheduler;
+        let es = &mut engine.scheduler;
+        if let Some(v) = s.gpu_memory_utilization {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(err(
+                    "scheduler.gpu_memory_utilization",
+                    format!("must be in (0, 1], got {v}"),
+                ));
+            }
+            es.gpu_memory_utilization = v;
+        }
+        let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
+        let max_batched = s.max_num_batched_tokens.unwrap_or(es.max_num_batched_tokens);
+        let chunked = s.enable_chunked_prefill.unwrap_or(es.enable_chunked_prefill);
+        let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
+        let block_size = s.block_size.unwrap_or(es.block_size);
+        let batching = s.batching.unwrap_or_default();
+        if max_num_seqs == 0 || max_num_seqs > 1_000_000 {
+            return Err(err(
+                "scheduler.max_num_seqs",
+                format!("must be in 1..=1000000, got {max_num_seqs}"),
+            ));
+        }
+        if block_size == 0 || block_size > 1024 {
+            return Err(err(
+                "scheduler.block_size",
+                format!("must be in 1..=1024, got {block_size}"),
+            ));
+        }
+        if max_batched < block_size {
+            return Err(err(
+                "scheduler.max_num_batched_tokens",
+                format!("must be at least the block size ({block_size}), got {max_batched}"),
+            ));
+        }
+        if max_batched > 1 << 20 {
+            return Err(err(
+                "scheduler.max_num_batched_tokens",
+                format!("must be at most 1048576, got {max_batched}"),
+            ));
+        }
+        if max_batched < max_num_seqs {
+            return Err(err(
+                "scheduler.max_num_batched_tokens",
+                format!("must be at least max_num_seqs ({max_num_seqs}), got {max_batched}"),
+            ));
+        }
+        es.max_num_seqs = max_num_seqs;
+        es.max_num_batched_tokens = max_batched;
+        es.block_size = block_size;
+        let reserve_output = s
+            .reserve_output_kv
+            .unwrap_or(es.reserve_output_kv);
+
+        let deployment = Deployment {
+            model: load_model(&d.model)?,
+            gpu: GpuProfile::load(&d.gpu)?,
+            engine,
+            tp: d.tp,
+            weight_dtype,
+            kv_dtype,
+        };
+        deployment.validate()?;
+        let model_len = deployment.model.max_position_embeddings.min(u32::MAX as u64) as u32;
+        let max_model_len = s.max_model_len.unwrap_or(model_len);
+        if max_model_len == 0 {
+            return Err(err("scheduler.max_model_len", "must be > 0".into()));
+        }
+        if s.max_model_len.is_some_and(|l| l > model_len) {
+            return Err(err(
+                "scheduler.max_model_len",
+                format!(
+                    "{} exceeds the model's context length ({model_len})",
+                    max_model_len
+                ),
+            ));
+        }
+        let es = &deployment.engine.scheduler;
+        let memory = plan_memory(
+            &deployment,
+            es.gpu_memory_utilization,
+            max_batched,
+            max_num_seqs,
+            block_size,
+            block_size as u64,
+        )?;
+        // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
+        // at the KV capacity.
+        let max_model_len = if s.max_model_len.is_some() {
+            if max_model_len as u64 > memory.kv_tokens {
+                return Err(err(
+                    "scheduler.max_model_len",
+                    format!(
+                        "{max_model_len} tokens do not fit in the KV cache ({} tokens per replica); \
+                         lower it or raise gpu_memory_utilization / TP",
+                        memory.kv_tokens
+                    ),
+                ));
+            }
+            max_model_len
+        } else {
+            max_model_len.min(memory.kv_tokens.min(u32::MAX as u64) as u32)
+        };
+        if !chunked && batching == Batching::Continuous && max_batched < max_model_len {
+            return Err(err(
+                "scheduler.max_num_batched_tokens",
+                format!(
+                    "{max_batched} cannot hold a prompt of max_model_len ({max_model_len}) tokens \
+                     with chunked prefill off; enable chunked prefill, raise it, or lower max_model_len"
+                ),
+            ));
+        }
+        self.workload.validate(origin)?;
+        let slo = self.slo_policy(origin)?;
+        if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
+            return Err(err(
+                "limits.max_sim_time_s",
+                format!("must be > 0, got {}", self.limits.max_sim_time_s),
+            ));
+        }
+        if self.limits.max_events == 0 {
+            return Err(err("limits.max_events", "must be > 0".into()));
+        }
+        if let Some(p) = self.pricing.price_usd_per_gpu_hour {
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(err(
+                    "pricing.price_usd_per_gpu_hour",
+                    format!("must be >= 0, got {p}"),
+                ));
+            }
+        }
+        if let Some(r) = self.pricing.input_output_price_ratio {
+            if !(r.is_finite() && r >= 0.0) {
+                return Err(err(
+                    "pricing.input_output_price_ratio",
+                    format!("must be >= 0, got {r}"),
+                ));
+            }
+        }
+        if let Some(g) = self.plan.goodput_threshold {
+            if !(g > 0.0 && g <= 1.0) {
+                return Err(err(
+                    "plan.goodput_threshold",
+                    format!("must be in (0, 1], got {g}"),
+                ));
+            }
+        }
+        let sim = SimConfig {
+            replicas: d.replicas,
+            gpus_per_replica: d.tp,
+            router: d.router,
+            scheduler: SchedulerConfig {
+                max_num_seqs,
+                max_num_batched_tokens: max_batched,
+                chunked_prefill: chunked,
+                prefix_caching: prefix,
+                block_size,
+                kv_blocks: memory.kv_blocks,
+                max_model_len,
+                static_batching: batching == Batching::Static,
+                reserve_output_kv: reserve_output,
+            },
+            slo,
+            limits: Limits {
+                max_sim_time_ns: (self.limits.max_sim_time_s.min(1e9) * 1e9) as u64,
+                max_events: self.limits.max_events,
+            },
+            max_concurrency: self.workload.max_concurrency,
+            seed: self.seed,
+        };
+        Ok(Resolved {
+            scenario: self.clone(),
+            origin: origin.to_string(),
+            deployment,
+            memory,
+            sim,
+        })
+    }
+
+    fn slo_policy(&self, origin: &str) -> Result<SloPolicy> {
+        let s = &self.slo;
+        let ms = |key: &str, v: Option<f64>| -> Result<Option<u64>> {
+            match v {
+                None => Ok(None),
+                Some(x) if x.is_finite() && x > 0.0 => Ok(Some((x * 1e6).round() as u64)),
+                Some(x) => Err(Error::config(origin, key, format!("must be > 0, got {x}"))),
+            }
+        };
+        for (key, p) in [
+            ("slo.ttft_percentile", s.ttft_percentile),
+            ("slo.tpot_percentile", s.tpot_percentile),
+            ("slo.e2e_percentile", s.e2e_percentile),
+        ] {
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(Error::config(origin, key, format!("must be in (0, 100], got {p}")));
+            }
+        }
+        let timeout = match s.queue_timeout_s {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 => Some((t.min(1e9) * 1e9) as u64),
+            Some(t) => {
+                return Err(Error::config(
+                    origin,
+                    "slo.queue_timeout_s",
+                    format!("must be > 0, got {t}"),
+                ))
+            }
+        };
+        let ttft_ns = ms("slo.ttft_ms", s.ttft_ms)?;
+        if s.admission_control && ttft_ns.is_none() {
+            return Err(Error::config(
+                origin,
+                "slo.admission_control",
+                "needs slo.ttft_ms (admission control rejects requests predicted to miss it)",
+            ));
+        }
+        Ok(SloPolicy {
+            ttft_ns,
+            tpot_ns: ms("slo.tpot_ms", s.tpot_ms)?,
+            e2e_ns: ms("slo.e2e_ms", s.e2e_ms)?,
+            admission_control: s.admission_control,
+            queue_timeout_ns: timeout,
+        })
+    }
+}
+
+impl Resolved {
+    /// The step-time model of this deployment, its table sized to the token budget.
+    pub fn step_model(&self) -> Result<StepTimeModel> {
+        StepTimeModel::new(
+            self.deployment.clone(),
+            self.sim.scheduler.max_num_batched_tokens + self.sim.scheduler.max_num_seqs,
+        )
+    }
+
+    /// GPUs of the whole deployment.
+    pub fn gpus(&self) -> u32 {
+        self.sim.replicas * self.sim.gpus_per_replica
+    }
+}
+
+/// Resolves a path given in a scenario relative to the scenario's directory.
+pub fn resolve_relative(dir: &Path, path: &str) -> String {
+    let p = PathBuf::from(path);
+    if p.is_absolute() || dir.as_os_str().is_empty() {
+        path.to_string()
+    } else {
+        dir.join(p).display().to_string()
+    }
+}
+
+/// Makes the workload's file paths (trace, empirical lengths) relative to the scenario file.
+fn resolve_workload_paths(w: &mut WorkloadConfig, dir: &Path) {
+    use crate::workload::{ArrivalConfig, LengthConfig};
+    if let ArrivalConfig::Trace { path, .. } = &mut w.arrival {
+        *path = resolve_relative(dir, path);
+    }
+    for l in [&mut w.input, &mut w.output].into_iter().flatten() {
+        if let LengthConfig::Empirical { path } = l {
+            *path = resolve_relative(dir, path);
+        }
+    }
+}

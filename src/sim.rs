@@ -1,0 +1,115 @@
+//! Discrete-event simulation of a serving cluster: arrivals → router → replicas (continuous
+//! batching, paged KV cache, preemption, prefix caching, SLO enforcement) → streaming metrics.
+//!
+//! Time is integer nanoseconds; events are ordered by (time, sequence number), so a run is
+//! bit-for-bit reproducible for a seed. A decode iteration costs O(1) amortised in the batch
+//! size (DESIGN.md §5): every decoding request gains one token per iteration, so its finishing
+//! iteration is known when it starts decoding, the sum of contexts grows by the batch size, and
+//! the requests that need a new KV block in an iteration are counted by their block phase.
+
+mod cluster;
+mod replica;
+mod request;
+mod router;
+
+pub use cluster::simulate;
+pub use router::RouterKind;
+
+use serde::Serialize;
+
+use crate::metrics::{Metrics, TimeSeries};
+
+/// Scheduler settings of one replica, resolved from the engine profile and the scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SchedulerConfig {
+    /// Most sequences running at once.
+    pub max_num_seqs: u32,
+    /// Token budget of one iteration.
+    pub max_num_batched_tokens: u32,
+    /// Whether prompts may be split across iterations.
+    pub chunked_prefill: bool,
+    /// Whether shared prefixes are served from cached KV blocks.
+    pub prefix_caching: bool,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV-cache capacity, blocks.
+    pub kv_blocks: u64,
+    /// Longest prompt plus output a request may have, tokens; longer requests are rejected.
+    pub max_model_len: u32,
+    /// Static batching baseline: admit a new batch only when the previous one has finished.
+    pub static_batching: bool,
+    /// Reserve KV for the whole output at admission (no preemption; fewer requests fit).
+    pub reserve_output_kv: bool,
+}
+
+/// SLO thresholds and the policies that enforce them during the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SloPolicy {
+    /// TTFT threshold, ns (a request is "good" only if it meets every threshold set).
+    pub ttft_ns: Option<u64>,
+    /// TPOT threshold, ns.
+    pub tpot_ns: Option<u64>,
+    /// E2E threshold, ns.
+    pub e2e_ns: Option<u64>,
+    /// Reject a request at arrival when its predicted TTFT already misses `ttft_ns`.
+    pub admission_control: bool,
+    /// A client gives up when it has waited this long without a first token, ns.
+    pub queue_timeout_ns: Option<u64>,
+}
+
+/// Hard limits on one run; hitting one ends the run and is reported, never silent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Limits {
+    /// Simulated time limit, ns.
+    pub max_sim_time_ns: u64,
+    /// Event limit (arrivals + iterations).
+    pub max_events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_sim_time_ns: 30 * 24 * 3600 * 1_000_000_000,
+            max_events: 2_000_000_000,
+        }
+    }
+}
+
+/// Everything a simulation needs besides the step-time model and the request stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimConfig {
+    /// Replicas behind the router.
+    pub replicas: u32,
+    /// GPUs per replica (the TP degree), for per-GPU figures.
+    pub gpus_per_replica: u32,
+    /// Routing policy.
+    pub router: RouterKind,
+    /// Scheduler of each replica.
+    pub scheduler: SchedulerConfig,
+    /// SLOs and their enforcement.
+    pub slo: SloPolicy,
+    /// Run limits.
+    pub limits: Limits,
+    /// Client-side cap on outstanding requests (vLLM `--max-concurrency`); latency is then
+    /// measured from when the client sends, as vLLM does.
+    pub max_concurrency: Option<u32>,
+    /// Seed of the router's random choices.
+    pub seed: u64,
+}
+
+/// What one simulation produced.
+#[derive(Debug, Clone)]
+pub struct SimOutput {
+    /// Streaming metrics of the whole cluster.
+    pub metrics: Metrics,
+    /// Per-interval time series.
+    pub timeseries: TimeSeries,
+    /// Requests still queued or running when the run ended (0 unless a limit was hit).
+    pub in_flight: u64,
+    /// Why the run stopped early, if it did.
+    pub truncated: Option<String>,
+    /// Largest number of KV blocks in use on any replica at any time.
+    pub peak_kv_blocks: u64,
+    /// Events processed.
+    pub events: u64,
+}

@@ -1,0 +1,689 @@
+//! One serving replica: a vLLM-style continuous-batching scheduler over a paged KV cache.
+//!
+//! Per iteration (DESIGN.md §4): running decodes first (one token each; a decode that needs a
+//! block it cannot get preempts the most recently admitted request, which must recompute),
+//! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
+//! and the KV blocks last. The iteration that finishes a prompt produces its first token.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use super::request::{Phase, Req, Slab, NONE, NO_TIME};
+use super::{SchedulerConfig, SloPolicy};
+use crate::metrics::{Metrics, TimeSeries};
+use crate::roofline::{BatchShape, StepTimeModel};
+
+/// A cached shared prefix: its blocks, and the requests using it.
+#[derive(Debug, Clone, Copy)]
+struct PrefixEntry {
+    blocks: u32,
+    refs: u32,
+    last_used_ns: u64,
+}
+
+/// A prefill chunk scheduled in the current iteration.
+#[derive(Debug, Clone, Copy)]
+struct Chunk {
+    id: u32,
+    tokens: u32,
+}
+
+/// One replica's scheduler state.
+#[derive(Debug)]
+pub struct Replica {
+    cfg: SchedulerConfig,
+    /// Index of the next iteration to run.
+    iter: u64,
+    /// Whether an iteration is in flight.
+    busy: bool,
+    cur_start_ns: u64,
+    cur_end_ns: u64,
+    cur_decodes: u32,
+    cur_chunks: Vec<Chunk>,
+    waiting: VecDeque<u32>,
+    run_head: u32,
+    run_tail: u32,
+    running: u32,
+    prefilling: Vec<u32>,
+    n_decoding: u32,
+    /// Sum of KV lengths of decoding requests before the next iteration.
+    sum_kv: u64,
+    /// Decoding requests by block phase: those with phase p need a new block in iterations
+    /// i with i mod block_size == p.
+    phase_counts: Vec<u32>,
+    finish_heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    used_blocks: u64,
+    /// Blocks promised to admitted requests but not yet used (output reservation policy).
+    reserved_blocks: u64,
+    evictable_blocks: u64,
+    prefix_cache: HashMap<u32, PrefixEntry>,
+    /// Prompt tokens still to compute over waiting and prefilling requests.
+    pending_prefill_tokens: u64,
+    /// Requests that left this replica since the cluster last asked.
+    departed: u64,
+    /// Largest number of blocks in use.
+    pub peak_blocks: u64,
+}
+
+#[inline]
+fn div_ceil(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}
+
+impl Replica {
+    /// A replica with an empty queue and cache.
+    pub fn new(cfg: SchedulerConfig) -> Self {
+        let b = cfg.block_size.max(1) as usize;
+        Replica {
+            cfg,
+            iter: 0,
+            busy: false,
+            cur_start_ns: 0,
+            cur_end_ns: 0,
+            cur_decodes: 0,
+            cur_chunks: Vec::new(),
+            waiting: VecDeque::new(),
+            run_head: NONE,
+            run_tail: NONE,
+            running: 0,
+            prefilling: Vec::new(),
+            n_decoding: 0,
+            sum_kv: 0,
+            phase_counts: vec![0; b],
+            finish_heap: BinaryHeap::new(),
+            used_blocks: 0,
+            reserved_blocks: 0,
+            evictable_blocks: 0,
+            prefix_cache: HashMap::new(),
+            pending_prefill_tokens: 0,
+            departed: 0,
+            peak_blocks: 0,
+        }
+    }
+
+    /// Whether an iteration is in flight.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+    }
+
+    /// Requests queued or running here.
+    pub fn outstanding(&self) -> u64 {
+        self.waiting.len() as u64 + self.running as u64
+    }
+
+    /// KV load: blocks in use plus blocks the queued prompts will need, as a share of capacity.
+    pub fn kv_load(&self) -> f64 {
+        let demand = self.used_blocks - self.evictable_blocks
+            + div_ceil(self.pending_prefill_tokens, self.cfg.block_size as u64);
+        demand as f64 / self.cfg.kv_blocks.max(1) as f64
+    }
+
+    /// KV blocks in use (prefix-cache blocks included).
+    pub fn used_blocks(&self) -> u64 {
+        self.used_blocks
+    }
+
+    /// Requests that left since the last call (completed or timed out).
+    pub fn take_departed(&mut self) -> u64 {
+        std::mem::take(&mut self.departed)
+    }
+
+    /// Requests in flight on this replica, for accounting at the end of a truncated run.
+    pub fn in_flight(&self) -> u64 {
+        self.outstanding()
+    }
+
+    fn block(&self) -> u64 {
+        self.cfg.block_size as u64
+    }
+
+    fn available_blocks(&self) -> u64 {
+        (self.cfg.kv_blocks + self.evictable_blocks).saturating_sub(self.used_blocks + self.reserved_blocks)
+    }
+
+    /// Gives `n` blocks to request `r`: from its reservation if it has one, else from the pool.
+    fn take_blocks(&mut self, r: &mut Req, n: u64) {
+        if r.reserve > 0 {
+            let from_reserve = n.min((r.reserve - r.own_blocks.min(r.reserve)) as u64);
+            self.reserved_blocks -= from_reserve;
+            self.allocate_reserved(n);
+        } else {
+            self.allocate(n);
+        }
+        r.own_blocks += n as u32;
+    }
+
+    /// Moves `n` reserved blocks into use.
+    fn allocate_reserved(&mut self, n: u64) {
+        // Reserved blocks were counted against availability already, so the pool has them,
+        // unless cached prefixes occupy them: evict those first.
+        let free = self.cfg.kv_blocks - self.used_blocks;
+        if free < n {
+            self.allocate(n);
+        } else {
+            self.used_blocks += n;
+            self.peak_blocks = self.peak_blocks.max(self.used_blocks);
+        }
+    }
+
+    /// Takes `n` blocks, evicting unused cached prefixes (least recently used first) if needed.
+    /// The caller has checked `available_blocks() >= n`.
+    fn allocate(&mut self, n: u64) {
+        while self.cfg.kv_blocks - self.used_blocks < n {
+            let victim = self
+                .prefix_cache
+                .iter()
+                .filter(|(_, e)| e.refs == 0)
+                .min_by_key(|(g, e)| (e.last_used_ns, **g))
+                .map(|(g, e)| (*g, e.blocks));
+            match victim {
+                Some((g, blocks)) => {
+                    self.prefix_cache.remove(&g);
+                    self.used_blocks -= blocks as u64;
+                    self.evictable_blocks -= blocks as u64;
+                }
+                None => break,
+            }
+        }
+        self.used_blocks += n;
+        self.peak_blocks = self.peak_blocks.max(self.used_blocks);
+    }
+
+    /// Returns a request's own blocks and drops its reference to a shared prefix.
+    fn release(&mut self, r: &mut Req, now: u64) {
+        self.used_blocks -= r.own_blocks as u64;
+        if r.reserve > 0 {
+            self.reserved_blocks -= r.reserve.saturating_sub(r.own_blocks) as u64;
+            r.reserve = 0;
+        }
+        r.own_blocks = 0;
+        if r.shared_blocks > 0 {
+            if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
+                e.refs -= 1;
+                e.last_used_ns = now;
+                if e.refs == 0 {
+                    self.evictable_blocks += e.blocks as u64;
+                }
+            }
+            r.shared_blocks = 0;
+        }
+    }
+
+    fn run_push_back(&mut self, slab: &mut Slab, id: u32) {
+        let tail = self.run_tail;
+        {
+            let r = slab.get_mut(id);
+            r.prev = tail;
+            r.next = NONE;
+        }
+        if tail == NONE {
+            self.run_head = id;
+        } else {
+            slab.get_mut(tail).next = id;
+        }
+        self.run_tail = id;
+        self.running += 1;
+    }
+
+    fn run_unlink(&mut self, slab: &mut Slab, id: u32) {
+        let (prev, next) = {
+            let r = slab.get(id);
+            (r.prev, r.next)
+        };
+        if prev == NONE {
+            self.run_head = next;
+        } else {
+            slab.get_mut(prev).next = next;
+        }
+        if next == NONE {
+            self.run_tail = prev;
+        } else {
+            slab.get_mut(next).prev = prev;
+        }
+        self.running -= 1;
+    }
+
+    fn phase_of(&self, r: &Req) -> usize {
+        let b = self.block();
+        ((r.dec_iter0 % b + b - r.dec_kv0 as u64 % b) % b) as usize
+    }
+
+    /// Takes a decoding request out of the decode set before iteration `iter` runs; returns its
+    /// KV length.
+    fn leave_decode(&mut self, r: &mut Req, kv: u64) {
+        let p = self.phase_of(r);
+        self.phase_counts[p] -= 1;
+        self.n_decoding -= 1;
+        self.sum_kv -= kv;
+        r.epoch = r.epoch.wrapping_add(1);
+    }
+
+    /// Preempts the most recently admitted running request (recompute); returns whether it was
+    /// a decode that needed a block in the coming iteration.
+    fn preempt_tail(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64) -> bool {
+        let id = self.run_tail;
+        self.preempt(id, slab, metrics, now)
+    }
+
+    /// Preempts running request `id`: frees its blocks and puts it back at the head of the
+    /// waiting queue to recompute prompt and generated tokens. Returns whether it was a decode
+    /// that needed a block in the coming iteration.
+    fn preempt(&mut self, id: u32, slab: &mut Slab, metrics: &mut Metrics, now: u64) -> bool {
+        let iter = self.iter;
+        let b = self.block();
+        self.run_unlink(slab, id);
+        let mut r = slab.get(id).clone();
+        let mut needed_block = false;
+        match r.phase {
+            Phase::Decoding => {
+                let steps = iter - r.dec_iter0;
+                let kv = r.dec_kv0 as u64 + steps;
+                needed_block = kv % b == 0;
+                self.leave_decode(&mut r, kv);
+                r.generated = r.dec_gen0 + steps as u32;
+                r.own_blocks = (div_ceil(kv, b) - r.shared_blocks as u64) as u32;
+                r.last_token_ns = now;
+                self.pending_prefill_tokens += (r.input + r.generated) as u64;
+            }
+            Phase::Prefilling => {
+                self.prefilling.retain(|&x| x != id);
+                self.pending_prefill_tokens += r.computed as u64;
+            }
+            Phase::Waiting => {}
+        }
+        self.release(&mut r, now);
+        r.phase = Phase::Waiting;
+        r.prefill_len = r.input + r.generated;
+        r.computed = 0;
+        *slab.get_mut(id) = r;
+        self.waiting.push_front(id);
+        metrics.preemptions += 1;
+        needed_block
+    }
+
+    /// Queues a newly arrived request.
+    pub fn enqueue(&mut self, slab: &mut Slab, id: u32) {
+        self.pending_prefill_tokens += slab.get(id).prefill_len as u64;
+        self.waiting.push_back(id);
+    }
+
+    /// Predicted time from `now` to the first token of a new request with `prompt` tokens:
+    /// the rest of the current iteration plus the iterations needed to prefill everything
+    /// queued ahead of it at the current decode load.
+    pub fn predict_ttft_ns(&self, now: u64, prompt: u32, step: &StepTimeModel) -> u64 {
+        let rest = if self.busy {
+            self.cur_end_ns.saturating_sub(now)
+        } else {
+            0
+        };
+        let per_iter = (self.cfg.max_num_batched_tokens.saturating_sub(self.n_decoding)).max(1);
+        let pending = self.pending_prefill_tokens + prompt as u64;
+        let iters = div_ceil(pending, per_iter as u64);
+        let mut shape = BatchShape::decode_total(self.n_decoding, self.sum_kv + self.n_decoding as u64);
+        let chunk = (pending.min(per_iter as u64)) as u32;
+        shape.add_prefill(chunk, 0, true);
+        rest + iters * step.step_ns(&shape)
+    }
+
+    fn timed_out(r: &Req, now: u64, slo: &SloPolicy) -> bool {
+        match slo.queue_timeout_ns {
+            Some(t) => r.first_token_ns == NO_TIME && now >= r.arrival_ns.saturating_add(t),
+            None => false,
+        }
+    }
+
+    /// Drops waiting requests at the head of the queue whose clients gave up.
+    fn purge_timeouts(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64, slo: &SloPolicy) {
+        while let Some(&id) = self.waiting.front() {
+            if !Self::timed_out(slab.get(id), now, slo) {
+                break;
+            }
+            self.waiting.pop_front();
+            let r = slab.get(id);
+            self.pending_prefill_tokens -= (r.prefill_len - r.computed) as u64;
+            metrics.timed_out += 1;
+            metrics.last_event_ns = metrics.last_event_ns.max(now);
+            slab.remove(id);
+            self.departed += 1;
+        }
+    }
+
+    /// Looks up the prefix cache for a request about to be admitted: (cached tokens, shared
+    /// blocks), and takes a reference on a hit.
+    fn prefix_hit(&mut self, r: &Req) -> (u32, u32) {
+        if !self.cfg.prefix_caching || r.prefix_group == NONE {
+            return (0, 0);
+        }
+        let full = r.prefix_tokens / self.cfg.block_size;
+        if full == 0 {
+            return (0, 0);
+        }
+        match self.prefix_cache.get_mut(&r.prefix_group) {
+            Some(e) if e.blocks == full => {
+                if e.refs == 0 {
+                    self.evictable_blocks -= e.blocks as u64;
+                }
+                e.refs += 1;
+                (full * self.cfg.block_size, full)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// After a chunk, a request that computed a whole shared prefix publishes its blocks.
+    fn maybe_publish_prefix(&mut self, r: &mut Req) {
+        if !self.cfg.prefix_caching || r.prefix_group == NONE || r.shared_blocks > 0 {
+            return;
+        }
+        let full = r.prefix_tokens / self.cfg.block_size;
+        if full == 0 || r.computed < full * self.cfg.block_size {
+            return;
+        }
+        if self.prefix_cache.contains_key(&r.prefix_group) {
+            return;
+        }
+        self.prefix_cache.insert(
+            r.prefix_group,
+            PrefixEntry {
+                blocks: full,
+                refs: 1,
+                last_used_ns: 0,
+            },
+        );
+        r.own_blocks -= full;
+        r.shared_blocks = full;
+    }
+
+    /// Plans and starts the next iteration at `now`; returns its duration in ns, or `None`
+    /// when there is nothing to run (the replica goes idle).
+    pub fn schedule(
+        &mut self,
+        now: u64,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        slo: &SloPolicy,
+        step: &StepTimeModel,
+    ) -> Option<u64> {
+        debug_assert!(!self.busy);
+        self.purge_timeouts(slab, metrics, now, slo);
+        let b = self.block();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        self.cur_chunks.clear();
+
+        // 1. Running decodes: one token each; the ones at a block boundary need a new block.
+        let phase = (self.iter % b) as usize;
+        let mut need = self.phase_counts[phase] as u64;
+        if self.cfg.reserve_output_kv {
+            // Every decoding request holds a reservation that covers its growth.
+            self.reserved_blocks -= need;
+            self.allocate_reserved(need);
+        } else {
+            while self.available_blocks() < need && self.running > 0 {
+                if self.preempt_tail(slab, metrics, now) {
+                    need -= 1;
+                }
+                need = need.min(self.phase_counts[phase] as u64);
+            }
+            self.allocate(need);
+        }
+        let decodes = self.n_decoding;
+        budget = budget.saturating_sub(decodes);
+
+        // 2. Partial prefills, in admission order.
+        let mut i = 0;
+        while i < self.prefilling.len() && budget > 0 {
+            let id = self.prefilling[i];
+            let (remaining, computed, held) = {
+                let r = slab.get(id);
+                (
+                    r.prefill_len - r.computed,
+                    r.computed,
+                    (r.own_blocks + r.shared_blocks) as u64,
+                )
+            };
+            let chunk = remaining.min(budget);
+            let blocks = div_ceil((computed + chunk) as u64, b).saturating_sub(held);
+            // Short of blocks: preempt the most recently admitted partial prefills behind this
+            // one (decodes of this iteration are already counted and keep their blocks; they
+            // make progress and free blocks as they finish).
+            let reserved = slab.get(id).reserve > 0;
+            while !reserved && self.available_blocks() < blocks && self.prefilling.len() > i + 1 {
+                let victim = self.prefilling[self.prefilling.len() - 1];
+                self.preempt(victim, slab, metrics, now);
+            }
+            if !reserved && self.available_blocks() < blocks {
+                break;
+            }
+            let mut r = slab.get(id).clone();
+            self.take_blocks(&mut r, blocks);
+            r.computed += chunk;
+            self.maybe_publish_prefix(&mut r);
+            *slab.get_mut(id) = r;
+            self.pending_prefill_tokens -= chunk as u64;
+            metrics.prefill_tokens_computed += chunk as u64;
+            self.cur_chunks.push(Chunk { id, tokens: chunk });
+            budget -= chunk;
+            i += 1;
+        }
+
+        // 3. Waiting requests, FCFS.
+        let may_admit = !self.cfg.static_batching || self.running == 0;
+        let seat_cap = self.cfg.max_num_seqs;
+        while may_admit && self.running < seat_cap && (budget > 0 || self.cfg.static_batching) {
+            let Some(&id) = self.waiting.front() else { break };
+            if Self::timed_out(slab.get(id), now, slo) {
+                self.purge_timeouts(slab, metrics, now, slo);
+                continue;
+            }
+            let r = slab.get(id).clone();
+            let (cached, shared) = self.prefix_hit(&r);
+            let to_compute = r.prefill_len - cached;
+            let chunk = if self.cfg.chunked_prefill || self.cfg.static_batching {
+                to_compute.min(budget)
+            } else if to_compute <= budget {
+                to_compute
+            } else {
+                0
+            };
+            let now_tokens = if self.cfg.static_batching {
+                r.prefill_len
+            } else {
+                cached + chunk
+            };
+            let blocks = div_ceil(now_tokens as u64, b).saturating_sub(shared as u64);
+            let reserve = if self.cfg.reserve_output_kv {
+                let life = r.prefill_len as u64 + (r.output - r.generated) as u64;
+                div_ceil(life, b).saturating_sub(shared as u64).max(blocks)
+            } else {
+                0
+            };
+            if (chunk == 0 && !self.cfg.static_batching) || self.available_blocks() < blocks.max(reserve) {
+                // Undo the prefix reference taken by the lookup.
+                if shared > 0 {
+                    if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
+                        e.refs -= 1;
+                        if e.refs == 0 {
+                            self.evictable_blocks += e.blocks as u64;
+                        }
+                    }
+                }
+                break;
+            }
+            self.waiting.pop_front();
+            let mut r = r;
+            r.own_blocks = 0;
+            r.reserve = reserve as u32;
+            self.reserved_blocks += reserve;
+            self.take_blocks(&mut r, blocks);
+            r.shared_blocks = shared;
+            r.computed = cached + chunk;
+            r.phase = Phase::Prefilling;
+            if r.first_scheduled_ns == NO_TIME {
+                r.first_scheduled_ns = now;
+            }
+            self.maybe_publish_prefix(&mut r);
+            let done = r.computed == r.prefill_len;
+            *slab.get_mut(id) = r;
+            self.pending_prefill_tokens -= (cached + chunk) as u64;
+            metrics.prefix_cache_hit_tokens += cached as u64;
+            metrics.prefill_tokens_computed += chunk as u64;
+            self.run_push_back(slab, id);
+            if !done {
+                self.prefilling.push(id);
+            }
+            if chunk > 0 {
+                self.cur_chunks.push(Chunk { id, tokens: chunk });
+            }
+            budget -= chunk;
+        }
+
+        if decodes == 0 && self.cur_chunks.is_empty() {
+            return None;
+        }
+        let mut shape = BatchShape::decode_total(decodes, self.sum_kv + decodes as u64);
+        for c in &self.cur_chunks {
+            let r = slab.get(c.id);
+            shape.add_prefill(c.tokens, (r.computed - c.tokens) as u64, r.computed == r.prefill_len);
+        }
+        let dur = step.step_ns(&shape).max(1);
+        self.busy = true;
+        self.cur_start_ns = now;
+        self.cur_end_ns = now + dur;
+        self.cur_decodes = decodes;
+        Some(dur)
+    }
+
+    /// Finishes the in-flight iteration at `now`: emits its tokens, completes requests, moves
+    /// finished prefills into the decode set.
+    pub fn end_iteration(
+        &mut self,
+        now: u64,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        ts: &mut TimeSeries,
+        slo: &SloPolicy,
+    ) {
+        debug_assert!(self.busy);
+        self.busy = false;
+        let iter = self.iter;
+        let b = self.block();
+        let dur = now - self.cur_start_ns;
+        let decodes = self.cur_decodes as u64;
+
+        metrics.iterations += 1;
+        metrics.busy_ns += dur as u128;
+        metrics
+            .batch_size
+            .record((decodes + self.cur_chunks.len() as u64) as f64, 1.0);
+        let util = self.used_blocks as f64 / self.cfg.kv_blocks.max(1) as f64;
+        metrics.kv_utilization.record(util, dur as f64);
+        let mut tokens = decodes;
+
+        // Decode tokens: every decoding request gained one token.
+        metrics.generated_tokens += decodes;
+        metrics.itl.record_n(dur, decodes);
+        self.sum_kv += decodes;
+        while let Some(&Reverse((finish, id, epoch))) = self.finish_heap.peek() {
+            if finish > iter {
+                break;
+            }
+            self.finish_heap.pop();
+            if slab.get(id).epoch != epoch || slab.get(id).phase != Phase::Decoding {
+                continue;
+            }
+            let mut r = slab.get(id).clone();
+            let kv = r.dec_kv0 as u64 + (iter - r.dec_iter0) + 1;
+            self.leave_decode(&mut r, kv);
+            r.generated = r.output;
+            r.own_blocks = (div_ceil(kv, b) - r.shared_blocks as u64) as u32;
+            *slab.get_mut(id) = r;
+            self.complete(id, now, slab, metrics, ts, slo);
+        }
+
+        // Prefill chunks: those that finished their prompt produce a token.
+        let chunks = std::mem::take(&mut self.cur_chunks);
+        for c in &chunks {
+            let mut r = slab.get(c.id).clone();
+            if r.computed < r.prefill_len {
+                continue;
+            }
+            tokens += 1;
+            metrics.generated_tokens += 1;
+            if r.first_token_ns == NO_TIME {
+                r.first_token_ns = now;
+            } else {
+                metrics.itl.record(now.saturating_sub(r.last_token_ns));
+            }
+            r.generated += 1;
+            if r.generated >= r.output {
+                *slab.get_mut(c.id) = r;
+                self.complete(c.id, now, slab, metrics, ts, slo);
+                continue;
+            }
+            r.phase = Phase::Decoding;
+            r.dec_iter0 = iter + 1;
+            r.dec_kv0 = r.prefill_len;
+            r.dec_gen0 = r.generated;
+            r.finish_iter = r.dec_iter0 + (r.output - r.generated) as u64 - 1;
+            let p = self.phase_of(&r);
+            self.phase_counts[p] += 1;
+            self.n_decoding += 1;
+            self.sum_kv += r.dec_kv0 as u64;
+            self.finish_heap.push(Reverse((r.finish_iter, c.id, r.epoch)));
+            *slab.get_mut(c.id) = r;
+        }
+        if !self.prefilling.is_empty() {
+            self.prefilling.retain(|&id| {
+                let r = slab.get(id);
+                r.phase == Phase::Prefilling && r.computed < r.prefill_len
+            });
+        }
+        self.cur_chunks = chunks;
+        self.cur_chunks.clear();
+        ts.iteration(
+            self.cur_start_ns,
+            dur,
+            tokens,
+            self.running as u64,
+            self.waiting.len() as u64,
+            util,
+        );
+        self.iter += 1;
+    }
+
+    /// Records a finished request and frees it.
+    fn complete(
+        &mut self,
+        id: u32,
+        now: u64,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        ts: &mut TimeSeries,
+        slo: &SloPolicy,
+    ) {
+        self.run_unlink(slab, id);
+        let mut r = slab.get(id).clone();
+        self.release(&mut r, now);
+        let ttft = r.first_token_ns - r.arrival_ns;
+        let e2e = now - r.arrival_ns;
+        metrics.ttft.record(ttft);
+        metrics.e2e.record(e2e);
+        metrics.queue.record(r.first_scheduled_ns.saturating_sub(r.arrival_ns));
+        let mut good = slo.ttft_ns.is_none_or(|t| ttft <= t) && slo.e2e_ns.is_none_or(|t| e2e <= t);
+        if r.output > 1 {
+            let tpot = (e2e - ttft) / (r.output as u64 - 1);
+            metrics.tpot.record(tpot);
+            good &= slo.tpot_ns.is_none_or(|t| tpot <= t);
+        }
+        if good {
+            metrics.good += 1;
+        }
+        metrics.completed += 1;
+        metrics.input_tokens += r.input as u64;
+        metrics.output_tokens += r.output as u64;
+        metrics.last_event_ns = metrics.last_event_ns.max(now);
+        ts.completion(now);
+        slab.remove(id);
+        self.departed += 1;
+    }
+}

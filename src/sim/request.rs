@@ -1,0 +1,114 @@
+//! In-flight requests: a slab with a free list, so memory is bounded by the requests in flight.
+
+/// Sentinel for "no request" in links and "no time" in timestamps.
+pub const NONE: u32 = u32::MAX;
+/// Sentinel for an unset timestamp.
+pub const NO_TIME: u64 = u64::MAX;
+
+/// Where a request is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// In a replica's waiting queue.
+    Waiting,
+    /// Admitted, prompt being computed (possibly in chunks).
+    Prefilling,
+    /// Generating one token per iteration.
+    Decoding,
+}
+
+/// One in-flight request (about 100 bytes).
+#[derive(Debug, Clone)]
+pub struct Req {
+    /// When latency starts counting (arrival, or send time under a client concurrency cap), ns.
+    pub arrival_ns: u64,
+    /// Time of the first output token, ns.
+    pub first_token_ns: u64,
+    /// Time of the latest output token, ns (kept only across preemption).
+    pub last_token_ns: u64,
+    /// First time the request was scheduled, ns.
+    pub first_scheduled_ns: u64,
+    /// Prompt tokens.
+    pub input: u32,
+    /// Output tokens to generate.
+    pub output: u32,
+    /// Output tokens generated so far (as of the last state change).
+    pub generated: u32,
+    /// Tokens of the current prefill (prompt plus already-generated tokens on recompute).
+    pub prefill_len: u32,
+    /// Prefill tokens already in the KV cache (computed or served from the prefix cache).
+    pub computed: u32,
+    /// KV blocks this request holds exclusively.
+    pub own_blocks: u32,
+    /// KV blocks it shares through the prefix cache.
+    pub shared_blocks: u32,
+    /// KV blocks reserved for its whole life at admission (0 when the policy is off).
+    pub reserve: u32,
+    /// Prefix group (`NONE` when none).
+    pub prefix_group: u32,
+    /// Tokens of the shared prefix.
+    pub prefix_tokens: u32,
+    /// First decode iteration of the current decode run.
+    pub dec_iter0: u64,
+    /// KV length before `dec_iter0`.
+    pub dec_kv0: u32,
+    /// Tokens generated before `dec_iter0`.
+    pub dec_gen0: u32,
+    /// Iteration in which the last token is produced.
+    pub finish_iter: u64,
+    /// Incremented when the request leaves the decode set, to invalidate heap entries.
+    pub epoch: u32,
+    /// Lifecycle phase.
+    pub phase: Phase,
+    /// Running-list links (admission order).
+    pub prev: u32,
+    /// Running-list links (admission order).
+    pub next: u32,
+}
+
+/// A slab of requests addressed by `u32` ids.
+#[derive(Debug, Default)]
+pub struct Slab {
+    items: Vec<Req>,
+    free: Vec<u32>,
+    live: u64,
+}
+
+impl Slab {
+    /// Stores a request and returns its id.
+    pub fn insert(&mut self, mut r: Req) -> u32 {
+        self.live += 1;
+        if let Some(id) = self.free.pop() {
+            // Keep the slot's epoch moving so stale heap entries never match a new request.
+            r.epoch = self.items[id as usize].epoch;
+            self.items[id as usize] = r;
+            id
+        } else {
+            self.items.push(r);
+            (self.items.len() - 1) as u32
+        }
+    }
+
+    /// Frees an id for reuse.
+    pub fn remove(&mut self, id: u32) {
+        self.live -= 1;
+        self.items[id as usize].epoch = self.items[id as usize].epoch.wrapping_add(1);
+        self.free.push(id);
+    }
+
+    /// Requests currently stored.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Shared access.
+    #[inline]
+    pub fn get(&self, id: u32) -> &Req {
+        &self.items[id as usize]
+    }
+
+    /// Mutable access.
+    #[inline]
+    pub fn get_mut(&mut self, id: u32) -> &mut Req {
+        &mut self.items[id as usize]
+    }
+}

@@ -1,0 +1,278 @@
+//! The result of one run, named as vLLM's `bench serve` names its keys, plus servesim's own.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::metrics::{LatencyHistogram, TimeSeriesPoint};
+use crate::scenario::Resolved;
+use crate::sim::{simulate, SimOutput};
+use crate::workload::RequestGenerator;
+
+/// One SLO's outcome: the percentile of the metric against its threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SloOutcome {
+    /// Threshold, ms.
+    pub threshold_ms: f64,
+    /// Percentile it applies to.
+    pub percentile: f64,
+    /// The metric at that percentile in this run, ms.
+    pub value_ms: f64,
+    /// Whether the SLO holds.
+    pub met: bool,
+}
+
+/// SLO outcomes of a run (absent SLOs are `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SloReport {
+    /// TTFT SLO.
+    pub ttft: Option<SloOutcome>,
+    /// TPOT SLO.
+    pub tpot: Option<SloOutcome>,
+    /// E2E SLO.
+    pub e2e: Option<SloOutcome>,
+    /// Whether every SLO set holds and the run kept up with its arrivals.
+    pub all_met: bool,
+}
+
+/// Summary of one run. Latencies in ms, throughputs per second of the run's duration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Requests completed.
+    pub completed: u64,
+    /// Requests that did not complete (rejected + timed out), as vLLM counts failures.
+    pub failed: u64,
+    /// First arrival to last completion, s.
+    pub duration: f64,
+    /// Prompt tokens of completed requests.
+    pub total_input_tokens: u64,
+    /// Output tokens of completed requests.
+    pub total_output_tokens: u64,
+    /// Completed requests per second.
+    pub request_throughput: f64,
+    /// Output tokens per second, summed over all requests.
+    pub output_throughput: f64,
+    /// Prompt plus output tokens per second.
+    pub total_token_throughput: f64,
+    /// Mean TTFT, ms.
+    pub mean_ttft_ms: f64,
+    /// Median TTFT, ms.
+    pub median_ttft_ms: f64,
+    /// p90 TTFT, ms.
+    pub p90_ttft_ms: f64,
+    /// p99 TTFT, ms.
+    pub p99_ttft_ms: f64,
+    /// Mean TPOT, ms.
+    pub mean_tpot_ms: f64,
+    /// Median TPOT, ms.
+    pub median_tpot_ms: f64,
+    /// p90 TPOT, ms.
+    pub p90_tpot_ms: f64,
+    /// p99 TPOT, ms.
+    pub p99_tpot_ms: f64,
+    /// Mean ITL, ms.
+    pub mean_itl_ms: f64,
+    /// Median ITL, ms.
+    pub median_itl_ms: f64,
+    /// p90 ITL, ms.
+    pub p90_itl_ms: f64,
+    /// p99 ITL, ms.
+    pub p99_itl_ms: f64,
+    /// Mean E2E latency, ms.
+    pub mean_e2el_ms: f64,
+    /// Median E2E latency, ms.
+    pub median_e2el_ms: f64,
+    /// p90 E2E latency, ms.
+    pub p90_e2el_ms: f64,
+    /// p99 E2E latency, ms.
+    pub p99_e2el_ms: f64,
+    /// Mean queueing delay (arrival to first scheduling), ms.
+    pub mean_queue_ms: f64,
+    /// p99 queueing delay, ms.
+    pub p99_queue_ms: f64,
+    /// Output tokens per second per GPU.
+    pub output_throughput_per_gpu: f64,
+    /// Completed requests per second that met every SLO.
+    pub goodput: f64,
+    /// Share of arrived requests that completed within every SLO, 0..1.
+    pub goodput_share: f64,
+    /// Mean sequences per iteration.
+    pub mean_batch_size: f64,
+    /// Largest batch (sequences) of any iteration.
+    pub max_batch_size: f64,
+    /// Time-weighted mean KV-cache utilisation, 0..1.
+    pub kv_cache_utilization: f64,
+    /// Peak KV-cache utilisation of any replica, 0..1.
+    pub peak_kv_cache_utilization: f64,
+    /// Preemptions (recompute).
+    pub preemptions: u64,
+    /// Requests rejected at arrival (admission control, or longer than max_model_len).
+    pub rejected: u64,
+    /// Requests whose client gave up before the first token.
+    pub timed_out: u64,
+    /// Requests that arrived.
+    pub arrived: u64,
+    /// Requests still queued or running when the run stopped (0 unless truncated).
+    pub in_flight: u64,
+    /// Prompt tokens served from the prefix cache.
+    pub prefix_cache_hit_tokens: u64,
+    /// Engine iterations, all replicas.
+    pub iterations: u64,
+    /// Share of the duration the replicas were busy, 0..1 (mean over replicas).
+    pub gpu_busy_share: f64,
+    /// GPUs in the deployment.
+    pub num_gpus: u32,
+    /// Replicas.
+    pub replicas: u32,
+    /// KV-cache capacity per replica, tokens.
+    pub kv_capacity_tokens: u64,
+    /// SLO outcomes.
+    pub slo: SloReport,
+    /// Why the run stopped early, if it did.
+    pub truncated: Option<String>,
+}
+
+/// A run's summary with the distributions and time series behind it (for plots).
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The summary.
+    pub summary: RunSummary,
+    /// TTFT CDF as (quantile, ms).
+    pub ttft_cdf: Vec<(f64, f64)>,
+    /// TPOT CDF as (quantile, ms).
+    pub tpot_cdf: Vec<(f64, f64)>,
+    /// E2E CDF as (quantile, ms).
+    pub e2e_cdf: Vec<(f64, f64)>,
+    /// Time series.
+    pub timeseries: Vec<TimeSeriesPoint>,
+}
+
+fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
+
+fn slo_outcome(h: &LatencyHistogram, threshold_ns: Option<u64>, pct: f64) -> Option<SloOutcome> {
+    threshold_ns.map(|t| {
+        let v = h.percentile_ns(pct);
+        SloOutcome {
+            threshold_ms: t as f64 / 1e6,
+            percentile: pct,
+            value_ms: v / 1e6,
+            met: h.count() > 0 && v <= t as f64,
+        }
+    })
+}
+
+impl Resolved {
+    /// Simulates the scenario with its own seed.
+    pub fn run(&self) -> Result<RunResult> {
+        self.run_with_seed(self.scenario.seed)
+    }
+
+    /// Simulates the scenario with `seed` (for replications).
+    pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
+        let step = self.step_model()?;
+        let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin)?;
+        let mut sim = self.sim.clone();
+        sim.seed = seed;
+        let out = simulate(&sim, &step, &mut gen);
+        Ok(self.summarize(&out))
+    }
+
+    /// Builds the summary of a finished simulation.
+    pub fn summarize(&self, out: &SimOutput) -> RunResult {
+        let m = &out.metrics;
+        let start = m.first_arrival_ns.unwrap_or(0);
+        let duration = m.last_event_ns.saturating_sub(start) as f64 / 1e9;
+        let per_s = |x: f64| if duration > 0.0 { finite(x / duration) } else { 0.0 };
+        let gpus = self.gpus();
+        let (ttft, tpot, itl, e2e, queue) = (
+            m.ttft.summary(),
+            m.tpot.summary(),
+            m.itl.summary(),
+            m.e2e.summary(),
+            m.queue.summary(),
+        );
+        let s = &self.scenario.slo;
+        let p = &self.sim.slo;
+        let mut slo = SloReport {
+            ttft: slo_outcome(&m.ttft, p.ttft_ns, s.ttft_percentile),
+            tpot: slo_outcome(&m.tpot, p.tpot_ns, s.tpot_percentile),
+            e2e: slo_outcome(&m.e2e, p.e2e_ns, s.e2e_percentile),
+            all_met: false,
+        };
+        slo.all_met = [slo.ttft, slo.tpot, slo.e2e]
+            .iter()
+            .all(|o| o.is_none_or(|o| o.met))
+            && m.completed > 0
+            && out.truncated.is_none();
+        let summary = RunSummary {
+            completed: m.completed,
+            failed: m.rejected + m.timed_out,
+            duration,
+            total_input_tokens: m.input_tokens,
+            total_output_tokens: m.output_tokens,
+            request_throughput: per_s(m.completed as f64),
+            output_throughput: per_s(m.output_tokens as f64),
+            total_token_throughput: per_s((m.input_tokens + m.output_tokens) as f64),
+            mean_ttft_ms: ttft.mean_ms,
+            median_ttft_ms: ttft.median_ms,
+            p90_ttft_ms: ttft.p90_ms,
+            p99_ttft_ms: ttft.p99_ms,
+            mean_tpot_ms: tpot.mean_ms,
+            median_tpot_ms: tpot.median_ms,
+            p90_tpot_ms: tpot.p90_ms,
+            p99_tpot_ms: tpot.p99_ms,
+            mean_itl_ms: itl.mean_ms,
+            median_itl_ms: itl.median_ms,
+            p90_itl_ms: itl.p90_ms,
+            p99_itl_ms: itl.p99_ms,
+            mean_e2el_ms: e2e.mean_ms,
+            median_e2el_ms: e2e.median_ms,
+            p90_e2el_ms: e2e.p90_ms,
+            p99_e2el_ms: e2e.p99_ms,
+            mean_queue_ms: queue.mean_ms,
+            p99_queue_ms: queue.p99_ms,
+            output_throughput_per_gpu: per_s(m.output_tokens as f64) / gpus.max(1) as f64,
+            goodput: per_s(m.good as f64),
+            goodput_share: if m.arrived > 0 {
+                m.good as f64 / m.arrived as f64
+            } else {
+                0.0
+            },
+            mean_batch_size: m.batch_size.mean(),
+            max_batch_size: m.batch_size.max(),
+            kv_cache_utilization: finite(m.kv_utilization.mean()),
+            peak_kv_cache_utilization: finite(
+                out.peak_kv_blocks as f64 / self.sim.scheduler.kv_blocks.max(1) as f64,
+            ),
+            preemptions: m.preemptions,
+            rejected: m.rejected,
+            timed_out: m.timed_out,
+            arrived: m.arrived,
+            in_flight: out.in_flight,
+            prefix_cache_hit_tokens: m.prefix_cache_hit_tokens,
+            iterations: m.iterations,
+            gpu_busy_share: if duration > 0.0 {
+                finite(m.busy_ns as f64 / 1e9 / duration / self.sim.replicas.max(1) as f64)
+            } else {
+                0.0
+            },
+            num_gpus: gpus,
+            replicas: self.sim.replicas,
+            kv_capacity_tokens: self.memory.kv_tokens,
+            slo,
+            truncated: out.truncated.clone(),
+        };
+        RunResult {
+            summary,
+            ttft_cdf: m.ttft.cdf_ms(100),
+            tpot_cdf: m.tpot.cdf_ms(100),
+            e2e_cdf: m.e2e.cdf_ms(100),
+            timeseries: out.timeseries.points(),
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! Fidelity checks: re-simulate published measurements of real serving engines and compare.
+//!
+//! A reference file (calibration/reference/*.csv) holds one measurement per row: the
+//! deployment, the load (offline: all requests at t = 0; online: a constant arrival rate for a
+//! duration, with a shared system prompt), and the measured figures. Each row becomes a
+//! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
+//! profile's host costs ([`fit_engine_host`]).
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::engine::HostCosts;
+use crate::error::{Error, Result};
+use crate::scenario::Scenario;
+
+/// The embedded reference measurements (calibration/reference/serving-measurements.csv).
+pub const REFERENCE_CSV: &str = include_str!("../calibration/reference/serving-measurements.csv");
+
+/// How a reference row was loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadKind {
+    /// Every request queued at t = 0; throughput measured.
+    Offline,
+    /// Requests at a constant rate; latency measured.
+    Online,
+}
+
+/// A measured figure that servesim predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Output tokens per second.
+    OutputTokensPerS,
+    /// Mean TTFT, ms.
+    TtftMeanMs,
+    /// p90 TTFT, ms.
+    TtftP90Ms,
+    /// p99 TTFT, ms.
+    TtftP99Ms,
+    /// Mean E2E, ms.
+    E2eMeanMs,
+    /// p90 E2E, ms.
+    E2eP90Ms,
+    /// p99 E2E, ms.
+    E2eP99Ms,
+    /// (E2E mean - TTFT mean) / (output - 1), ms.
+    ItlDerivedMs,
+}
+
+impl Metric {
+    /// Every metric, in report order, with its CSV column name.
+    pub const ALL: [(Metric, &'static str); 8] = [
+        (Metric::OutputTokensPerS, "output_tokens_per_s"),
+        (Metric::TtftMeanMs, "ttft_mean_ms"),
+        (Metric::TtftP90Ms, "ttft_p90_ms"),
+        (Metric::TtftP99Ms, "ttft_p99_ms"),
+        (Metric::E2eMeanMs, "e2e_mean_ms"),
+        (Metric::E2eP90Ms, "e2e_p90_ms"),
+        (Metric::E2eP99Ms, "e2e_p99_ms"),
+        (Metric::ItlDerivedMs, "itl_derived_ms"),
+    ];
+
+    /// The CSV column name.
+    pub fn name(self) -> &'static str {
+        Metric::ALL
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("?", |(_, n)| n)
+    }
+}
+
+/// One reference measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReferenceRow {
+    /// Row id.
+    pub id: String,
+    /// Offline or online.
+    pub kind: LoadKind,
+    /// Engine profile name.
+    pub engine: String,
+    /// Model catalog name.
+    pub model: String,
+    /// Weight format.
+    pub dtype: String,
+    /// KV format.
+    pub kv_cache_dtype: String,
+    /// GPU profile name.
+    pub gpu: String,
+    /// TP degree.
+    pub tp: u32,
+    /// Prompt tokens per request (including the shared prefix).
+    pub input_len: u32,
+    /// Output tokens per request.
+    pub output_len: u32,
+    /// Shared system-prompt tokens (0 for none).
+    pub prefix_len: u32,
+    /// Requests in the run.
+    pub num_requests: u64,
+    /// Arrival rate of an online row, req/s.
+    pub rate_rps: Option<f64>,
+    /// Scheduler settings the measurement used (absent: engine defaults).
+    pub max_num_seqs: Option<u32>,
+    /// Token budget the measurement used.
+    pub max_num_batched_tokens: Option<u32>,
+    /// max_model_len the measurement used.
+    pub max_model_len: Option<u32>,
+    /// Memory fraction the measurement used.
+    pub gpu_memory_utilization: Option<f64>,
+    /// The measured figures.
+    pub measured: Vec<(Metric, f64)>,
+    /// Where the row comes from.
+    pub source: String,
+}
+
+fn field<'a>(rec: &'a csv::StringRecord, headers: &csv::StringRecord, name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .position(|h| h == name)
+        .and_then(|i| rec.get(i))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// Parses reference rows from CSV text; `origin` names it in errors (with the line).
+pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
+    let mut rdr = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let headers = rdr
+        .headers()
+        .map_err(|e| Error::Parse {
+            path: origin.into(),
+            message: e.to_string(),
+        })?
+        .clone();
+    for required in ["id", "kind", "engine", "model", "gpu", "tp", "input_len", "output_len", "num_requests"] {
+        if !headers.iter().any(|h| h == required) {
+            return Err(Error::Parse {
+                path: origin.into(),
+                message: format!("missing column '{required}'"),
+            });
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let line = i + 2;
+        let rec = rec.map_err(|e| Error::Parse {
+            path: origin.into(),
+            message: format!("line {line}: {e}"),
+        })?;
+        let bad = |col: &str, why: String| Error::Parse {
+            path: origin.into(),
+            message: format!("line {line}: column '{col}': {why}"),
+        };
+        let text = |col: &str| -> Result<String> {
+            field(&rec, &headers, col)
+                .map(str::to_string)
+                .ok_or_else(|| bad(col, "missing value".into()))
+        };
+        let num = |col: &str| -> Result<Option<f64>> {
+            match field(&rec, &headers, col) {
+                None => Ok(None),
+                Some(s) => match s.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+                    _ => Err(bad(col, format!("'{s}' is not a non-negative number"))),
+                },
+            }
+        };
+        let req = |col: &str| -> Result<f64> { num(col)?.ok_or_else(|| bad(col, "missing value".into())) };
+        let kind = match text("kind")?.as_str() {
+            "offline" => LoadKind::Offline,
+            "online" => LoadKind::Online,
+            other => return Err(bad("kind", format!("'{other}' is not offline or online"))),
+        };
+        let mut measured = Vec::new();
+        for (m, col) in Metric::ALL {
+            if let Some(v) = num(col)? {
+                measured.push((m, v));
+            }
+        }
+        let rate_rps = num("rate_rps")?;
+        if kind == LoadKind::Online && rate_rps.is_none_or(|r| r <= 0.0) {
+            return Err(bad("rate_rps", "an online row needs a rate > 0".into()));
+        }
+        let input_len = req("input_len")?.round() as u32;
+        let output_len = req("output_len")?.round() as u32;
+        if input_len == 0 || output_len == 0 {
+            return Err(bad("input_len", "lengths must be >= 1".into()));
+        }
+        rows.push(ReferenceRow {
+            id: text("id")?,
+            kind,
+            engine: text("engine")?,
+            model: text("model")?,
+            dtype: field(&rec, &headers, "dtype").unwrap_or("bf16").to_string(),
+            kv_cache_dtype: field(&rec, &headers, "kv_cache_dtype").unwrap_or("auto").to_string(),
+            gpu: text("gpu")?,
+            tp: req("tp")? as u32,
+            input_len,
+            output_len,
+            prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
+            num_requests: req("num_requests")? as u64,
+            rate_rps,
+            max_num_seqs: num("max_num_seqs")?.map(|v| v as u32),
+            max_num_batched_tokens: num("max_num_batched_tokens")?.map(|v| v as u32),
+            max_model_len: num("max_model_len")?.map(|v| v as u32),
+            gpu_memory_utilization: num("gpu_memory_utilization")?,
+            measured,
+            source: field(&rec, &headers, "source").unwrap_or("").to_string(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Reads reference rows from a file.
+pub fn read_reference(path: &Path) -> Result<Vec<ReferenceRow>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_reference(&text, &path.display().to_string())
+}
+
+impl ReferenceRow {
+    /// The scenario that reproduces this measurement.
+    pub fn scenario(&self) -> Result<Scenario> {
+        use toml::Value as V;
+        let mut t = toml::Table::new();
+        let mut dep = toml::Table::new();
+        dep.insert("model".into(), V::String(self.model.clone()));
+        dep.insert("gpu".into(), V::String(self.gpu.clone()));
+        dep.insert("tp".into(), V::Integer(self.tp as i64));
+        dep.insert("dtype".into(), V::String(self.dtype.clone()));
+        dep.insert("kv_cache_dtype".into(), V::String(self.kv_cache_dtype.clone()));
+        dep.insert("engine".into(), V::String(self.engine.clone()));
+        let mut sch = toml::Table::new();
+        if let Some(v) = self.max_num_seqs {
+            sch.insert("max_num_seqs".into(), V::Integer(v as i64));
+        }
+        if let Some(v) = self.max_num_batched_tokens {
+            sch.insert("max_num_batched_tokens".into(), V::Integer(v as i64));
+        }
+        if let Some(v) = self.max_model_len {
+            sch.insert("max_model_len".into(), V::Integer(v as i64));
+        }
+        if let Some(v) = self.gpu_memory_utilization {
+            sch.insert("gpu_memory_utilization".into(), V::Float(v));
+        }
+        let fixed = |n: u32| {
+            let mut l = toml::Table::new();
+            l.insert("kind".into(), V::String("fixed".into()));
+            l.insert("tokens".into(), V::Integer(n as i64));
+            V::Table(l)
+        };
+        let mut w = toml::Table::new();
+        let mut arrival = toml::Table::new();
+        match self.kind {
+            LoadKind::Offline => {
+                arrival.insert("kind".into(), V::String("offline".into()));
+            }
+            LoadKind::Online => {
+                arrival.insert("kind".into(), V::String("constant".into()));
+                arrival.insert("rate_per_s".into(), V::Float(self.rate_rps.unwrap_or(1.0)));
+            }
+        }
+        w.insert("arrival".into(), V::Table(arrival));
+        w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
+        // The prefix is part of the prompt: the question is what follows it.
+        w.insert("input".into(), fixed(self.input_len.saturating_sub(self.prefix_len).max(1)));
+        w.insert("output".into(), fixed(self.output_len));
+        if self.prefix_len > 0 {
+            let mut p = toml::Table::new();
+            p.insert("tokens".into(), V::Integer(self.prefix_len as i64));
+            p.insert("groups".into(), V::Integer(1));
+            w.insert("prefix".into(), V::Table(p));
+        }
+        t.insert("name".into(), V::String(self.id.clone()));
+        t.insert("deployment".into(), V::Table(dep));
+        t.insert("scheduler".into(), V::Table(sch));
+        t.insert("workload".into(), V::Table(w));
+        Scenario::from_table(t, &format!("reference row {}", self.id))
+    }
+}
+
+/// Predicted against measured for one metric of one row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Row id.
+    pub id: String,
+    /// Offline or online.
+    pub kind: LoadKind,
+    /// The metric.
+    pub metric: Metric,
+    /// Measured value.
+    pub measured: f64,
+    /// Predicted value.
+    pub predicted: f64,
+    /// (predicted - measured) / measured.
+    pub signed_error: f64,
+}
+
+/// Simulates every row (in parallel) and compares; `host` overrides the engine's host costs
+/// (used by the fitter).
+pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Comparison>> {
+    let per_row: Vec<Result<Vec<Comparison>>> = rows
+        .par_iter()
+        .map(|row| {
+            let sc = row.scenario()?;
+            let mut resolved = sc.resolve(&format!("reference row {}", row.id))?;
+            if let Some(h) = host {
+                resolved.deployment.engine.host = h.clone();
+            }
+            let s = resolved.run()?.summary;
+            let itl = if row.output_len > 1 {
+                (s.mean_e2el_ms - s.mean_ttft_ms) / (row.output_len as f64 - 1.0)
+            } else {
+                0.0
+            };
+            Ok(row
+                .measured
+                .iter()
+                .map(|&(metric, measured)| {
+                    let predicted = match metric {
+                        Metric::OutputTokensPerS => s.output_throughput,
+                        Metric::TtftMeanMs => s.mean_ttft_ms,
+                        Metric::TtftP90Ms => s.p90_ttft_ms,
+                        Metric::TtftP99Ms => s.p99_ttft_ms,
+                        Metric::E2eMeanMs => s.mean_e2el_ms,
+                        Metric::E2eP90Ms => s.p90_e2el_ms,
+                        Metric::E2eP99Ms => s.p99_e2el_ms,
+                        Metric::ItlDerivedMs => itl,
+                    };
+                    Comparison {
+                        id: row.id.clone(),
+                        kind: row.kind,
+                        metric,
+                        measured,
+                        predicted,
+                        signed_error: if measured > 0.0 {
+                            (predicted - measured) / measured
+                        } else {
+                            0.0
+                        },
+                    }
+                })
+                .collect())
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in per_row {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// Median and worst absolute error of one metric (over one load kind).
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorSummary {
+    /// The metric.
+    pub metric: Metric,
+    /// Load kind of the rows summarised.
+    pub kind: LoadKind,
+    /// Rows.
+    pub rows: usize,
+    /// Median |error|.
+    pub median_abs_error: f64,
+    /// Mean signed error (bias).
+    pub mean_signed_error: f64,
+    /// Worst |error| and its row.
+    pub worst_abs_error: f64,
+    /// Row of the worst error.
+    pub worst_id: String,
+}
+
+/// Per-(metric, kind) error summaries.
+pub fn summarize(comps: &[Comparison]) -> Vec<ErrorSummary> {
+    let mut out = Vec::new();
+    for kind in [LoadKind::Offline, LoadKind::Online] {
+        for (metric, _) in Metric::ALL {
+            let mut v: Vec<&Comparison> = comps
+                .iter()
+                .filter(|c| c.metric == metric && c.kind == kind)
+                .collect();
+            if v.is_empty() {
+                continue;
+            }
+            v.sort_by(|a, b| a.signed_error.abs().total_cmp(&b.signed_error.abs()));
+            let n = v.len();
+            let median = if n % 2 == 1 {
+                v[n / 2].signed_error.abs()
+            } else {
+                (v[n / 2 - 1].signed_error.abs() + v[n / 2].signed_error.abs()) / 2.0
+            };
+            let worst = v[n - 1];
+            out.push(ErrorSummary {
+                metric,
+                kind,
+                rows: n,
+                median_abs_error: median,
+                mean_signed_error: v.iter().map(|c| c.signed_error).sum::<f64>() / n as f64,
+                worst_abs_error: worst.signed_error.abs(),
+                worst_id: worst.id.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The fitter's objective: mean squared log error over the means and throughputs of the rows
+/// (percentiles are checked, not fitted).
+fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
+    let comps = compare(rows, Some(host))?;
+    let fitted: Vec<f64> = comps
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.metric,
+                Metric::OutputTokensPerS | Metric::TtftMeanMs | Metric::E2eMeanMs
+            ) && c.measured > 0.0
+                && c.predicted > 0.0
+        })
+        .map(|c| (c.predicted / c.measured).ln().powi(2))
+        .collect();
+    if fitted.is_empty() {
+        return Err(Error::Config {
+            source_name: "reference".into(),
+            key: "engine".into(),
+            reason: "no rows with throughput, mean TTFT or mean E2E for this engine".into(),
+        });
+    }
+    Ok(fitted.iter().sum::<f64>() / fitted.len() as f64)
+}
+
+/// Fits an engine's two host costs (per iteration, per sequence) to its rows by coordinate
+/// descent with golden-section search on each, in log space, from `start`. Deterministic.
+pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(HostCosts, f64)> {
+    let mut best = start.clone();
+    let bounds = [(1e-5_f64, 2e-2_f64), (1e-8_f64, 1e-4_f64)];
+    let mut score = objective(rows, &best)?;
+    for _round in 0..3 {
+        for (k, &(lo, hi)) in bounds.iter().enumerate() {
+            let eval = |x: f64| -> Result<f64> {
+                let mut h = best.clone();
+                if k == 0 {
+                    h.per_iteration_s = x;
+                } else {
+                    h.per_sequence_s = x;
+                }
+                objective(rows, &h)
+            };
+            let (mut a, mut b) = (lo.ln(), hi.ln());
+            let g = (5f64.sqrt() - 1.0) / 2.0;
+            let mut c = b - g * (b - a);
+            let mut d = a + g * (b - a);
+            let mut fc = eval(c.exp())?;
+            let mut fd = eval(d.exp())?;
+            for _ in 0..18 {
+                if fc < fd {
+                    b = d;
+                    d = c;
+                    fd = fc;
+                    c = b - g * (b - a);
+                    fc = eval(c.exp())?;
+                } else {
+                    a = c;
+                    c = d;
+                    fc = fd;
+                    d = a + g * (b - a);
+                    fd = eval(d.exp())?;
+                }
+            }
+            let x = ((a + b) / 2.0).exp();
+            let fx = eval(x)?;
+            if fx < score {
+                score = fx;
+                if k == 0 {
+                    best.per_iteration_s = x;
+                } else {
+                    best.per_sequence_s = x;
+                }
+            }
+        }
+    }
+    Ok((best, score))
+}
