@@ -11,5 +11,6 @@ pub mod gpu;
 pub mod model;
 pub mod precision;
 pub mod roofline;
+pub mod workload;
 
 pub use error::{Error, Result};
