@@ -2,7 +2,7 @@
 //!
 //! A [`WorkloadConfig`] (the `[workload]` table of a scenario) combines an arrival process
 //! ([`ArrivalConfig`]) with length distributions ([`LengthConfig`]) or a built-in
-//! [`dataset`], or replays a trace file. A [`RequestGenerator`] turns it into a deterministic
+//! [`dataset()`], or replays a trace file. A [`RequestGenerator`] turns it into a deterministic
 //! stream of [`RequestSpec`]s for a seed. See docs/workloads.md.
 
 mod arrival;
