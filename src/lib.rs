@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod model;
 pub mod precision;
 pub mod roofline;
+pub mod workload;
 
 pub use error::{Error, Result};
 pub mod metrics;

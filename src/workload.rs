@@ -1,0 +1,1298 @@
+//! Workload generation: when requests arrive and how long their prompts and outputs are.
+//!
+//! A [`WorkloadConfig`] (the `[workload]` table of a scenario) combines an arrival process
+//! ([`ArrivalConfig`]) with length distributions ([`LengthConfig`]) or a built-in
+//! [`dataset()`], or replays a trace file. A [`RequestGenerator`] turns it into a deterministic
+//! stream of [`RequestSpec`]s for a seed. See docs/workloads.md.
+
+mod arrival;
+pub mod dataset;
+mod lengths;
+mod trace;
+
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+pub use dataset::{dataset, Dataset, ShareGptFilter, DATASET_NAMES, SHAREGPT_FILTER};
+
+use crate::error::{Error, Result};
+use arrival::{ArrivalProcess, Schedule};
+use lengths::LengthSampler;
+use trace::Trace;
+
+/// The `[workload]` table of a scenario: arrivals, lengths, and when to stop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// How requests arrive (`[workload.arrival]`).
+    pub arrival: ArrivalConfig,
+    /// Built-in dataset name (see [`DATASET_NAMES`]); when set, prompt and output lengths come
+    /// from it, except that `input` / `output`, when also given, override its side.
+    #[serde(default)]
+    pub dataset: Option<String>,
+    /// Prompt-length distribution, tokens, not counting a shared prefix (`[workload.input]`).
+    #[serde(default)]
+    pub input: Option<LengthConfig>,
+    /// Output-length distribution, tokens (`[workload.output]`).
+    #[serde(default)]
+    pub output: Option<LengthConfig>,
+    /// Stop after this many requests.
+    #[serde(default)]
+    pub num_requests: Option<u64>,
+    /// Stop generating arrivals after this much simulated time, seconds.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Shared system prompts (`[workload.prefix]`).
+    #[serde(default)]
+    pub prefix: Option<PrefixConfig>,
+    /// Client-side cap on outstanding requests, requests (vLLM `--max-concurrency`). Stored
+    /// here; the simulator enforces it.
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// An arrival process (`[workload.arrival]`, chosen by `kind`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ArrivalConfig {
+    /// Poisson arrivals (exponential gaps), the first at t = 0.
+    Poisson {
+        /// Mean arrival rate, requests per second.
+        rate_per_s: f64,
+    },
+    /// Gamma-distributed gaps (vLLM `--burstiness`), the first at t = 0.
+    Gamma {
+        /// Mean arrival rate, requests per second (mean gap 1 / rate).
+        rate_per_s: f64,
+        /// Gamma shape, dimensionless: 1 = Poisson, < 1 burstier, > 1 more regular; the
+        /// gaps' coefficient of variation is 1 / sqrt(burstiness).
+        burstiness: f64,
+    },
+    /// Evenly spaced arrivals: request i at i / rate seconds.
+    Constant {
+        /// Arrival rate, requests per second.
+        rate_per_s: f64,
+    },
+    /// Every request at t = 0 (offline batch); needs `num_requests`.
+    Offline,
+    /// Non-homogeneous Poisson arrivals following a piecewise-linear rate (e.g. diurnal).
+    Schedule {
+        /// `[time_s, rate_per_s]` points: seconds since the start (the first at 0, sorted;
+        /// two points at one time make a step) and requests per second (>= 0). Without
+        /// `repeat_s` the last rate holds afterwards.
+        points: Vec<[f64; 2]>,
+        /// Period, seconds (>= the last point's time): the pattern repeats, ramping from the
+        /// last point back to the first.
+        #[serde(default)]
+        repeat_s: Option<f64>,
+    },
+    /// Replay a CSV trace; lengths come from the trace (see docs/workloads.md for formats).
+    Trace {
+        /// The trace file, relative to the current directory (the caller resolves
+        /// scenario-relative paths).
+        path: String,
+        /// Multiplies every arrival time, dimensionless: 2 replays at half the rate.
+        #[serde(default = "one")]
+        time_scale: f64,
+        /// Replay at this mean rate, requests per second, by scaling time; takes precedence
+        /// over `time_scale`. Set by [`WorkloadConfig::set_rate`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_s: Option<f64>,
+    },
+}
+
+/// A token-length distribution (`[workload.input]` / `[workload.output]`, chosen by
+/// `kind`). Every sampled length is an integer of at least 1 token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthConfig {
+    /// Always the same length.
+    Fixed {
+        /// Length, tokens (>= 1).
+        tokens: u32,
+    },
+    /// vLLM's random dataset: an integer uniform in [mean (1 - r), mean (1 + r)] (rounded down).
+    Uniform {
+        /// Centre, tokens (>= 1).
+        mean: f64,
+        /// Half-width relative to the mean, dimensionless, in [0, 1).
+        range_ratio: f64,
+    },
+    /// A normal rounded to an integer and clamped to [max(min, 1), max].
+    Normal {
+        /// Mean before clamping, tokens (> 0).
+        mean: f64,
+        /// Standard deviation, tokens (>= 0).
+        std: f64,
+        /// Smallest length, tokens (default 1).
+        #[serde(default)]
+        min: Option<u32>,
+        /// Largest length, tokens (default unbounded).
+        #[serde(default)]
+        max: Option<u32>,
+    },
+    /// A lognormal fitted to a mean and a median (sigma^2 = 2 ln(mean / median),
+    /// mu = ln(median)), rounded and clamped to [max(min, 1), max].
+    Lognormal {
+        /// Mean before clamping, tokens (>= median).
+        mean: f64,
+        /// Median, tokens (> 0).
+        median: f64,
+        /// Smallest length, tokens (default 1).
+        #[serde(default)]
+        min: Option<u32>,
+        /// Largest length, tokens (default unbounded).
+        #[serde(default)]
+        max: Option<u32>,
+    },
+    /// Lengths drawn uniformly from a file: one count per line, or a CSV with a `tokens`
+    /// column.
+    Empirical {
+        /// The file, relative to the current directory.
+        path: String,
+    },
+}
+
+/// Shared system prompts (`[workload.prefix]`): each request starts with the prompt of one of
+/// `groups` groups, chosen uniformly at random (seeded). The prefix is part of the prompt:
+/// input tokens = `tokens` + the sampled question length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixConfig {
+    /// Length of each group's shared prompt, tokens (>= 1).
+    pub tokens: u32,
+    /// Number of distinct shared prompts (>= 1).
+    pub groups: u32,
+}
+
+fn positive(origin: &str, key: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::config(origin, key, format!("must be > 0, got {v}")))
+    }
+}
+
+fn at_least_one(origin: &str, key: &str, v: u64) -> Result<()> {
+    if v >= 1 {
+        Ok(())
+    } else {
+        Err(Error::config(origin, key, format!("must be >= 1, got {v}")))
+    }
+}
+
+fn check_bounds(origin: &str, key: &str, min: Option<u32>, max: Option<u32>) -> Result<()> {
+    if let Some(hi) = max {
+        at_least_one(origin, &format!("{key}.max"), hi as u64)?;
+        if let Some(lo) = min {
+            if lo > hi {
+                return Err(Error::config(
+                    origin,
+                    format!("{key}.min"),
+                    format!("must be <= max ({hi}), got {lo}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl LengthConfig {
+    /// Checks the distribution's parameters; `key` is its dotted path (e.g. `workload.input`).
+    pub fn validate(&self, origin: &str, key: &str) -> Result<()> {
+        match self {
+            LengthConfig::Fixed { tokens } => {
+                at_least_one(origin, &format!("{key}.tokens"), *tokens as u64)
+            }
+            LengthConfig::Uniform { mean, range_ratio } => {
+                if !(mean.is_finite() && *mean >= 1.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.mean"),
+                        format!("must be >= 1, got {mean}"),
+                    ));
+                }
+                if !(0.0..1.0).contains(range_ratio) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.range_ratio"),
+                        format!("must be in [0, 1), got {range_ratio}"),
+                    ));
+                }
+                Ok(())
+            }
+            LengthConfig::Normal {
+                mean,
+                std,
+                min,
+                max,
+            } => {
+                positive(origin, &format!("{key}.mean"), *mean)?;
+                if !(std.is_finite() && *std >= 0.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.std"),
+                        format!("must be >= 0, got {std}"),
+                    ));
+                }
+                check_bounds(origin, key, *min, *max)
+            }
+            LengthConfig::Lognormal {
+                mean,
+                median,
+                min,
+                max,
+            } => {
+                positive(origin, &format!("{key}.median"), *median)?;
+                if !(mean.is_finite() && mean >= median) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.mean"),
+                        format!(
+                            "must be >= median ({median}) for a lognormal, got {mean}; for a left-skewed distribution use a clamped normal"
+                        ),
+                    ));
+                }
+                check_bounds(origin, key, *min, *max)
+            }
+            LengthConfig::Empirical { path } => {
+                if path.trim().is_empty() {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.path"),
+                        "must name a file",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ArrivalConfig {
+    /// Checks the arrival process's parameters (key paths under `workload.arrival`).
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        const K: &str = "workload.arrival";
+        match self {
+            ArrivalConfig::Poisson { rate_per_s } | ArrivalConfig::Constant { rate_per_s } => {
+                positive(origin, &format!("{K}.rate_per_s"), *rate_per_s)
+            }
+            ArrivalConfig::Gamma {
+                rate_per_s,
+                burstiness,
+            } => {
+                positive(origin, &format!("{K}.rate_per_s"), *rate_per_s)?;
+                positive(origin, &format!("{K}.burstiness"), *burstiness)
+            }
+            ArrivalConfig::Offline => Ok(()),
+            ArrivalConfig::Schedule { points, repeat_s } => {
+                let Some(first) = points.first() else {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.points"),
+                        "needs at least one [time_s, rate_per_s] point",
+                    ));
+                };
+                if first[0] != 0.0 {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.points[0]"),
+                        format!("the first point must be at time 0, got {}", first[0]),
+                    ));
+                }
+                let mut prev = 0.0;
+                for (i, [t, r]) in points.iter().copied().enumerate() {
+                    let key = format!("{K}.points[{i}]");
+                    if !(t.is_finite() && t >= 0.0) {
+                        return Err(Error::config(
+                            origin,
+                            key,
+                            format!("time must be >= 0, got {t}"),
+                        ));
+                    }
+                    if t < prev {
+                        return Err(Error::config(
+                            origin,
+                            key,
+                            format!(
+                                "time {t} is before the previous point's {prev}; points must be sorted by time"
+                            ),
+                        ));
+                    }
+                    if !(r.is_finite() && r >= 0.0) {
+                        return Err(Error::config(
+                            origin,
+                            key,
+                            format!("rate must be >= 0, got {r}"),
+                        ));
+                    }
+                    prev = t;
+                }
+                if let Some(p) = repeat_s {
+                    positive(origin, &format!("{K}.repeat_s"), *p)?;
+                    if *p < prev {
+                        return Err(Error::config(
+                            origin,
+                            format!("{K}.repeat_s"),
+                            format!("must be >= the last point's time {prev}, got {p}"),
+                        ));
+                    }
+                }
+                if points.iter().all(|p| p[1] == 0.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.points"),
+                        "all rates are zero",
+                    ));
+                }
+                if !Schedule::new(points, *repeat_s).has_arrivals() {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.points"),
+                        "the rate is zero everywhere (nonzero rates only at steps)",
+                    ));
+                }
+                Ok(())
+            }
+            ArrivalConfig::Trace {
+                path,
+                time_scale,
+                rate_per_s,
+            } => {
+                if path.trim().is_empty() {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.path"),
+                        "must name a file",
+                    ));
+                }
+                positive(origin, &format!("{K}.time_scale"), *time_scale)?;
+                if let Some(r) = rate_per_s {
+                    positive(origin, &format!("{K}.rate_per_s"), *r)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl WorkloadConfig {
+    /// Checks every value and their combination; errors carry the dotted key path
+    /// (e.g. `workload.arrival.rate_per_s: must be > 0, got -3`).
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        self.arrival.validate(origin)?;
+        let is_trace = matches!(self.arrival, ArrivalConfig::Trace { .. });
+        if is_trace {
+            for (key, set) in [
+                ("workload.dataset", self.dataset.is_some()),
+                ("workload.input", self.input.is_some()),
+                ("workload.output", self.output.is_some()),
+            ] {
+                if set {
+                    return Err(Error::config(
+                        origin,
+                        key,
+                        "a trace supplies its own lengths; remove this",
+                    ));
+                }
+            }
+        } else {
+            let ds = match &self.dataset {
+                Some(name) => Some(dataset(name).ok_or_else(|| {
+                    Error::config(
+                        origin,
+                        "workload.dataset",
+                        format!(
+                            "unknown dataset '{name}'; known: {}",
+                            DATASET_NAMES.join(", ")
+                        ),
+                    )
+                })?),
+                None => None,
+            };
+            let has_in = self.input.is_some() || ds.as_ref().is_some_and(|d| d.input.is_some());
+            let has_out = self.output.is_some() || ds.as_ref().is_some_and(|d| d.output.is_some());
+            if !(has_in && has_out) {
+                let reason = match &self.dataset {
+                    Some(name) => format!("dataset '{name}' needs input and output lengths"),
+                    None => "needs input and output lengths, or a dataset".to_string(),
+                };
+                return Err(Error::config(origin, "workload", reason));
+            }
+            if let Some(l) = &self.input {
+                l.validate(origin, "workload.input")?;
+            }
+            if let Some(l) = &self.output {
+                l.validate(origin, "workload.output")?;
+            }
+            if self.num_requests.is_none() && self.duration_s.is_none() {
+                return Err(Error::config(
+                    origin,
+                    "workload",
+                    "needs num_requests or duration_s",
+                ));
+            }
+        }
+        if matches!(self.arrival, ArrivalConfig::Offline) && self.num_requests.is_none() {
+            return Err(Error::config(
+                origin,
+                "workload.num_requests",
+                "offline arrivals (all at t = 0) need num_requests",
+            ));
+        }
+        if let Some(n) = self.num_requests {
+            at_least_one(origin, "workload.num_requests", n)?;
+        }
+        if let Some(d) = self.duration_s {
+            positive(origin, "workload.duration_s", d)?;
+        }
+        if let Some(p) = &self.prefix {
+            at_least_one(origin, "workload.prefix.tokens", p.tokens as u64)?;
+            at_least_one(origin, "workload.prefix.groups", p.groups as u64)?;
+        }
+        if let Some(c) = self.max_concurrency {
+            at_least_one(origin, "workload.max_concurrency", c as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the mean arrival rate, requests per second (used by capacity planning's search):
+    /// poisson / gamma / constant take it as their rate; a schedule's rates are scaled so its
+    /// mean (see [`Self::mean_rate_per_s`]) equals it (no-op when that mean is zero); a trace
+    /// is replayed with time scaled to that mean rate; offline is unchanged.
+    pub fn set_rate(&mut self, rate_per_s: f64) {
+        let mean = self.mean_rate_per_s();
+        match &mut self.arrival {
+            ArrivalConfig::Poisson { rate_per_s: r }
+            | ArrivalConfig::Gamma { rate_per_s: r, .. }
+            | ArrivalConfig::Constant { rate_per_s: r } => *r = rate_per_s,
+            ArrivalConfig::Offline => {}
+            ArrivalConfig::Schedule { points, .. } => {
+                if let Some(m) = mean.filter(|m| m.is_finite() && *m > 0.0) {
+                    let k = rate_per_s / m;
+                    for p in points.iter_mut() {
+                        p[1] *= k;
+                    }
+                }
+            }
+            ArrivalConfig::Trace { rate_per_s: r, .. } => *r = Some(rate_per_s),
+        }
+    }
+
+    /// Mean arrival rate, requests per second, where the config alone determines it: the
+    /// rate of poisson / gamma / constant; a schedule's mean over `[0, duration_s]` (else over
+    /// one period, else over its points' span); a trace's `rate_per_s` if set. `None` for
+    /// offline and for a trace replayed at its own rate (see
+    /// [`RequestGenerator::mean_rate_per_s`]).
+    pub fn mean_rate_per_s(&self) -> Option<f64> {
+        match &self.arrival {
+            ArrivalConfig::Poisson { rate_per_s }
+            | ArrivalConfig::Gamma { rate_per_s, .. }
+            | ArrivalConfig::Constant { rate_per_s } => Some(*rate_per_s),
+            ArrivalConfig::Offline => None,
+            ArrivalConfig::Schedule { points, repeat_s } => {
+                Some(Schedule::new(points, *repeat_s).mean_rate_per_s(self.duration_s))
+            }
+            ArrivalConfig::Trace { rate_per_s, .. } => *rate_per_s,
+        }
+    }
+}
+
+/// `prefix_group` of a request without a shared prefix.
+pub const NO_PREFIX_GROUP: u32 = u32::MAX;
+
+/// One generated request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// Arrival time, nanoseconds since the start of the run.
+    pub arrival_ns: u64,
+    /// Prompt length including any shared prefix, tokens (>= 1, > `prefix_tokens`).
+    pub input_tokens: u32,
+    /// Output length, tokens (>= 1).
+    pub output_tokens: u32,
+    /// Shared-prefix group, or [`NO_PREFIX_GROUP`] (`u32::MAX`) for none.
+    pub prefix_group: u32,
+    /// Length of the shared prefix at the start of the prompt, tokens (0 for none).
+    pub prefix_tokens: u32,
+}
+
+/// Where requests come from.
+#[derive(Debug, Clone)]
+enum Source {
+    Synthetic {
+        arrivals: ArrivalProcess,
+        input: LengthSampler,
+        output: LengthSampler,
+        filter: Option<ShareGptFilter>,
+    },
+    Trace {
+        trace: Trace,
+        next: usize,
+        /// Multiplier on the trace's arrival times, dimensionless.
+        scale: f64,
+    },
+}
+
+/// A deterministic stream of requests for a workload and a seed. Arrivals, lengths and
+/// prefix groups draw from separate random streams, so changing the rate leaves the sequence
+/// of lengths unchanged.
+#[derive(Debug, Clone)]
+pub struct RequestGenerator {
+    source: Source,
+    prefix: Option<PrefixConfig>,
+    arrival_rng: ChaCha8Rng,
+    length_rng: ChaCha8Rng,
+    prefix_rng: ChaCha8Rng,
+    emitted: u64,
+    num_requests: Option<u64>,
+    duration_s: Option<f64>,
+    last_ns: u64,
+    done: bool,
+    offline: bool,
+    mean_input: f64,
+    mean_output: f64,
+    mean_rate: Option<f64>,
+}
+
+/// Seconds to integer nanoseconds; `None` past u64 (about 584 years).
+fn secs_to_ns(t_s: f64) -> Option<u64> {
+    let ns = (t_s * 1e9).round();
+    if ns.is_nan() {
+        return None;
+    }
+    if ns < 18_446_744_073_709_551_615.0 {
+        // In [0, 2^64) (negatives saturate to 0), so the cast is exact.
+        Some(ns.max(0.0) as u64)
+    } else {
+        None
+    }
+}
+
+impl RequestGenerator {
+    /// Validates `cfg` (errors name `origin` and the key path), loads any trace or empirical
+    /// file (relative to the current directory), and seeds the random streams from `seed`.
+    pub fn new(cfg: &WorkloadConfig, seed: u64, origin: &str) -> Result<Self> {
+        cfg.validate(origin)?;
+        let stream = |n: u64| {
+            let mut r = ChaCha8Rng::seed_from_u64(seed);
+            r.set_stream(n);
+            r
+        };
+        let (source, mean_input, mean_output, mean_rate) = match &cfg.arrival {
+            ArrivalConfig::Trace {
+                path,
+                time_scale,
+                rate_per_s,
+            } => {
+                let trace = Trace::load(Path::new(path))?;
+                if !trace.prefix.is_empty() && cfg.prefix.is_some() {
+                    return Err(Error::config(
+                        origin,
+                        "workload.prefix",
+                        format!("the trace {path} has its own prefix_group / prefix_tokens columns; remove this"),
+                    ));
+                }
+                let native = trace.mean_rate_per_s();
+                let scale = match (rate_per_s, native) {
+                    (Some(r), Some(n)) => n / r,
+                    (Some(_), None) => {
+                        return Err(Error::config(
+                            origin,
+                            "workload.arrival.rate_per_s",
+                            format!("every request of the trace {path} arrives at the same instant, so it has no rate to scale"),
+                        ))
+                    }
+                    (None, _) => *time_scale,
+                };
+                let (mi, mo) = (trace.mean_input_tokens(), trace.mean_output_tokens());
+                let rate = native.map(|n| n / scale);
+                (
+                    Source::Trace {
+                        trace,
+                        next: 0,
+                        scale,
+                    },
+                    mi,
+                    mo,
+                    rate,
+                )
+            }
+            other => {
+                let arrivals = match other {
+                    ArrivalConfig::Poisson { rate_per_s } => ArrivalProcess::poisson(*rate_per_s),
+                    ArrivalConfig::Gamma {
+                        rate_per_s,
+                        burstiness,
+                    } => ArrivalProcess::gamma(*rate_per_s, *burstiness, origin)?,
+                    ArrivalConfig::Constant { rate_per_s } => ArrivalProcess::constant(*rate_per_s),
+                    ArrivalConfig::Schedule { points, repeat_s } => {
+                        ArrivalProcess::schedule(points, *repeat_s)
+                    }
+                    _ => ArrivalProcess::Offline,
+                };
+                let ds = cfg.dataset.as_deref().and_then(dataset);
+                let pick =
+                    |given: &Option<LengthConfig>, from_ds: Option<LengthConfig>, key: &str| {
+                        given.clone().or(from_ds).ok_or_else(|| {
+                            Error::config(origin, "workload", format!("needs {key} lengths"))
+                        })
+                    };
+                let input_cfg = pick(
+                    &cfg.input,
+                    ds.as_ref().and_then(|d| d.input.clone()),
+                    "input",
+                )?;
+                let output_cfg = pick(
+                    &cfg.output,
+                    ds.as_ref().and_then(|d| d.output.clone()),
+                    "output",
+                )?;
+                let input = LengthSampler::from_config(&input_cfg, origin, "workload.input")?;
+                let output = LengthSampler::from_config(&output_cfg, origin, "workload.output")?;
+                let filter = ds
+                    .as_ref()
+                    .filter(|d| d.sharegpt_filter)
+                    .map(|_| SHAREGPT_FILTER);
+                let (mi, mo) = match &filter {
+                    Some(f) => {
+                        let (keep, mi, mo) = f.expected(&input, &output);
+                        if keep < 1e-3 {
+                            return Err(Error::config(
+                                origin,
+                                "workload.dataset",
+                                format!(
+                                    "vLLM's ShareGPT filter (prompt 4..=1024, output >= 4, total <= 2048 tokens) keeps only {keep:.2e} of requests with these lengths"
+                                ),
+                            ));
+                        }
+                        (mi, mo)
+                    }
+                    None => (input.mean(), output.mean()),
+                };
+                let mi = mi + cfg.prefix.as_ref().map_or(0.0, |p| p.tokens as f64);
+                (
+                    Source::Synthetic {
+                        arrivals,
+                        input,
+                        output,
+                        filter,
+                    },
+                    mi,
+                    mo,
+                    cfg.mean_rate_per_s(),
+                )
+            }
+        };
+        Ok(RequestGenerator {
+            source,
+            prefix: cfg.prefix.clone(),
+            arrival_rng: stream(1),
+            length_rng: stream(2),
+            prefix_rng: stream(3),
+            emitted: 0,
+            num_requests: cfg.num_requests,
+            duration_s: cfg.duration_s,
+            last_ns: 0,
+            done: false,
+            offline: matches!(cfg.arrival, ArrivalConfig::Offline),
+            mean_input,
+            mean_output,
+            mean_rate,
+        })
+    }
+
+    /// The next request, arrival times nondecreasing; `None` once `num_requests` have been
+    /// produced, the next arrival would come after `duration_s`, the trace is exhausted, or
+    /// time would pass u64 nanoseconds (about 584 years). O(1), no allocation.
+    pub fn next_request(&mut self) -> Option<RequestSpec> {
+        if self.done || self.num_requests.is_some_and(|n| self.emitted >= n) {
+            self.done = true;
+            return None;
+        }
+        let spec = self.draw();
+        match spec {
+            Some(s) => {
+                self.emitted += 1;
+                self.last_ns = s.arrival_ns;
+            }
+            None => self.done = true,
+        }
+        spec
+    }
+
+    fn draw(&mut self) -> Option<RequestSpec> {
+        let past_end = |t_s: f64, d: Option<f64>| d.is_some_and(|d| t_s > d);
+        let (arrival_ns, input, output, trace_prefix) = match &mut self.source {
+            Source::Synthetic {
+                arrivals,
+                input,
+                output,
+                filter,
+            } => {
+                let t_s = arrivals.next_s(&mut self.arrival_rng)?;
+                if past_end(t_s, self.duration_s) {
+                    return None;
+                }
+                let ns = secs_to_ns(t_s)?;
+                let (i, o) = match filter {
+                    Some(f) => f.sample(input, output, &mut self.length_rng),
+                    None => (
+                        input.sample(&mut self.length_rng),
+                        output.sample(&mut self.length_rng),
+                    ),
+                };
+                (ns, i, o, None)
+            }
+            Source::Trace { trace, next, scale } => {
+                let row = *trace.rows.get(*next)?;
+                let p = trace.prefix.get(*next).copied();
+                *next += 1;
+                let ns = if *scale == 1.0 {
+                    row.arrival_ns
+                } else {
+                    secs_to_ns(row.arrival_ns as f64 * 1e-9 * *scale)?
+                };
+                if past_end(ns as f64 * 1e-9, self.duration_s) {
+                    return None;
+                }
+                (ns, row.input_tokens, row.output_tokens, p)
+            }
+        };
+        let (input_tokens, prefix_group, prefix_tokens) = match (trace_prefix, &self.prefix) {
+            (Some((g, t)), _) => (input, g, t),
+            (None, Some(p)) => {
+                // groups >= 1 is validated; max(1) keeps the range non-empty regardless.
+                let group = self.prefix_rng.gen_range(0..p.groups.max(1));
+                if matches!(self.source, Source::Trace { .. }) {
+                    // The trace's prompt already includes the prefix; keep >= 1 own token.
+                    let t = p.tokens.min(input - 1);
+                    (input, if t == 0 { NO_PREFIX_GROUP } else { group }, t)
+                } else {
+                    (p.tokens.saturating_add(input), group, p.tokens)
+                }
+            }
+            (None, None) => (input, NO_PREFIX_GROUP, 0),
+        };
+        Some(RequestSpec {
+            arrival_ns: arrival_ns.max(self.last_ns),
+            input_tokens,
+            output_tokens: output,
+            prefix_group,
+            prefix_tokens,
+        })
+    }
+
+    /// Whether every request arrives at t = 0 (offline batch).
+    pub fn is_offline(&self) -> bool {
+        self.offline
+    }
+
+    /// Expected prompt length including any shared prefix, tokens (analytic, or the trace's
+    /// average).
+    pub fn mean_input_tokens(&self) -> f64 {
+        self.mean_input
+    }
+
+    /// Expected output length, tokens (analytic, or the trace's average).
+    pub fn mean_output_tokens(&self) -> f64 {
+        self.mean_output
+    }
+
+    /// Expected arrival rate, requests per second: as [`WorkloadConfig::mean_rate_per_s`],
+    /// and for a trace its (scaled) average rate; `None` for offline or a trace whose
+    /// requests all arrive at once.
+    pub fn mean_rate_per_s(&self) -> Option<f64> {
+        self.mean_rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(arrival: ArrivalConfig) -> WorkloadConfig {
+        WorkloadConfig {
+            arrival,
+            dataset: None,
+            input: Some(LengthConfig::Uniform {
+                mean: 500.0,
+                range_ratio: 0.5,
+            }),
+            output: Some(LengthConfig::Lognormal {
+                mean: 200.0,
+                median: 120.0,
+                min: None,
+                max: Some(2000),
+            }),
+            num_requests: Some(10_000),
+            duration_s: None,
+            prefix: None,
+            max_concurrency: None,
+        }
+    }
+
+    fn run(cfg: &WorkloadConfig, seed: u64) -> Vec<RequestSpec> {
+        let mut g = RequestGenerator::new(cfg, seed, "test").unwrap();
+        let mut v = Vec::new();
+        while let Some(r) = g.next_request() {
+            v.push(r);
+        }
+        v
+    }
+
+    fn err(cfg: &WorkloadConfig) -> String {
+        cfg.validate("s.toml").unwrap_err().to_string()
+    }
+
+    #[derive(Deserialize)]
+    struct Scenario {
+        workload: WorkloadConfig,
+    }
+
+    #[test]
+    fn parses_toml() {
+        let text = r#"
+            [workload]
+            dataset = "sharegpt"
+            num_requests = 100
+            max_concurrency = 64
+            [workload.arrival]
+            kind = "schedule"
+            points = [[0, 10], [43200, 40.5], [86400, 10]]
+            repeat_s = 86400
+            [workload.prefix]
+            tokens = 100
+            groups = 4
+            [workload.output]
+            kind = "fixed"
+            tokens = 128
+        "#;
+        let s: Scenario = toml::from_str(text).unwrap();
+        assert_eq!(
+            s.workload.prefix,
+            Some(PrefixConfig {
+                tokens: 100,
+                groups: 4
+            })
+        );
+        assert!(matches!(s.workload.arrival, ArrivalConfig::Schedule { .. }));
+        s.workload.validate("s.toml").unwrap();
+        let t: Scenario = toml::from_str(
+            "[workload]\nnum_requests = 1\n[workload.arrival]\nkind = \"trace\"\npath = \"x.csv\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.workload.arrival,
+            ArrivalConfig::Trace {
+                path: "x.csv".into(),
+                time_scale: 1.0,
+                rate_per_s: None
+            }
+        );
+        let bad = "[workload]\nnum_requests = 1\n[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 1\nrate = 2\n";
+        assert!(toml::from_str::<Scenario>(bad).is_err());
+        let bad = "[workload]\nnum_request = 1\n[workload.arrival]\nkind = \"offline\"\n";
+        assert!(toml::from_str::<Scenario>(bad).is_err());
+    }
+
+    #[test]
+    fn validate_messages_carry_key_paths() {
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: -3.0 });
+        assert_eq!(
+            err(&c),
+            "s.toml: workload.arrival.rate_per_s: must be > 0, got -3"
+        );
+        c.arrival = ArrivalConfig::Gamma {
+            rate_per_s: 1.0,
+            burstiness: 0.0,
+        };
+        assert!(err(&c).contains("workload.arrival.burstiness: must be > 0, got 0"));
+        c.arrival = ArrivalConfig::Constant {
+            rate_per_s: f64::NAN,
+        };
+        assert!(err(&c).contains("workload.arrival.rate_per_s: must be > 0, got NaN"));
+
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: 1.0 });
+        c.input = Some(LengthConfig::Uniform {
+            mean: 100.0,
+            range_ratio: 1.5,
+        });
+        assert!(err(&c).contains("workload.input.range_ratio: must be in [0, 1), got 1.5"));
+        c.input = Some(LengthConfig::Fixed { tokens: 0 });
+        assert!(err(&c).contains("workload.input.tokens: must be >= 1, got 0"));
+        c.input = Some(LengthConfig::Lognormal {
+            mean: 100.0,
+            median: 200.0,
+            min: None,
+            max: None,
+        });
+        assert!(err(&c).contains("workload.input.mean: must be >= median (200)"));
+        c.input = Some(LengthConfig::Normal {
+            mean: 100.0,
+            std: -1.0,
+            min: None,
+            max: None,
+        });
+        assert!(err(&c).contains("workload.input.std: must be >= 0"));
+        c.input = Some(LengthConfig::Normal {
+            mean: 100.0,
+            std: 1.0,
+            min: Some(50),
+            max: Some(10),
+        });
+        assert!(err(&c).contains("workload.input.min: must be <= max (10), got 50"));
+        c.input = None;
+        assert_eq!(
+            err(&c),
+            "s.toml: workload: needs input and output lengths, or a dataset"
+        );
+        c.dataset = Some("random".into());
+        assert!(err(&c).contains("workload: dataset 'random' needs input and output lengths"));
+        c.dataset = Some("shargpt".into());
+        assert!(err(&c).contains("workload.dataset: unknown dataset 'shargpt'; known: sharegpt"));
+        c.dataset = Some("sharegpt".into());
+        c.validate("s.toml").unwrap();
+
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: 1.0 });
+        c.num_requests = None;
+        assert_eq!(
+            err(&c),
+            "s.toml: workload: needs num_requests or duration_s"
+        );
+        c.duration_s = Some(0.0);
+        assert!(err(&c).contains("workload.duration_s: must be > 0, got 0"));
+        c.num_requests = Some(0);
+        c.duration_s = Some(10.0);
+        assert!(err(&c).contains("workload.num_requests: must be >= 1, got 0"));
+        c.num_requests = None;
+        c.arrival = ArrivalConfig::Offline;
+        assert!(err(&c).contains("workload.num_requests: offline arrivals"));
+        c.num_requests = Some(1);
+        c.prefix = Some(PrefixConfig {
+            tokens: 10,
+            groups: 0,
+        });
+        assert!(err(&c).contains("workload.prefix.groups: must be >= 1, got 0"));
+        c.prefix = None;
+        c.max_concurrency = Some(0);
+        assert!(err(&c).contains("workload.max_concurrency: must be >= 1"));
+
+        let sched = |points: Vec<[f64; 2]>, repeat_s| {
+            let c = base(ArrivalConfig::Schedule { points, repeat_s });
+            c.validate("s.toml")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(sched(vec![], None).contains("workload.arrival.points: needs at least one"));
+        assert!(sched(vec![[1.0, 1.0]], None)
+            .contains("workload.arrival.points[0]: the first point must be at time 0"));
+        assert!(sched(vec![[0.0, 1.0], [5.0, 1.0], [4.0, 1.0]], None)
+            .contains("workload.arrival.points[2]: time 4 is before the previous point's 5; points must be sorted"));
+        assert!(sched(vec![[0.0, 1.0], [5.0, -1.0]], None)
+            .contains("workload.arrival.points[1]: rate must be >= 0, got -1"));
+        assert!(sched(vec![[0.0, 0.0], [5.0, 0.0]], None)
+            .contains("workload.arrival.points: all rates are zero"));
+        assert!(
+            sched(vec![[0.0, 0.0], [5.0, 0.0], [5.0, 1.0]], Some(5.0)).contains("zero everywhere")
+        );
+        assert!(sched(vec![[0.0, 1.0], [5.0, 2.0]], Some(4.0))
+            .contains("workload.arrival.repeat_s: must be >= the last point's time 5, got 4"));
+        assert_eq!(sched(vec![[0.0, 1.0], [5.0, 2.0]], Some(10.0)), "");
+
+        let mut c = base(ArrivalConfig::Trace {
+            path: "t.csv".into(),
+            time_scale: 0.0,
+            rate_per_s: None,
+        });
+        c.input = None;
+        c.output = None;
+        assert!(err(&c).contains("workload.arrival.time_scale: must be > 0, got 0"));
+        c.arrival = ArrivalConfig::Trace {
+            path: "t.csv".into(),
+            time_scale: 1.0,
+            rate_per_s: None,
+        };
+        c.num_requests = None;
+        c.validate("s.toml").unwrap();
+        c.dataset = Some("sharegpt".into());
+        assert!(err(&c).contains("workload.dataset: a trace supplies its own lengths"));
+    }
+
+    #[test]
+    fn poisson_and_gamma_through_the_generator() {
+        for (arrival, want_cv) in [
+            (ArrivalConfig::Poisson { rate_per_s: 25.0 }, 1.0),
+            (
+                ArrivalConfig::Gamma {
+                    rate_per_s: 25.0,
+                    burstiness: 0.5,
+                },
+                f64::sqrt(2.0),
+            ),
+        ] {
+            let mut c = base(arrival);
+            c.num_requests = Some(200_001);
+            let v = run(&c, 1);
+            let gaps: Vec<f64> = v
+                .windows(2)
+                .map(|w| (w[1].arrival_ns - w[0].arrival_ns) as f64 * 1e-9)
+                .collect();
+            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+            assert!(
+                (1.0 / mean / 25.0 - 1.0).abs() < 0.02,
+                "rate {}",
+                1.0 / mean
+            );
+            assert!(
+                (var.sqrt() / mean / want_cv - 1.0).abs() < 0.04,
+                "cv {}",
+                var.sqrt() / mean
+            );
+        }
+    }
+
+    #[test]
+    fn constant_offline_and_duration() {
+        let mut c = base(ArrivalConfig::Constant { rate_per_s: 3.0 });
+        c.num_requests = None;
+        c.duration_s = Some(10.0);
+        let v = run(&c, 1);
+        // t = 0, 1/3, ..., 10: 31 arrivals.
+        assert_eq!(v.len(), 31);
+        for (i, r) in v.iter().enumerate() {
+            assert_eq!(r.arrival_ns, (i as f64 / 3.0 * 1e9).round() as u64);
+        }
+        let mut c = base(ArrivalConfig::Offline);
+        c.num_requests = Some(1000);
+        let mut g = RequestGenerator::new(&c, 1, "t").unwrap();
+        assert!(g.is_offline());
+        assert_eq!(g.mean_rate_per_s(), None);
+        let mut n = 0;
+        while let Some(r) = g.next_request() {
+            assert_eq!(r.arrival_ns, 0);
+            n += 1;
+        }
+        assert_eq!(n, 1000);
+        assert_eq!(g.next_request(), None);
+    }
+
+    #[test]
+    fn schedule_follows_its_rate() {
+        // Rate ramps from 10 to 50 req/s over 100 s, then stays at 50.
+        let mut c = base(ArrivalConfig::Schedule {
+            points: vec![[0.0, 10.0], [100.0, 50.0]],
+            repeat_s: None,
+        });
+        c.num_requests = None;
+        c.duration_s = Some(200.0);
+        let v = run(&c, 3);
+        let count = |a: f64, b: f64| {
+            v.iter()
+                .filter(|r| {
+                    let t = r.arrival_ns as f64 * 1e-9;
+                    t >= a && t < b
+                })
+                .count() as f64
+        };
+        for (a, b, want) in [
+            (0.0, 20.0, 280.0),
+            (80.0, 100.0, 920.0),
+            (150.0, 200.0, 2500.0),
+        ] {
+            let got = count(a, b);
+            assert!(
+                (got - want).abs() < 4.0 * want.sqrt(),
+                "[{a},{b}): {got} vs {want}"
+            );
+        }
+        assert!((c.mean_rate_per_s().unwrap() - 40.0).abs() < 1e-9);
+        assert!(v.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+    }
+
+    #[test]
+    fn determinism_and_independent_streams() {
+        let c = base(ArrivalConfig::Poisson { rate_per_s: 5.0 });
+        let a = run(&c, 17);
+        assert_eq!(a, run(&c, 17));
+        assert_ne!(a, run(&c, 18));
+        let lens = |v: &[RequestSpec]| {
+            v.iter()
+                .map(|r| (r.input_tokens, r.output_tokens))
+                .collect::<Vec<_>>()
+        };
+        let mut faster = c.clone();
+        faster.set_rate(50.0);
+        let b = run(&faster, 17);
+        assert_eq!(
+            lens(&a),
+            lens(&b),
+            "changing the rate must not change lengths"
+        );
+        assert_ne!(a[5].arrival_ns, b[5].arrival_ns);
+        let mut g = c.clone();
+        g.arrival = ArrivalConfig::Gamma {
+            rate_per_s: 5.0,
+            burstiness: 0.3,
+        };
+        assert_eq!(lens(&a), lens(&run(&g, 17)));
+    }
+
+    #[test]
+    fn set_rate_for_every_arrival_kind() {
+        let mut c = base(ArrivalConfig::Gamma {
+            rate_per_s: 1.0,
+            burstiness: 2.0,
+        });
+        c.set_rate(7.5);
+        assert_eq!(c.mean_rate_per_s(), Some(7.5));
+        let mut c = base(ArrivalConfig::Schedule {
+            points: vec![[0.0, 0.0], [10.0, 10.0]],
+            repeat_s: Some(20.0),
+        });
+        assert_eq!(c.mean_rate_per_s(), Some(5.0));
+        c.set_rate(20.0);
+        assert!((c.mean_rate_per_s().unwrap() - 20.0).abs() < 1e-9);
+        assert_eq!(
+            c.arrival,
+            ArrivalConfig::Schedule {
+                points: vec![[0.0, 0.0], [10.0, 40.0]],
+                repeat_s: Some(20.0)
+            }
+        );
+        let mut c = base(ArrivalConfig::Offline);
+        c.set_rate(3.0);
+        assert_eq!(c.arrival, ArrivalConfig::Offline);
+        assert_eq!(c.mean_rate_per_s(), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        std::fs::write(
+            &p,
+            "arrival_s,input_tokens,output_tokens\n0,10,5\n1,20,6\n2,30,7\n4,40,8\n",
+        )
+        .unwrap();
+        let mut c = base(ArrivalConfig::Trace {
+            path: p.display().to_string(),
+            time_scale: 1.0,
+            rate_per_s: None,
+        });
+        c.input = None;
+        c.output = None;
+        c.num_requests = None;
+        let g = RequestGenerator::new(&c, 0, "t").unwrap();
+        assert_eq!(g.mean_rate_per_s(), Some(0.75));
+        assert_eq!((g.mean_input_tokens(), g.mean_output_tokens()), (25.0, 6.5));
+        c.set_rate(3.0);
+        assert_eq!(c.mean_rate_per_s(), Some(3.0));
+        let v = run(&c, 0);
+        assert_eq!(
+            v.iter().map(|r| r.arrival_ns).collect::<Vec<_>>(),
+            vec![0, 250_000_000, 500_000_000, 1_000_000_000]
+        );
+        assert_eq!(v[2].input_tokens, 30);
+        assert_eq!(v[2].prefix_group, NO_PREFIX_GROUP);
+    }
+
+    #[test]
+    fn trace_replay_with_limits_and_time_scale() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("azure.csv");
+        std::fs::write(
+            &p,
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,100,10\n2023-11-16 18:15:47.5,200,20\n2023-11-16 18:15:49.5,300,30\n",
+        )
+        .unwrap();
+        let mut c = base(ArrivalConfig::Trace {
+            path: p.display().to_string(),
+            time_scale: 2.0,
+            rate_per_s: None,
+        });
+        c.input = None;
+        c.output = None;
+        c.num_requests = None;
+        c.duration_s = Some(5.0);
+        c.prefix = Some(PrefixConfig {
+            tokens: 150,
+            groups: 2,
+        });
+        let v = run(&c, 0);
+        assert_eq!(v.len(), 2, "the third arrives at 6 s, after duration_s");
+        assert_eq!(v[1].arrival_ns, 2_000_000_000);
+        assert_eq!((v[0].input_tokens, v[0].prefix_tokens), (100, 99));
+        assert_eq!((v[1].input_tokens, v[1].prefix_tokens), (200, 150));
+        assert!(v[1].prefix_group < 2);
+        c.arrival = ArrivalConfig::Trace {
+            path: dir.path().join("missing.csv").display().to_string(),
+            time_scale: 1.0,
+            rate_per_s: None,
+        };
+        let e = RequestGenerator::new(&c, 0, "t").unwrap_err().to_string();
+        assert!(e.contains("missing.csv"), "{e}");
+    }
+
+    #[test]
+    fn prefix_is_part_of_the_prompt() {
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: 1.0 });
+        c.input = Some(LengthConfig::Fixed { tokens: 50 });
+        c.prefix = Some(PrefixConfig {
+            tokens: 100,
+            groups: 3,
+        });
+        let mut g = RequestGenerator::new(&c, 2, "t").unwrap();
+        assert_eq!(g.mean_input_tokens(), 150.0);
+        let mut seen = [false; 3];
+        for _ in 0..100 {
+            let r = g.next_request().unwrap();
+            assert_eq!((r.input_tokens, r.prefix_tokens), (150, 100));
+            seen[r.prefix_group as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn extreme_rates_and_ten_million_requests() {
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: 1e6 });
+        c.num_requests = Some(10_000_000);
+        c.input = Some(LengthConfig::Fixed { tokens: 1 });
+        c.output = Some(LengthConfig::Fixed { tokens: 1 });
+        let mut g = RequestGenerator::new(&c, 1, "t").unwrap();
+        let (mut n, mut last) = (0u64, 0u64);
+        while let Some(r) = g.next_request() {
+            assert!(r.arrival_ns >= last);
+            last = r.arrival_ns;
+            n += 1;
+        }
+        assert_eq!(n, 10_000_000);
+        assert!((last as f64 * 1e-9 - 10.0).abs() < 0.1, "{last}");
+
+        // At 1e-6 req/s, time runs past u64 nanoseconds (584 years) and the stream ends.
+        for arrival in [
+            ArrivalConfig::Constant { rate_per_s: 1e-6 },
+            ArrivalConfig::Poisson { rate_per_s: 1e-6 },
+            ArrivalConfig::Gamma {
+                rate_per_s: 1e-6,
+                burstiness: 0.1,
+            },
+        ] {
+            c.arrival = arrival;
+            let mut g = RequestGenerator::new(&c, 1, "t").unwrap();
+            let mut last = 0;
+            let mut n = 0;
+            while let Some(r) = g.next_request() {
+                assert!(r.arrival_ns >= last);
+                last = r.arrival_ns;
+                n += 1;
+            }
+            assert!(n > 1000 && n < 10_000_000, "{n}");
+        }
+    }
+}
