@@ -22,6 +22,8 @@ pub enum Command {
     Run(RunArgs),
     /// Simulate one deployment and workload given by flags, named as vLLM's benchmarks.
     Bench(BenchArgs),
+    /// Re-simulate published measurements and print predicted against measured.
+    Validate(ValidateArgs),
 }
 
 /// Output format of a command's main result.
@@ -171,6 +173,26 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Also write summary.json and timeseries.csv into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Flags of `servesim validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Reference files (default: the embedded calibration/reference/serving-measurements.csv).
+    #[arg(long = "reference")]
+    pub reference: Vec<PathBuf>,
+    /// Only rows of this engine profile.
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Fit this engine's host costs to its rows first, print them, and validate with them.
+    #[arg(long = "fit-engine")]
+    pub fit_engine: Option<String>,
+    /// Output format of the per-row table.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write comparisons.csv, summary.json and predicted-vs-measured.png into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -4,6 +4,7 @@
 mod bench;
 mod estimate;
 mod run;
+mod validate;
 
 use anyhow::Result;
 
@@ -19,6 +20,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Estimate(args) => estimate::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Validate(args) => validate::run(&args),
     }
 }
 

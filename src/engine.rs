@@ -29,6 +29,8 @@ pub struct SchedulerDefaults {
     /// Reserve KV blocks for the whole output at admission, so running requests are never
     /// preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); vLLM allocates as it goes and preempts.
     pub reserve_output_kv: bool,
+    /// Whether TP all-reduces of small messages use the engine's custom NVLink kernel.
+    pub custom_allreduce: bool,
 }
 
 /// Host-side costs of the engine, fitted (see docs/validation.md).

@@ -86,6 +86,11 @@ pub struct AllReduceCurve {
     pub latency_s: f64,
     /// Bus bandwidth for large messages, bytes/s.
     pub bus_bandwidth_bytes_per_s: f64,
+    /// Latency of a small all-reduce done by an engine's custom one-shot kernel over
+    /// NVLink peer-to-peer (vLLM, TensorRT-LLM and SGLang ship one), seconds.
+    pub custom_latency_s: f64,
+    /// Largest message the custom kernel takes, bytes (larger ones go to NCCL).
+    pub custom_max_bytes: f64,
 }
 
 /// A GPU as the step-time model sees it.
@@ -214,6 +219,8 @@ impl GpuProfile {
             ("small_ops.kernel_s", self.small_ops.kernel_s),
             ("small_ops.launch_s", self.small_ops.launch_s),
             ("allreduce.latency_s", self.allreduce.latency_s),
+            ("allreduce.custom_latency_s", self.allreduce.custom_latency_s),
+            ("allreduce.custom_max_bytes", self.allreduce.custom_max_bytes),
         ];
         for (key, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {

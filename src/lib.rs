@@ -5,19 +5,18 @@
 //! [`workload`]) → streaming [`metrics`] → planning ([`plan`]) → [`report`]s.
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
-pub mod engine;
 pub mod error;
-pub mod gpu;
 pub mod model;
+pub mod gpu;
+pub mod engine;
 pub mod precision;
 pub mod roofline;
 pub mod workload;
+pub mod scenario;
+pub mod sim;
+pub mod metrics;
+pub mod summary;
+pub mod validate;
+pub mod report;
 
 pub use error::{Error, Result};
-pub mod metrics;
-pub mod sim;
-pub mod workload;
-pub mod scenario;
-pub mod summary;
-pub mod report;
-pub mod validate;

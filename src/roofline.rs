@@ -212,6 +212,8 @@ pub struct StepTimeModel {
     lm_head: GemmShape,
     kv_bytes_per_ctx_token_layer: f64,
     q_width: f64,
+    /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
+    attention_rate: f64,
     elementwise_bytes_per_token_layer: f64,
     small_kernels_per_layer: f64,
     kernels_per_layer: f64,
@@ -273,12 +275,17 @@ impl StepTimeModel {
             },
             kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
             q_width: q,
-            // 2 RMSNorms (read+write h), 2 residual adds (2 reads + 1 write of h), rotary on
-            // q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
-            elementwise_bytes_per_token_layer: (4.0 * h + 6.0 * h + 2.0 * (q + kv) + 3.0 * f)
-                * ACT_BYTES,
-            small_kernels_per_layer: 6.0,
-            kernels_per_layer: 6.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
+            attention_rate: if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() {
+                dep.gpu.gemm.fp8_flops_per_s
+            } else {
+                dep.gpu.gemm.bf16_flops_per_s
+            },
+            // Serving engines fuse the residual add into RMSNorm (vLLM fused_add_rms_norm,
+            // TensorRT-LLM's fused residual norm): 2 such kernels (read 2h, write 2h), rotary
+            // on q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
+            elementwise_bytes_per_token_layer: (8.0 * h + 2.0 * (q + kv) + 3.0 * f) * ACT_BYTES,
+            small_kernels_per_layer: 4.0,
+            kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             table_ns: Vec::new(),
             dep,
         };
@@ -351,7 +358,12 @@ impl StepTimeModel {
                 tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
             );
         let ar =
-            2.0 * kernels::allreduce_s(g, tokens * m.hidden_size as f64 * ACT_BYTES, self.dep.tp);
+            2.0 * kernels::engine_allreduce_s(
+                g,
+                tokens * m.hidden_size as f64 * ACT_BYTES,
+                self.dep.tp,
+                self.dep.engine.scheduler.custom_allreduce,
+            );
         (
             self.layers * gemm,
             self.layers * stream,
@@ -402,7 +414,12 @@ impl StepTimeModel {
                 b.decode_context_tokens as f64,
                 self.kv_bytes_per_ctx_token_layer,
                 self.q_width,
-            ) + kernels::prefill_attention_s(g, b.prefill_attention_units, self.q_width);
+            ) + kernels::prefill_attention_at_rate_s(
+            g,
+            b.prefill_attention_units,
+            self.q_width,
+            self.attention_rate,
+        );
         self.layers * per_layer
     }
 

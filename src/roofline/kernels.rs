@@ -55,10 +55,16 @@ pub fn decode_attention_s(
 /// One causal prefill-attention kernel (one layer) over `units` = sum of
 /// `chunk x prior + chunk^2 / 2` token pairs, with query width `q_width` on this GPU.
 pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
+    prefill_attention_at_rate_s(gpu, units, q_width, gpu.gemm.bf16_flops_per_s)
+}
+
+/// [`prefill_attention_s`] with the attention math at a given GEMM rate (the FP8 rate when
+/// the KV cache is FP8 and the GPU has FP8 tensor cores), FLOP/s.
+pub fn prefill_attention_at_rate_s(gpu: &GpuProfile, units: f64, q_width: f64, gemm_rate: f64) -> f64 {
     if units <= 0.0 {
         return 0.0;
     }
-    let rate = gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction;
+    let rate = gemm_rate * gpu.attention.prefill_flops_fraction;
     gpu.attention.fixed_s + 4.0 * q_width * units / rate
 }
 
@@ -76,6 +82,21 @@ pub fn allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32) -> f64 {
     let tp = tp as f64;
     gpu.allreduce.latency_s
         + 2.0 * (tp - 1.0) / tp * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
+}
+
+/// One all-reduce as a serving engine runs it: its custom one-shot kernel for messages up to
+/// `allreduce.custom_max_bytes` when `custom` is set, NCCL otherwise, seconds.
+pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom: bool) -> f64 {
+    if tp <= 1 {
+        return 0.0;
+    }
+    if custom && bytes <= gpu.allreduce.custom_max_bytes {
+        let t = tp as f64;
+        gpu.allreduce.custom_latency_s
+            + 2.0 * (t - 1.0) / t * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
+    } else {
+        allreduce_s(gpu, bytes, tp)
+    }
 }
 
 /// Launch latency of an empty kernel, seconds.
