@@ -448,7 +448,8 @@ mod tests {
                         kv_heads: m.num_kv_heads,
                         head_dim: m.head_dim,
                     };
-                    let mut r = Measurement::new(KernelClass::PagedDecodeAttention, "bf16", "s", "");
+                    let mut r =
+                        Measurement::new(KernelClass::PagedDecodeAttention, "bf16", "s", "");
                     r.batch = Some(batch);
                     r.context = Some(context);
                     r.q_heads = Some(s.q_heads);
@@ -460,7 +461,10 @@ mod tests {
             }
         }
         for _ in 0..5 {
-            push(Measurement::new(KernelClass::EmptyKernel, "u8", "s", ""), &mut rng);
+            push(
+                Measurement::new(KernelClass::EmptyKernel, "u8", "s", ""),
+                &mut rng,
+            );
         }
         for tp in [2, 4, 8] {
             for p in [11, 18, 21, 23, 25, 26, 28] {
@@ -482,23 +486,67 @@ mod tests {
         let g = &fit.profile;
         let check = |key: &str, got: f64, want: f64, tol: f64| {
             let e = (got / want - 1.0).abs();
-            assert!(e < tol, "{key}: fitted {got:.4e}, true {want:.4e} ({:.1}% off)", 100.0 * e);
+            assert!(
+                e < tol,
+                "{key}: fitted {got:.4e}, true {want:.4e} ({:.1}% off)",
+                100.0 * e
+            );
         };
-        check("bw", g.memory.stream_bandwidth_bytes_per_s, truth.memory.stream_bandwidth_bytes_per_s, 0.05);
-        check("mem latency", g.memory.latency_s, truth.memory.latency_s, 0.10);
+        check(
+            "bw",
+            g.memory.stream_bandwidth_bytes_per_s,
+            truth.memory.stream_bandwidth_bytes_per_s,
+            0.05,
+        );
+        check(
+            "mem latency",
+            g.memory.latency_s,
+            truth.memory.latency_s,
+            0.10,
+        );
         check("gemm fixed", g.gemm.fixed_s, truth.gemm.fixed_s, 0.10);
-        check("bf16", g.gemm.bf16_flops_per_s, truth.gemm.bf16_flops_per_s, 0.05);
-        check("fp8", g.gemm.fp8_flops_per_s, truth.gemm.fp8_flops_per_s, 0.05);
-        check("half", g.gemm.half_rate_tokens, truth.gemm.half_rate_tokens, 0.10);
-        check("attn fixed", g.attention.fixed_s, truth.attention.fixed_s, 0.10);
+        check(
+            "bf16",
+            g.gemm.bf16_flops_per_s,
+            truth.gemm.bf16_flops_per_s,
+            0.05,
+        );
+        check(
+            "fp8",
+            g.gemm.fp8_flops_per_s,
+            truth.gemm.fp8_flops_per_s,
+            0.05,
+        );
+        check(
+            "half",
+            g.gemm.half_rate_tokens,
+            truth.gemm.half_rate_tokens,
+            0.10,
+        );
+        check(
+            "attn fixed",
+            g.attention.fixed_s,
+            truth.attention.fixed_s,
+            0.10,
+        );
         check(
             "attn frac",
             g.attention.decode_bandwidth_fraction,
             truth.attention.decode_bandwidth_fraction,
             0.05,
         );
-        check("launch", g.small_ops.launch_s, truth.small_ops.launch_s, 0.05);
-        check("ar latency", g.allreduce.latency_s, truth.allreduce.latency_s, 0.10);
+        check(
+            "launch",
+            g.small_ops.launch_s,
+            truth.small_ops.launch_s,
+            0.05,
+        );
+        check(
+            "ar latency",
+            g.allreduce.latency_s,
+            truth.allreduce.latency_s,
+            0.10,
+        );
         check(
             "ar bw",
             g.allreduce.bus_bandwidth_bytes_per_s,
@@ -508,7 +556,10 @@ mod tests {
         // Everything the rows do not speak for is the base profile's.
         assert_eq!(g.datasheet, base.datasheet);
         assert_eq!(g.small_ops.kernel_s, base.small_ops.kernel_s);
-        assert_eq!(g.attention.prefill_flops_fraction, base.attention.prefill_flops_fraction);
+        assert_eq!(
+            g.attention.prefill_flops_fraction,
+            base.attention.prefill_flops_fraction
+        );
         for (_, _, e) in &fit.stages {
             assert!(*e < 0.03, "{:?}", fit.stages);
         }

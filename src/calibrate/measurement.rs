@@ -337,7 +337,9 @@ pub fn parse_measurements(text: &str, origin: &str) -> Result<Vec<Measurement>> 
     let mut rows = Vec::new();
     let mut record = csv::StringRecord::new();
     loop {
-        let more = rdr.read_record(&mut record).map_err(|e| csv_err(origin, &headers, &e))?;
+        let more = rdr
+            .read_record(&mut record)
+            .map_err(|e| csv_err(origin, &headers, &e))?;
         if !more {
             break;
         }
@@ -405,7 +407,8 @@ mod tests {
         s
     }
 
-    const GOOD: &str = "gemm,1,4096,4096,,,,,,,bf16,H100,13000,40.0,38.0,42.0,33570816,33554432,test";
+    const GOOD: &str =
+        "gemm,1,4096,4096,,,,,,,bf16,H100,13000,40.0,38.0,42.0,33570816,33554432,test";
 
     #[test]
     fn reads_a_good_file() {
@@ -447,7 +450,10 @@ mod tests {
     #[test]
     fn rejects_unknown_kernel_and_bad_spread() {
         let e = err_of(&file(&[&GOOD.replace("gemm,", "conv,")]));
-        assert!(e.contains("unknown kernel 'conv'") && e.contains("line 3"), "{e}");
+        assert!(
+            e.contains("unknown kernel 'conv'") && e.contains("line 3"),
+            "{e}"
+        );
         let e = err_of(&file(&[GOOD, &GOOD.replace("38.0", "41.0")]));
         assert!(e.contains("line 4") && e.contains("p10_us"), "{e}");
         let e = err_of(&file(&[&GOOD.replace("40.0", "-1")]));

@@ -123,8 +123,11 @@ pub fn validate(gpu: &GpuProfile, rows: &[Measurement]) -> Validation {
         }
         let mut abs: Vec<f64> = c.iter().map(|r| r.error().abs()).collect();
         let max = abs.iter().cloned().fold(0.0, f64::max);
-        let mean_log =
-            c.iter().map(|r| (r.predicted_s / r.measured_s).ln()).sum::<f64>() / c.len() as f64;
+        let mean_log = c
+            .iter()
+            .map(|r| (r.predicted_s / r.measured_s).ln())
+            .sum::<f64>()
+            / c.len() as f64;
         classes.push(ClassSummary {
             class,
             rows: c.len(),
@@ -197,7 +200,9 @@ fn register_font() -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Internal("could not load the embedded DejaVu font".into()))
+        Err(Error::Internal(
+            "could not load the embedded DejaVu font".into(),
+        ))
     }
 }
 
@@ -210,7 +215,10 @@ fn draw(v: &Validation, path: &Path, title: &str) -> Result<()> {
         .iter()
         .map(|r| (r.measured_s * 1e6, r.predicted_s * 1e6))
         .collect();
-    let lo = us.iter().map(|(a, b)| a.min(*b)).fold(f64::INFINITY, f64::min);
+    let lo = us
+        .iter()
+        .map(|(a, b)| a.min(*b))
+        .fold(f64::INFINITY, f64::min);
     let hi = us.iter().map(|(a, b)| a.max(*b)).fold(0.0, f64::max);
     let lo = 10f64.powf(lo.log10().floor());
     let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
@@ -305,7 +313,11 @@ mod tests {
         let v = validate(&gpu, &[a, e, fp8]);
         assert_eq!(v.classes.len(), 3);
         assert_eq!(v.classes[0].class, KernelClass::Gemm);
-        let ar = v.classes.iter().find(|c| c.class == KernelClass::AllReduce).unwrap();
+        let ar = v
+            .classes
+            .iter()
+            .find(|c| c.class == KernelClass::AllReduce)
+            .unwrap();
         assert!((ar.median_abs_error - (1.0 / 1.1 - 1.0f64).abs()).abs() < 1e-9);
         assert!(v.table().contains("allreduce"));
         let dir = tempfile::tempdir().unwrap();
