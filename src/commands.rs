@@ -1,7 +1,10 @@
 //! The edge between flags and the library: each command turns its flags into validated
 //! configuration, runs the library, and writes the result. Errors here use anyhow.
 
+mod calibrate;
 mod estimate;
+mod fit;
+mod validate_kernels;
 
 use anyhow::Result;
 
@@ -15,6 +18,9 @@ use servesim::roofline::Deployment;
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Estimate(args) => estimate::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
+        Command::Fit(args) => fit::run(&args),
+        Command::ValidateKernels(args) => validate_kernels::run(&args),
     }
 }
 
