@@ -92,6 +92,9 @@ fn nelder_mead(
     max_iter: usize,
 ) -> (Vec<f64>, f64) {
     let n = x0.len();
+    if n == 0 {
+        return (Vec::new(), f(x0));
+    }
     let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(n + 1);
     simplex.push((x0.to_vec(), f(x0)));
     for i in 0..n {
@@ -136,8 +139,8 @@ fn nelder_mead(
             } else {
                 let best = simplex[0].0.clone();
                 for p in simplex.iter_mut().skip(1) {
-                    for j in 0..n {
-                        p.0[j] = best[j] + 0.5 * (p.0[j] - best[j]);
+                    for (xj, bj) in p.0.iter_mut().zip(&best) {
+                        *xj = bj + 0.5 * (*xj - bj);
                     }
                     p.1 = f(&p.0);
                 }
