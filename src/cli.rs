@@ -24,6 +24,12 @@ pub enum Command {
     Bench(BenchArgs),
     /// Re-simulate published measurements and print predicted against measured.
     Validate(ValidateArgs),
+    /// Measure kernels on a CUDA GPU (HBM, GEMMs, paged attention, launch) into a CSV.
+    Calibrate(CalibrateArgs),
+    /// Fit a GPU profile's curves to a measurement CSV.
+    Fit(FitArgs),
+    /// Compare a GPU profile's kernel predictions with measurements; writes a PNG scatter.
+    ValidateKernels(ValidateKernelsArgs),
 }
 
 /// Output format of a command's main result.
@@ -195,4 +201,54 @@ pub struct ValidateArgs {
     /// Write comparisons.csv, summary.json and predicted-vs-measured.png into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// Flags of `servesim calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Models whose layer shapes are measured (repeatable).
+    #[arg(long = "model", default_values_t = ["llama-3.1-8b".to_string(), "llama-3.1-70b".to_string()])]
+    pub models: Vec<String>,
+    /// Tensor-parallel degrees whose per-GPU shapes are measured (repeatable).
+    #[arg(long = "tp", default_values_t = [1u64])]
+    pub tp: Vec<u64>,
+    /// Parts of the suite: stream, gemm, attention, launch (repeatable; default all).
+    #[arg(long = "only")]
+    pub only: Vec<String>,
+    /// Timed runs per kernel x shape (at least 20).
+    #[arg(long, default_value_t = 20)]
+    pub runs: usize,
+    /// Output CSV.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Flags of `servesim fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// Measurement CSV (as `servesim calibrate` writes it).
+    pub measurements: PathBuf,
+    /// Base GPU profile: a name or a path; fields without rows keep its values.
+    #[arg(long, default_value = "calibration/gpus/h100-sxm.toml")]
+    pub base: String,
+    /// Output profile TOML.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Flags of `servesim validate-kernels`.
+#[derive(Debug, Args)]
+pub struct ValidateKernelsArgs {
+    /// GPU profile: a name or a path to a profile .toml.
+    #[arg(long)]
+    pub gpu: String,
+    /// Measurement CSV.
+    #[arg(long)]
+    pub measurements: PathBuf,
+    /// PNG scatter plot of predicted against measured.
+    #[arg(long, default_value = "validate-kernels.png")]
+    pub plot: PathBuf,
 }

@@ -2,9 +2,12 @@
 //! configuration, runs the library, and writes the result. Errors here use anyhow.
 
 mod bench;
+mod calibrate;
 mod estimate;
+mod fit;
 mod run;
 mod validate;
+mod validate_kernels;
 
 use anyhow::Result;
 
@@ -21,6 +24,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Validate(args) => validate::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
+        Command::Fit(args) => fit::run(&args),
+        Command::ValidateKernels(args) => validate_kernels::run(&args),
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`workload`]) → streaming [`metrics`] → planning ([`plan`]) → [`report`]s.
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
+pub mod calibrate;
 pub mod error;
 pub mod model;
 pub mod gpu;

@@ -1,0 +1,603 @@
+//! The fitter: from whatever measurement rows are present, fits the GPU profile's curves and
+//! fixed costs by minimising the mean squared log error of [`super::validate::predict`] (the
+//! roofline's own kernel predictors) against the measured medians. Classes without rows keep
+//! the base profile's values.
+//!
+//! Stages, in order (each sees the parameters the earlier ones fitted):
+//! 1. memory (`stream_reduce` rows, or `stream_copy` rows when there are no reductions):
+//!    `memory.latency_s`, `memory.stream_bandwidth_bytes_per_s`;
+//! 2. GEMM (`gemm` rows): `gemm.fixed_s`, `gemm.bf16_flops_per_s` (bf16 rows),
+//!    `gemm.fp8_flops_per_s` (fp8 rows), `gemm.half_rate_tokens`;
+//! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
+//!    `attention.decode_bandwidth_fraction`;
+//! 4. launch (`empty_kernel` rows): `small_ops.launch_s`;
+//! 5. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
+//!    `allreduce.bus_bandwidth_bytes_per_s`.
+//!
+//! Each stage runs Nelder-Mead on the logarithms of its parameters (so they stay positive and
+//! the steps are scale-free), inside bounds, from the base profile's values, restarted from its
+//! own best point until it stops improving. Deterministic: no random starts.
+
+use crate::error::{Error, Result};
+use crate::gpu::GpuProfile;
+
+use super::measurement::{KernelClass, Measurement};
+use super::validate::predict;
+
+/// One fitted parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FittedParam {
+    /// Dotted profile key, e.g. `gemm.bf16_flops_per_s`.
+    pub key: &'static str,
+    /// The base profile's value (in the key's unit).
+    pub base: f64,
+    /// The fitted value (in the key's unit).
+    pub fitted: f64,
+    /// Rows the stage that fitted it used.
+    pub rows: usize,
+}
+
+/// The fitted profile and what was fitted.
+#[derive(Debug, Clone)]
+pub struct FitResult {
+    /// The base profile with the fitted parameters replaced.
+    pub profile: GpuProfile,
+    /// Every fitted parameter, in stage order.
+    pub params: Vec<FittedParam>,
+    /// Per stage: (name, rows, root-mean-square log error after the fit).
+    pub stages: Vec<(&'static str, usize, f64)>,
+}
+
+/// A parameter of a stage: profile key, bounds, and accessors.
+struct Param {
+    key: &'static str,
+    lo: f64,
+    hi: f64,
+    get: fn(&GpuProfile) -> f64,
+    set: fn(&mut GpuProfile, f64),
+}
+
+macro_rules! param {
+    ($key:literal, $lo:expr, $hi:expr, $($f:ident).+) => {
+        Param {
+            key: $key,
+            lo: $lo,
+            hi: $hi,
+            get: |g| g.$($f).+,
+            set: |g, v| g.$($f).+ = v,
+        }
+    };
+}
+
+/// Mean squared log error of `gpu` over `rows` (rows it cannot predict count as a large error).
+fn msle(gpu: &GpuProfile, rows: &[&Measurement]) -> f64 {
+    let mut s = 0.0;
+    for r in rows {
+        let e = match predict(gpu, r) {
+            Some(p) if p > 0.0 && p.is_finite() => (p / r.median_s()).ln(),
+            _ => 10.0,
+        };
+        s += e * e;
+    }
+    s / rows.len().max(1) as f64
+}
+
+/// Minimises `f` over `x0.len()` dimensions with Nelder-Mead (standard coefficients), initial
+/// simplex steps `step`, until the simplex's values agree to `tol` or `max_iter` iterations.
+fn nelder_mead(
+    f: &dyn Fn(&[f64]) -> f64,
+    x0: &[f64],
+    step: f64,
+    tol: f64,
+    max_iter: usize,
+) -> (Vec<f64>, f64) {
+    let n = x0.len();
+    if n == 0 {
+        return (Vec::new(), f(x0));
+    }
+    let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(n + 1);
+    simplex.push((x0.to_vec(), f(x0)));
+    for i in 0..n {
+        let mut x = x0.to_vec();
+        x[i] += step;
+        let v = f(&x);
+        simplex.push((x, v));
+    }
+    for _ in 0..max_iter {
+        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+        if (simplex[n].1 - simplex[0].1).abs() <= tol * (1.0 + simplex[0].1.abs()) {
+            break;
+        }
+        let centroid: Vec<f64> = (0..n)
+            .map(|j| simplex[..n].iter().map(|p| p.0[j]).sum::<f64>() / n as f64)
+            .collect();
+        let along = |t: f64| -> Vec<f64> {
+            (0..n)
+                .map(|j| centroid[j] + t * (simplex[n].0[j] - centroid[j]))
+                .collect()
+        };
+        let xr = along(-1.0);
+        let fr = f(&xr);
+        if fr < simplex[0].1 {
+            let xe = along(-2.0);
+            let fe = f(&xe);
+            simplex[n] = if fe < fr { (xe, fe) } else { (xr, fr) };
+        } else if fr < simplex[n - 1].1 {
+            simplex[n] = (xr, fr);
+        } else {
+            let (xc, fc) = if fr < simplex[n].1 {
+                let x = along(-0.5);
+                let v = f(&x);
+                (x, v)
+            } else {
+                let x = along(0.5);
+                let v = f(&x);
+                (x, v)
+            };
+            if fc < fr.min(simplex[n].1) {
+                simplex[n] = (xc, fc);
+            } else {
+                let best = simplex[0].0.clone();
+                for p in simplex.iter_mut().skip(1) {
+                    for (xj, bj) in p.0.iter_mut().zip(&best) {
+                        *xj = bj + 0.5 * (*xj - bj);
+                    }
+                    p.1 = f(&p.0);
+                }
+            }
+        }
+    }
+    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let (x, v) = simplex.swap_remove(0);
+    (x, v)
+}
+
+/// Fits `params` of `gpu` in place on `rows`; returns the root-mean-square log error.
+fn fit_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f64 {
+    let clamp = |p: &Param, v: f64| v.clamp(p.lo, p.hi);
+    let to_x = |g: &GpuProfile| -> Vec<f64> {
+        params
+            .iter()
+            .map(|p| clamp(p, (p.get)(g).max(p.lo)).ln())
+            .collect()
+    };
+    let apply = |g: &mut GpuProfile, x: &[f64]| {
+        for (p, xi) in params.iter().zip(x) {
+            (p.set)(g, clamp(p, xi.exp()));
+        }
+    };
+    let base = gpu.clone();
+    let objective = |x: &[f64]| {
+        let mut g = base.clone();
+        apply(&mut g, x);
+        msle(&g, rows)
+    };
+    let mut x = to_x(gpu);
+    let mut best = objective(&x);
+    // Restart from the best point with a shrinking simplex until it stops improving.
+    for step in [0.7, 0.3, 0.1, 0.03] {
+        let (nx, v) = nelder_mead(&objective, &x, step, 1e-14, 4000);
+        if v <= best {
+            best = v;
+            x = nx;
+        }
+    }
+    apply(gpu, &x);
+    best.sqrt()
+}
+
+/// Fits `base`'s parameters to `rows` (see the module docs for which rows feed which
+/// parameters). An error when no row can be used.
+pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult> {
+    let mut gpu = base.clone();
+    let of = |c: KernelClass| -> Vec<&Measurement> {
+        rows.iter().filter(|r| r.class() == Some(c)).collect()
+    };
+    let hbm = base.datasheet.hbm_bandwidth_bytes_per_s;
+    let mut stages = Vec::new();
+    let mut fitted: Vec<(&'static str, usize)> = Vec::new();
+
+    let mut stream = of(KernelClass::StreamReduce);
+    if stream.is_empty() {
+        stream = of(KernelClass::StreamCopy);
+    }
+    if !stream.is_empty() {
+        let params = [
+            param!("memory.latency_s", 1e-8, 1e-3, memory.latency_s),
+            param!(
+                "memory.stream_bandwidth_bytes_per_s",
+                hbm * 0.05,
+                hbm,
+                memory.stream_bandwidth_bytes_per_s
+            ),
+        ];
+        let e = fit_stage(&mut gpu, &params, &stream);
+        stages.push(("memory", stream.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, stream.len())));
+    }
+
+    let gemm = of(KernelClass::Gemm);
+    if !gemm.is_empty() {
+        let bf16 = base.datasheet.bf16_flops_per_s;
+        let fp8 = base.datasheet.fp8_flops_per_s;
+        let mut params = vec![
+            param!("gemm.fixed_s", 1e-8, 1e-3, gemm.fixed_s),
+            param!("gemm.half_rate_tokens", 0.01, 1e5, gemm.half_rate_tokens),
+        ];
+        if gemm.iter().any(|r| r.dtype == "bf16") {
+            params.push(param!(
+                "gemm.bf16_flops_per_s",
+                bf16 * 0.01,
+                bf16,
+                gemm.bf16_flops_per_s
+            ));
+        }
+        if fp8 > 0.0 && gemm.iter().any(|r| r.dtype == "fp8") {
+            if gpu.gemm.fp8_flops_per_s <= 0.0 {
+                gpu.gemm.fp8_flops_per_s = 0.5 * fp8;
+            }
+            params.push(param!(
+                "gemm.fp8_flops_per_s",
+                fp8 * 0.01,
+                fp8,
+                gemm.fp8_flops_per_s
+            ));
+        }
+        let used: Vec<&Measurement> = gemm
+            .into_iter()
+            .filter(|r| r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8"))
+            .collect();
+        let e = fit_stage(&mut gpu, &params, &used);
+        stages.push(("gemm", used.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, used.len())));
+    }
+
+    let attn = of(KernelClass::PagedDecodeAttention);
+    if !attn.is_empty() {
+        let params = [
+            param!("attention.fixed_s", 1e-8, 1e-3, attention.fixed_s),
+            param!(
+                "attention.decode_bandwidth_fraction",
+                0.01,
+                1.0,
+                attention.decode_bandwidth_fraction
+            ),
+        ];
+        let e = fit_stage(&mut gpu, &params, &attn);
+        stages.push(("attention", attn.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, attn.len())));
+    }
+
+    let empty = of(KernelClass::EmptyKernel);
+    if !empty.is_empty() {
+        // The MSLE minimiser of a constant is the geometric mean.
+        let mean_ln = empty.iter().map(|r| r.median_s().ln()).sum::<f64>() / empty.len() as f64;
+        gpu.small_ops.launch_s = mean_ln.exp();
+        let e = msle(&gpu, &empty).sqrt();
+        stages.push(("launch", empty.len(), e));
+        fitted.push(("small_ops.launch_s", empty.len()));
+    }
+
+    let ar: Vec<&Measurement> = of(KernelClass::AllReduce)
+        .into_iter()
+        .filter(|r| r.tp.unwrap_or(0) > 1)
+        .collect();
+    if !ar.is_empty() {
+        let params = [
+            param!("allreduce.latency_s", 1e-8, 1e-2, allreduce.latency_s),
+            param!(
+                "allreduce.bus_bandwidth_bytes_per_s",
+                1e8,
+                1e14,
+                allreduce.bus_bandwidth_bytes_per_s
+            ),
+        ];
+        let e = fit_stage(&mut gpu, &params, &ar);
+        stages.push(("allreduce", ar.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, ar.len())));
+    }
+
+    if stages.is_empty() {
+        return Err(Error::Infeasible(
+            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, empty_kernel, allreduce)".into(),
+        ));
+    }
+    gpu.validate("fitted profile")?;
+    let params = fitted
+        .into_iter()
+        .map(|(key, rows)| FittedParam {
+            key,
+            base: value_of(base, key),
+            fitted: value_of(&gpu, key),
+            rows,
+        })
+        .collect();
+    Ok(FitResult {
+        profile: gpu,
+        params,
+        stages,
+    })
+}
+
+/// The value of a fitted key in `g` (NaN for a key the fitter does not know).
+fn value_of(g: &GpuProfile, key: &str) -> f64 {
+    match key {
+        "memory.latency_s" => g.memory.latency_s,
+        "memory.stream_bandwidth_bytes_per_s" => g.memory.stream_bandwidth_bytes_per_s,
+        "gemm.fixed_s" => g.gemm.fixed_s,
+        "gemm.half_rate_tokens" => g.gemm.half_rate_tokens,
+        "gemm.bf16_flops_per_s" => g.gemm.bf16_flops_per_s,
+        "gemm.fp8_flops_per_s" => g.gemm.fp8_flops_per_s,
+        "attention.fixed_s" => g.attention.fixed_s,
+        "attention.decode_bandwidth_fraction" => g.attention.decode_bandwidth_fraction,
+        "small_ops.launch_s" => g.small_ops.launch_s,
+        "allreduce.latency_s" => g.allreduce.latency_s,
+        "allreduce.bus_bandwidth_bytes_per_s" => g.allreduce.bus_bandwidth_bytes_per_s,
+        _ => f64::NAN,
+    }
+}
+
+impl FitResult {
+    /// The fitted profile as TOML, headed by comments naming the measurement file, the date
+    /// and the base profile, and listing each fitted parameter with its base value.
+    pub fn to_toml(&self, measurements: &str, base: &str, date: &str) -> Result<String> {
+        let body = toml::to_string_pretty(&self.profile)
+            .map_err(|e| Error::Internal(format!("serialising the fitted profile: {e}")))?;
+        let mut s = format!(
+            "# Fitted by `servesim fit` from {measurements} on {date} (UTC),\n# base profile {base}.\n# Fitted parameters (base -> fitted, rows used):\n"
+        );
+        for p in &self.params {
+            s.push_str(&format!(
+                "#   {} = {:.4e} -> {:.4e} ({} rows)\n",
+                p.key, p.base, p.fitted, p.rows
+            ));
+        }
+        for (name, rows, e) in &self.stages {
+            s.push_str(&format!(
+                "#   stage {name}: {rows} rows, rms log error {e:.4}\n"
+            ));
+        }
+        s.push_str("# Every other value is the base profile's.\n\n");
+        s.push_str(&body);
+        Ok(s)
+    }
+
+    /// A plain-text table of the fitted parameters.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<38} {:>12} {:>12} {:>8} {:>6}\n",
+            "parameter", "base", "fitted", "change", "rows"
+        );
+        for p in &self.params {
+            s.push_str(&format!(
+                "{:<38} {:>12.4e} {:>12.4e} {:>+7.1}% {:>6}\n",
+                p.key,
+                p.base,
+                p.fitted,
+                100.0 * (p.fitted / p.base - 1.0),
+                p.rows
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::super::{
+        attention_bytes_flops, gemm_bytes_flops, layer_gemms, AttentionShape, GemmDtype,
+    };
+    use super::*;
+    use crate::model::load_model;
+
+    /// The true profile: the H100's with every fitted parameter moved away from the base.
+    fn truth() -> GpuProfile {
+        let mut g = GpuProfile::load("h100-sxm").unwrap();
+        g.memory.stream_bandwidth_bytes_per_s = 2.6e12;
+        g.memory.latency_s = 5.0e-6;
+        g.gemm.fixed_s = 7.0e-6;
+        g.gemm.bf16_flops_per_s = 640e12;
+        g.gemm.fp8_flops_per_s = 1150e12;
+        g.gemm.half_rate_tokens = 55.0;
+        g.attention.fixed_s = 9.0e-6;
+        g.attention.decode_bandwidth_fraction = 0.62;
+        g.small_ops.launch_s = 4.1e-6;
+        g.allreduce.latency_s = 28e-6;
+        g.allreduce.bus_bandwidth_bytes_per_s = 420e9;
+        g
+    }
+
+    /// Rows shaped like the suite's, timed by `truth` with 3% multiplicative noise.
+    fn synthetic(truth: &GpuProfile, seed: u64) -> Vec<Measurement> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut rows = Vec::new();
+        let mut push = |mut r: Measurement, rng: &mut ChaCha8Rng| {
+            let t = predict(truth, &r).unwrap();
+            let noise: f64 = 1.0 + rng.gen_range(-0.03..0.03);
+            r.median_us = t * 1e6 * noise;
+            r.p10_us = r.median_us * 0.98;
+            r.p90_us = r.median_us * 1.02;
+            rows.push(r);
+        };
+        for i in 20..=33 {
+            for c in [KernelClass::StreamCopy, KernelClass::StreamReduce] {
+                let mut r = Measurement::new(c, "u8", "synthetic", "");
+                r.bytes = Some((1u64 << i) as f64);
+                push(r, &mut rng);
+            }
+        }
+        for model in ["llama-3.1-8b", "llama-3.1-70b"] {
+            let m = load_model(model).unwrap();
+            for g in layer_gemms(&m, 1).unwrap() {
+                for b in 0..=10 {
+                    for dt in [GemmDtype::Bf16, GemmDtype::Fp8] {
+                        let mut r = Measurement::new(KernelClass::Gemm, dt.name(), "s", "");
+                        (r.m, r.k, r.n) = (Some(1 << b), Some(g.k), Some(g.n));
+                        let (bytes, flops) = gemm_bytes_flops(1 << b, g.k, g.n, dt);
+                        (r.bytes, r.flops) = (Some(bytes), Some(flops));
+                        push(r, &mut rng);
+                    }
+                }
+            }
+            for batch in [1, 4, 16, 64, 256] {
+                for context in [128, 512, 2048, 8192] {
+                    let s = AttentionShape {
+                        batch,
+                        context,
+                        q_heads: m.num_attention_heads,
+                        kv_heads: m.num_kv_heads,
+                        head_dim: m.head_dim,
+                    };
+                    let mut r =
+                        Measurement::new(KernelClass::PagedDecodeAttention, "bf16", "s", "");
+                    r.batch = Some(batch);
+                    r.context = Some(context);
+                    r.q_heads = Some(s.q_heads);
+                    r.kv_heads = Some(s.kv_heads);
+                    r.head_dim = Some(s.head_dim);
+                    r.bytes = Some(attention_bytes_flops(s).0);
+                    push(r, &mut rng);
+                }
+            }
+        }
+        for _ in 0..5 {
+            push(
+                Measurement::new(KernelClass::EmptyKernel, "u8", "s", ""),
+                &mut rng,
+            );
+        }
+        for tp in [2, 4, 8] {
+            for p in [11, 18, 21, 23, 25, 26, 28] {
+                let mut r = Measurement::new(KernelClass::AllReduce, "bf16", "s", "");
+                r.tp = Some(tp);
+                r.bytes = Some((1u64 << p) as f64);
+                push(r, &mut rng);
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn recovers_known_parameters_from_noisy_synthetic_rows() {
+        let truth = truth();
+        let base = GpuProfile::load("h100-sxm").unwrap();
+        let rows = synthetic(&truth, 42);
+        let fit = fit_profile(&base, &rows).unwrap();
+        let g = &fit.profile;
+        let check = |key: &str, got: f64, want: f64, tol: f64| {
+            let e = (got / want - 1.0).abs();
+            assert!(
+                e < tol,
+                "{key}: fitted {got:.4e}, true {want:.4e} ({:.1}% off)",
+                100.0 * e
+            );
+        };
+        check(
+            "bw",
+            g.memory.stream_bandwidth_bytes_per_s,
+            truth.memory.stream_bandwidth_bytes_per_s,
+            0.05,
+        );
+        check(
+            "mem latency",
+            g.memory.latency_s,
+            truth.memory.latency_s,
+            0.10,
+        );
+        check("gemm fixed", g.gemm.fixed_s, truth.gemm.fixed_s, 0.10);
+        check(
+            "bf16",
+            g.gemm.bf16_flops_per_s,
+            truth.gemm.bf16_flops_per_s,
+            0.05,
+        );
+        check(
+            "fp8",
+            g.gemm.fp8_flops_per_s,
+            truth.gemm.fp8_flops_per_s,
+            0.05,
+        );
+        check(
+            "half",
+            g.gemm.half_rate_tokens,
+            truth.gemm.half_rate_tokens,
+            0.10,
+        );
+        check(
+            "attn fixed",
+            g.attention.fixed_s,
+            truth.attention.fixed_s,
+            0.10,
+        );
+        check(
+            "attn frac",
+            g.attention.decode_bandwidth_fraction,
+            truth.attention.decode_bandwidth_fraction,
+            0.05,
+        );
+        check(
+            "launch",
+            g.small_ops.launch_s,
+            truth.small_ops.launch_s,
+            0.05,
+        );
+        check(
+            "ar latency",
+            g.allreduce.latency_s,
+            truth.allreduce.latency_s,
+            0.10,
+        );
+        check(
+            "ar bw",
+            g.allreduce.bus_bandwidth_bytes_per_s,
+            truth.allreduce.bus_bandwidth_bytes_per_s,
+            0.05,
+        );
+        // Everything the rows do not speak for is the base profile's.
+        assert_eq!(g.datasheet, base.datasheet);
+        assert_eq!(g.small_ops.kernel_s, base.small_ops.kernel_s);
+        assert_eq!(
+            g.attention.prefill_flops_fraction,
+            base.attention.prefill_flops_fraction
+        );
+        for (_, _, e) in &fit.stages {
+            assert!(*e < 0.03, "{:?}", fit.stages);
+        }
+    }
+
+    #[test]
+    fn is_deterministic_and_keeps_classes_without_rows() {
+        let base = GpuProfile::load("h100-sxm").unwrap();
+        let rows: Vec<Measurement> = synthetic(&truth(), 7)
+            .into_iter()
+            .filter(|r| r.class() == Some(KernelClass::EmptyKernel))
+            .collect();
+        let a = fit_profile(&base, &rows).unwrap();
+        let b = fit_profile(&base, &rows).unwrap();
+        assert_eq!(a.profile, b.profile);
+        assert_eq!(a.profile.gemm, base.gemm);
+        assert_eq!(a.profile.memory, base.memory);
+        assert_eq!(a.params.len(), 1);
+    }
+
+    #[test]
+    fn writes_a_toml_that_loads_back() {
+        let base = GpuProfile::load("h100-sxm").unwrap();
+        let fit = fit_profile(&base, &synthetic(&truth(), 3)).unwrap();
+        let text = fit.to_toml("m.csv", "h100-sxm", "2025-01-01").unwrap();
+        assert!(text.starts_with("# Fitted by `servesim fit` from m.csv on 2025-01-01"));
+        let back = GpuProfile::from_toml(&text, "fitted.toml").unwrap();
+        assert_eq!(back, fit.profile);
+        assert!(fit.table().contains("gemm.bf16_flops_per_s"));
+    }
+
+    #[test]
+    fn nelder_mead_finds_a_quadratic_minimum() {
+        let f = |x: &[f64]| (x[0] - 1.0).powi(2) + 3.0 * (x[1] + 2.0).powi(2);
+        let (x, v) = nelder_mead(&f, &[0.0, 0.0], 0.5, 1e-16, 5000);
+        assert!(v < 1e-10 && (x[0] - 1.0).abs() < 1e-4 && (x[1] + 2.0).abs() < 1e-4);
+    }
+}

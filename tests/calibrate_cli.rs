@@ -1,0 +1,91 @@
+//! The calibration commands at the command line, without a GPU.
+
+use std::process::Command;
+
+fn servesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the servesim binary runs"); // cargo built it for this test
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    let (code, _, err) = servesim(&[
+        "calibrate",
+        "--device",
+        "9999",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    if cfg!(feature = "cuda") {
+        // Either no driver here, or (on a GPU machine) this test is not the place to run it.
+        assert!(
+            err.contains("no CUDA driver was found")
+                || err.contains("NVRTC")
+                || err.contains("cuBLASLt"),
+            "{err}"
+        );
+    } else {
+        assert!(err.contains("built without CUDA support"), "{err}");
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn fit_and_validate_run_on_the_reference_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("fitted.toml");
+    let png = dir.path().join("v.png");
+    let (code, out, err) = servesim(&[
+        "fit",
+        "calibration/reference/h100-operators.csv",
+        "--base",
+        "calibration/gpus/h100-sxm.toml",
+        "--out",
+        prof.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("gemm.bf16_flops_per_s"), "{out}");
+    let (code, out, err) = servesim(&[
+        "validate-kernels",
+        "--gpu",
+        prof.to_str().unwrap(),
+        "--measurements",
+        "calibration/reference/h100-operators.csv",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("gemm") && out.contains("allreduce"), "{out}");
+    assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+}
+
+#[test]
+fn fit_rejects_a_bad_file_with_its_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "kernel,m,n,k,dtype,gpu,driver,median_us,p10_us,p90_us\ngemm,1,4096,4096,bf16,g,,40,39,41\ngemm,x,4096,4096,bf16,g,,40,39,41\n",
+    )
+    .unwrap();
+    let (code, _, err) = servesim(&[
+        "fit",
+        bad.to_str().unwrap(),
+        "--out",
+        dir.path().join("o.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 3") && err.contains("'m'"), "{err}");
+    assert!(!dir.path().join("o.toml").exists());
+}
