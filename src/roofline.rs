@@ -212,6 +212,8 @@ pub struct StepTimeModel {
     lm_head: GemmShape,
     kv_bytes_per_ctx_token_layer: f64,
     q_width: f64,
+    /// The GPU curves inside CUDA-graph replay (see [`StepTimeModel::gpu_for`]).
+    graph_gpu: GpuProfile,
     /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
     attention_rate: f64,
     elementwise_bytes_per_token_layer: f64,
@@ -275,6 +277,14 @@ impl StepTimeModel {
             },
             kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
             q_width: q,
+            graph_gpu: {
+                let mut g = dep.gpu.clone();
+                let hidden = g.small_ops.launch_s;
+                g.gemm.fixed_s = (g.gemm.fixed_s - hidden).max(0.0);
+                g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
+                g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
+                g
+            },
             attention_rate: if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() {
                 dep.gpu.gemm.fp8_flops_per_s
             } else {
@@ -299,16 +309,28 @@ impl StepTimeModel {
         Ok(model)
     }
 
+    /// The GPU curves an iteration of `tokens` tokens runs with: the profile's, or, when the
+    /// engine replays it as a CUDA graph, the same with every kernel's fixed time shortened by
+    /// the launch latency that isolated kernel timings include (graph replay dispatches
+    /// consecutive kernels back to back).
+    fn gpu_for(&self, tokens: f64) -> &GpuProfile {
+        let s = &self.dep.engine.scheduler;
+        if s.cuda_graphs && tokens <= s.cuda_graph_max_tokens as f64 {
+            &self.graph_gpu
+        } else {
+            &self.dep.gpu
+        }
+    }
+
     /// The deployment this model describes.
     pub fn deployment(&self) -> &Deployment {
         &self.dep
     }
 
     /// One GEMM of this deployment's weight format; returns (time, streaming part).
-    fn gemm_time(&self, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
+    fn gemm_time(&self, g: &GpuProfile, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
         debug_assert!((weights - k * n).abs() <= 1e-6 * weights.max(1.0));
-        kernels::gemm_s(
-            &self.dep.gpu,
+        kernels::gemm_s(g,
             tokens,
             k,
             n,
@@ -322,7 +344,7 @@ impl StepTimeModel {
         if tokens <= 0.0 {
             return (0.0, 0.0, 0.0, 0.0);
         }
-        let g = &self.dep.gpu;
+        let g = self.gpu_for(tokens);
         let m = &self.dep.model;
         let mut gemm = 0.0;
         let mut stream = 0.0;
@@ -332,12 +354,12 @@ impl StepTimeModel {
             let (t, st) = if s.expert {
                 // Each token visits k experts; `active` distinct experts are read.
                 let per_expert_tokens = tokens * k_per_tok / active;
-                let (t1, st1) = self.gemm_time(s.weights, s.k, s.n, per_expert_tokens);
+                let (t1, st1) = self.gemm_time(g, s.weights, s.k, s.n, per_expert_tokens);
                 let fixed = g.gemm.fixed_s;
                 // One grouped kernel: fixed cost once, streaming and math per active expert.
                 (fixed + (t1 - fixed) * active, st1 * active)
             } else {
-                self.gemm_time(s.weights, s.k, s.n, tokens)
+                self.gemm_time(g, s.weights, s.k, s.n, tokens)
             };
             gemm += t;
             stream += st;
@@ -345,6 +367,7 @@ impl StepTimeModel {
         if self.router_weights > 0.0 {
             gemm += self
                 .gemm_time(
+                    g,
                     self.router_weights,
                     m.hidden_size as f64,
                     m.num_experts() as f64,
@@ -378,10 +401,11 @@ impl StepTimeModel {
         if tokens <= 0.0 {
             return StepBreakdown::default();
         }
-        let g = &self.dep.gpu;
+        let g = self.gpu_for(tokens);
         let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
         let sampled = b.sampled_seqs.max(1) as f64;
         let (lm_head_s, _) = self.gemm_time(
+            g,
             self.lm_head.weights,
             self.lm_head.k,
             self.lm_head.n,
@@ -407,7 +431,7 @@ impl StepTimeModel {
     }
 
     fn attention_time(&self, b: &BatchShape) -> f64 {
-        let g = &self.dep.gpu;
+        let g = self.gpu_for(b.tokens() as f64);
         let per_layer =
             kernels::decode_attention_s(
                 g,
@@ -454,10 +478,11 @@ impl StepTimeModel {
                 secs_to_ns(gemm + small + ar)
             }
         };
-        let g = &self.dep.gpu;
+        let g = self.gpu_for(t as f64);
         let sampled = b.sampled_seqs.max(1) as f64;
         let lm =
             self.gemm_time(
+                g,
                 self.lm_head.weights,
                 self.lm_head.k,
                 self.lm_head.n,

@@ -404,7 +404,7 @@ pub fn summarize(comps: &[Comparison]) -> Vec<ErrorSummary> {
     out
 }
 
-/// The fitter's objective: mean squared log error over the means and throughputs of the rows
+/// The fitter's objective: mean Huber loss of the log error over the means and throughputs of the rows
 /// (percentiles are checked, not fitted).
 fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
     let comps = compare(rows, Some(host))?;
@@ -417,7 +417,17 @@ fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
             ) && c.measured > 0.0
                 && c.predicted > 0.0
         })
-        .map(|c| (c.predicted / c.measured).ln().powi(2))
+        .map(|c| {
+            // Huber loss in log space (quadratic to 25%, linear beyond), so one row the model
+            // cannot reach (e.g. predicted overloaded) does not drag every other row.
+            let e = (c.predicted / c.measured).ln().abs();
+            let d = 0.25;
+            if e <= d {
+                e * e
+            } else {
+                d * (2.0 * e - d)
+            }
+        })
         .collect();
     if fitted.is_empty() {
         return Err(Error::Config {
