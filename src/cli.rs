@@ -24,6 +24,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// Re-simulate published measurements and print predicted against measured.
     Validate(ValidateArgs),
+    /// Find the cheapest deployment that meets the SLOs at a target load; writes a report.
+    Plan(PlanArgs),
+    /// Run a scenario over a grid of values of any keys, in parallel.
+    Sweep(SweepArgs),
     /// Measure kernels on a CUDA GPU (HBM, GEMMs, paged attention, launch) into a CSV.
     Calibrate(CalibrateArgs),
     /// Fit a GPU profile's curves to a measurement CSV.
@@ -251,4 +255,40 @@ pub struct ValidateKernelsArgs {
     /// PNG scatter plot of predicted against measured.
     #[arg(long, default_value = "validate-kernels.png")]
     pub plot: PathBuf,
+}
+
+/// Flags of `servesim plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Scenario with a target load, SLOs and a [plan] search space (default: the embedded
+    /// scenarios/chat-slo.toml).
+    pub scenario: Option<PathBuf>,
+    /// Override any scenario key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// $/GPU-hour for every GPU type (overrides calibration/pricing.toml).
+    #[arg(long)]
+    pub price: Option<f64>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Report folder (plan.json, candidates.csv, cost.xlsx, plots, index.html).
+    #[arg(long, default_value = "servesim-report")]
+    pub out: PathBuf,
+}
+
+/// Flags of `servesim sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Scenario file (default: the embedded default scenario).
+    pub scenario: Option<PathBuf>,
+    /// A key and its values: `KEY=v1,v2,...` or `KEY=start..end:steps` (repeatable: a grid).
+    #[arg(long = "vary", value_name = "KEY=VALUES", required = true)]
+    pub vary: Vec<String>,
+    /// Override any scenario key for every point (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Output folder for sweep.csv and sweep.json.
+    #[arg(long, default_value = "servesim-sweep")]
+    pub out: PathBuf,
 }

@@ -5,7 +5,9 @@ mod bench;
 mod calibrate;
 mod estimate;
 mod fit;
+mod plan;
 mod run;
+mod sweep;
 mod validate;
 mod validate_kernels;
 
@@ -24,6 +26,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Validate(args) => validate::run(&args),
+        Command::Plan(args) => plan::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Fit(args) => fit::run(&args),
         Command::ValidateKernels(args) => validate_kernels::run(&args),

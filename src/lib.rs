@@ -21,3 +21,4 @@ pub mod validate;
 pub mod report;
 
 pub use error::{Error, Result};
+pub mod plan;

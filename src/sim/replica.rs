@@ -118,10 +118,6 @@ impl Replica {
         demand as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
-    /// KV blocks in use (prefix-cache blocks included).
-    pub fn used_blocks(&self) -> u64 {
-        self.used_blocks
-    }
 
     /// Requests that left since the last call (completed or timed out).
     pub fn take_departed(&mut self) -> u64 {

@@ -70,13 +70,11 @@ pub struct Req {
 pub struct Slab {
     items: Vec<Req>,
     free: Vec<u32>,
-    live: u64,
 }
 
 impl Slab {
     /// Stores a request and returns its id.
     pub fn insert(&mut self, mut r: Req) -> u32 {
-        self.live += 1;
         if let Some(id) = self.free.pop() {
             // Keep the slot's epoch moving so stale heap entries never match a new request.
             r.epoch = self.items[id as usize].epoch;
@@ -90,15 +88,10 @@ impl Slab {
 
     /// Frees an id for reuse.
     pub fn remove(&mut self, id: u32) {
-        self.live -= 1;
         self.items[id as usize].epoch = self.items[id as usize].epoch.wrapping_add(1);
         self.free.push(id);
     }
 
-    /// Requests currently stored.
-    pub fn live(&self) -> u64 {
-        self.live
-    }
 
     /// Shared access.
     #[inline]
