@@ -10,6 +10,7 @@ pub mod error;
 pub mod gpu;
 pub mod model;
 pub mod precision;
+pub mod report;
 pub mod roofline;
 
 pub use error::{Error, Result};
