@@ -317,7 +317,9 @@ fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
         if hi <= lo {
             hi = lo + 1.0;
         }
-        return (10f64.powf(lo), 10f64.powf(hi));
+        // Nudged outwards so plotters' tick search, which steps by repeated multiplication,
+        // still finds both end decades despite rounding.
+        return (10f64.powf(lo) * (1.0 - 1e-9), 10f64.powf(hi) * (1.0 + 1e-9));
     }
     let scale = min.abs().max(max.abs());
     if max - min <= scale * 1e-9 {
@@ -405,7 +407,7 @@ fn trim_zeros(s: &str) -> String {
 }
 
 /// Labels for a log axis: only 1, 2 and 5 times a power of ten (only powers of ten when the
-/// axis spans more than three decades), so labels never crowd at the top of a decade.
+/// axis spans more than 3.5 decades), so labels never crowd at the top of a decade.
 fn log_tick(v: f64, decades: f64) -> String {
     if v <= 0.0 || !v.is_finite() {
         return String::new();
@@ -413,7 +415,7 @@ fn log_tick(v: f64, decades: f64) -> String {
     let exp = v.log10().floor();
     let mantissa = v / 10f64.powf(exp);
     let near = |m: f64| (mantissa - m).abs() < 1e-6 || (mantissa - m * 10.0).abs() < 1e-5;
-    let keep = if decades > 3.0 {
+    let keep = if decades > 3.5 {
         near(1.0)
     } else {
         near(1.0) || near(2.0) || near(5.0)
@@ -506,8 +508,8 @@ where
         .axis_desc_style((FONT, 19))
         .x_label_style(tick_font.clone())
         .y_label_style(tick_font)
-        .x_labels(11)
-        .y_labels(9)
+        .x_labels(tick_count(x_decades, log_x, 11))
+        .y_labels(tick_count(y_decades, log_y, 9))
         .x_label_formatter(&fx)
         .y_label_formatter(&fy)
         .bold_line_style(BLACK.mix(0.12))
@@ -574,7 +576,17 @@ where
         }
     }
 
-    // Rule labels: at the top of a vertical rule, at the right end of a horizontal one.
+    // Rule labels: at the top of a vertical rule, at the right end of a horizontal one, each
+    // moved to the other end when the legend's corner is there.
+    let corner = legend_corner(p, chart.log_x, chart.log_y);
+    let legend_right = matches!(
+        corner,
+        SeriesLabelPosition::UpperRight | SeriesLabelPosition::LowerRight
+    );
+    let legend_up = matches!(
+        corner,
+        SeriesLabelPosition::UpperRight | SeriesLabelPosition::UpperLeft
+    );
     let label_font = (FONT, 16).into_font();
     let area = cc.plotting_area();
     let (xr, yr) = area.get_pixel_range();
@@ -592,8 +604,11 @@ where
         let c = RULE_COLOURS[i % RULE_COLOURS.len()];
         let (px, _) = cc.backend_coord(&(r.value, yhi));
         let (w, _) = text_size(&r.label, &label_font.clone().into());
+        let (w, h) = (w, text_size(&r.label, &label_font.clone().into()).1);
         let x = if px + 6 + w > ax1 { px - 6 - w } else { px + 6 };
-        labels.push(((x, ay0 + 8), r.label.clone(), c, false));
+        let under_legend = any_legend && legend_up && ((px > (ax0 + ax1) / 2) == legend_right);
+        let y = if under_legend { ay1 - h - 10 } else { ay0 + 8 };
+        labels.push(((x, y), r.label.clone(), c, false));
     }
     for (i, r) in p.y_rules.iter().enumerate() {
         if r.label.is_empty() {
@@ -603,7 +618,9 @@ where
         let (_, py) = cc.backend_coord(&(xhi, r.value));
         let (w, h) = text_size(&r.label, &label_font.clone().into());
         let y = if py - h - 6 < ay0 { py + 6 } else { py - h - 6 };
-        labels.push(((ax1 - w - 10, y), r.label.clone(), c, false));
+        let by_legend = any_legend && legend_right && ((py < (ay0 + ay1) / 2) == legend_up);
+        let x = if by_legend { ax0 + 10 } else { ax1 - w - 10 };
+        labels.push(((x, y), r.label.clone(), c, false));
     }
 
     // Markers: large, outlined, on top of everything, with a boxed label.
@@ -651,7 +668,7 @@ where
 
     if any_legend {
         cc.configure_series_labels()
-            .position(legend_corner(p, chart.log_x, chart.log_y))
+            .position(corner)
             .margin(12)
             .legend_area_size(30)
             .label_font((FONT, 16))
@@ -690,7 +707,17 @@ where
     Ok(())
 }
 
-/// The legend corner that covers the fewest data (points and line samples).
+/// How many ticks to ask plotters for. On a log axis it only offers the 2..9 multiples of each
+/// decade when asked for about ten per decade; [`log_tick`] then labels the 1, 2, 5 ones.
+fn tick_count(decades: f64, log: bool, linear: usize) -> usize {
+    if log && decades.is_finite() && decades <= 3.5 {
+        (decades.round() as usize).max(1) * 10 + 2
+    } else {
+        linear
+    }
+}
+
+/// The legend corner that covers the fewest data (points, line samples and markers).
 fn legend_corner(p: &Prepared, log_x: bool, log_y: bool) -> SeriesLabelPosition {
     let norm = |v: f64, (lo, hi): (f64, f64), log: bool| {
         if log {
@@ -802,7 +829,7 @@ mod tests {
             }],
             markers: vec![Marker {
                 x: 2880.0,
-                y: 58.4,
+                y: 68.3,
                 label: "chosen: 12 req/s".into(),
             }],
             ..Chart::default()
@@ -1169,8 +1196,14 @@ mod tests {
         assert_eq!(axis_range(std::iter::empty(), false), (0.0, 1.0));
         assert_eq!(axis_range([0.0].into_iter(), false), (-1.0, 1.0));
         assert_eq!(axis_range([5.0, 5.0].into_iter(), false), (4.5, 5.5));
-        assert_eq!(axis_range([20.0, 80.0].into_iter(), true), (10.0, 100.0));
-        assert_eq!(axis_range([100.0].into_iter(), true), (100.0, 1000.0));
+        let near = |(a, b): (f64, f64), (c, d): (f64, f64)| {
+            (a / c - 1.0).abs() < 1e-6 && (b / d - 1.0).abs() < 1e-6
+        };
+        assert!(near(
+            axis_range([20.0, 80.0].into_iter(), true),
+            (10.0, 100.0)
+        ));
+        assert!(near(axis_range([100.0].into_iter(), true), (100.0, 1000.0)));
         assert_eq!(axis_range([10.0, 100.0].into_iter(), false), (0.0, 104.5));
         let (lo, hi) = axis_range([-1e300, 1e300].into_iter(), false);
         assert!(lo.is_finite() && hi.is_finite() && lo < hi);
