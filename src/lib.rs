@@ -11,6 +11,7 @@ pub mod model;
 pub mod gpu;
 pub mod engine;
 pub mod precision;
+pub mod report;
 pub mod roofline;
 pub mod workload;
 pub mod scenario;
