@@ -41,7 +41,10 @@ def edit(src, dst, cell, value):
 
 def num(s):
     s = s.strip()
-    return None if s == "" else float(s)
+    if s == "":
+        return None
+    # LibreOffice keeps the % of percent-formatted cells even in raw-value CSV export.
+    return float(s[:-1]) / 100 if s.endswith("%") else float(s)
 
 
 def plans(path):

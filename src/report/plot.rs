@@ -214,8 +214,11 @@ const RULE_COLOURS: [RGBColor; 3] = [
 const MARKER_FILL: RGBColor = RGBColor(0xFF, 0xC1, 0x07);
 const GREY: RGBColor = RGBColor(0x60, 0x60, 0x60);
 
+/// A series after filtering: name, style, usable points.
+type CleanSeries = (String, SeriesStyle, Vec<(f64, f64)>);
+
 struct Prepared {
-    series: Vec<(String, SeriesStyle, Vec<(f64, f64)>)>,
+    series: Vec<CleanSeries>,
     x_rules: Vec<Rule>,
     y_rules: Vec<Rule>,
     markers: Vec<Marker>,
