@@ -41,6 +41,10 @@ pub struct HostCosts {
     pub per_iteration_s: f64,
     /// Additional host time per sequence in the batch (detokenise, stream out), seconds.
     pub per_sequence_s: f64,
+    /// API frontend time per request before it reaches the scheduler (HTTP, tokenisation),
+    /// seconds; it adds to TTFT and E2E.
+    #[serde(default)]
+    pub per_request_s: f64,
     /// Memory the runtime keeps outside weights, activations and KV (CUDA context, cuBLAS
     /// workspaces, CUDA graphs), bytes per GPU.
     pub runtime_reserved_bytes: f64,
@@ -123,6 +127,7 @@ impl EngineProfile {
         for (key, v) in [
             ("host.per_iteration_s", self.host.per_iteration_s),
             ("host.per_sequence_s", self.host.per_sequence_s),
+            ("host.per_request_s", self.host.per_request_s),
             (
                 "host.runtime_reserved_bytes",
                 self.host.runtime_reserved_bytes,

@@ -219,8 +219,14 @@ impl GpuProfile {
             ("small_ops.kernel_s", self.small_ops.kernel_s),
             ("small_ops.launch_s", self.small_ops.launch_s),
             ("allreduce.latency_s", self.allreduce.latency_s),
-            ("allreduce.custom_latency_s", self.allreduce.custom_latency_s),
-            ("allreduce.custom_max_bytes", self.allreduce.custom_max_bytes),
+            (
+                "allreduce.custom_latency_s",
+                self.allreduce.custom_latency_s,
+            ),
+            (
+                "allreduce.custom_max_bytes",
+                self.allreduce.custom_max_bytes,
+            ),
         ];
         for (key, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {

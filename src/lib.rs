@@ -6,20 +6,19 @@
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
 pub mod calibrate;
-pub mod error;
-pub mod model;
-pub mod gpu;
 pub mod engine;
+pub mod error;
+pub mod gpu;
+pub mod metrics;
+pub mod model;
+pub mod plan;
 pub mod precision;
 pub mod report;
 pub mod roofline;
-pub mod workload;
 pub mod scenario;
 pub mod sim;
-pub mod metrics;
 pub mod summary;
 pub mod validate;
-pub mod report;
+pub mod workload;
 
 pub use error::{Error, Result};
-pub mod plan;

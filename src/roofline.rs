@@ -330,7 +330,8 @@ impl StepTimeModel {
     /// One GEMM of this deployment's weight format; returns (time, streaming part).
     fn gemm_time(&self, g: &GpuProfile, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
         debug_assert!((weights - k * n).abs() <= 1e-6 * weights.max(1.0));
-        kernels::gemm_s(g,
+        kernels::gemm_s(
+            g,
             tokens,
             k,
             n,
@@ -380,8 +381,8 @@ impl StepTimeModel {
                 g,
                 tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
             );
-        let ar =
-            2.0 * kernels::engine_allreduce_s(
+        let ar = 2.0
+            * kernels::engine_allreduce_s(
                 g,
                 tokens * m.hidden_size as f64 * ACT_BYTES,
                 self.dep.tp,
@@ -432,13 +433,12 @@ impl StepTimeModel {
 
     fn attention_time(&self, b: &BatchShape) -> f64 {
         let g = self.gpu_for(b.tokens() as f64);
-        let per_layer =
-            kernels::decode_attention_s(
-                g,
-                b.decode_context_tokens as f64,
-                self.kv_bytes_per_ctx_token_layer,
-                self.q_width,
-            ) + kernels::prefill_attention_at_rate_s(
+        let per_layer = kernels::decode_attention_s(
+            g,
+            b.decode_context_tokens as f64,
+            self.kv_bytes_per_ctx_token_layer,
+            self.q_width,
+        ) + kernels::prefill_attention_at_rate_s(
             g,
             b.prefill_attention_units,
             self.q_width,

@@ -276,7 +276,15 @@ impl Scenario {
         let de = toml::Value::Table(table);
         let mut sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            Error::config(origin, if path == "." { "(top level)".into() } else { path }, e.into_inner().to_string())
+            Error::config(
+                origin,
+                if path == "." {
+                    "(top level)".into()
+                } else {
+                    path
+                },
+                e.into_inner().to_string(),
+            )
         })?;
         if let Some(dir) = Path::new(origin).parent() {
             resolve_workload_paths(&mut sc.workload, dir);
@@ -326,8 +334,12 @@ impl Scenario {
             es.gpu_memory_utilization = v;
         }
         let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
-        let max_batched = s.max_num_batched_tokens.unwrap_or(es.max_num_batched_tokens);
-        let chunked = s.enable_chunked_prefill.unwrap_or(es.enable_chunked_prefill);
+        let max_batched = s
+            .max_num_batched_tokens
+            .unwrap_or(es.max_num_batched_tokens);
+        let chunked = s
+            .enable_chunked_prefill
+            .unwrap_or(es.enable_chunked_prefill);
         let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
         let block_size = s.block_size.unwrap_or(es.block_size);
         let batching = s.batching.unwrap_or_default();
@@ -364,9 +376,7 @@ impl Scenario {
         es.max_num_seqs = max_num_seqs;
         es.max_num_batched_tokens = max_batched;
         es.block_size = block_size;
-        let reserve_output = s
-            .reserve_output_kv
-            .unwrap_or(es.reserve_output_kv);
+        let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
 
         let deployment = Deployment {
             model: load_model(&d.model)?,
@@ -377,7 +387,10 @@ impl Scenario {
             kv_dtype,
         };
         deployment.validate()?;
-        let model_len = deployment.model.max_position_embeddings.min(u32::MAX as u64) as u32;
+        let model_len = deployment
+            .model
+            .max_position_embeddings
+            .min(u32::MAX as u64) as u32;
         let max_model_len = s.max_model_len.unwrap_or(model_len);
         if max_model_len == 0 {
             return Err(err("scheduler.max_model_len", "must be > 0".into()));
@@ -483,6 +496,7 @@ impl Scenario {
             },
             max_concurrency: self.workload.max_concurrency,
             seed: self.seed,
+            frontend_delay_ns: crate::roofline::secs_to_ns(deployment.engine.host.per_request_s),
         };
         Ok(Resolved {
             scenario: self.clone(),
@@ -508,7 +522,11 @@ impl Scenario {
             ("slo.e2e_percentile", s.e2e_percentile),
         ] {
             if !(p > 0.0 && p <= 100.0) {
-                return Err(Error::config(origin, key, format!("must be in (0, 100], got {p}")));
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be in (0, 100], got {p}"),
+                ));
             }
         }
         let timeout = match s.queue_timeout_s {

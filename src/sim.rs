@@ -95,6 +95,9 @@ pub struct SimConfig {
     pub max_concurrency: Option<u32>,
     /// Seed of the router's random choices.
     pub seed: u64,
+    /// Time the engine's API frontend takes between a client's send and the engine queue
+    /// (tokenisation, request handling), ns.
+    pub frontend_delay_ns: u64,
 }
 
 /// What one simulation produced.

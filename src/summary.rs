@@ -187,7 +187,13 @@ impl Resolved {
         let m = &out.metrics;
         let start = m.first_arrival_ns.unwrap_or(0);
         let duration = m.last_event_ns.saturating_sub(start) as f64 / 1e9;
-        let per_s = |x: f64| if duration > 0.0 { finite(x / duration) } else { 0.0 };
+        let per_s = |x: f64| {
+            if duration > 0.0 {
+                finite(x / duration)
+            } else {
+                0.0
+            }
+        };
         let gpus = self.gpus();
         let (ttft, tpot, itl, e2e, queue) = (
             m.ttft.summary(),

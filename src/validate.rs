@@ -115,7 +115,11 @@ pub struct ReferenceRow {
     pub source: String,
 }
 
-fn field<'a>(rec: &'a csv::StringRecord, headers: &csv::StringRecord, name: &str) -> Option<&'a str> {
+fn field<'a>(
+    rec: &'a csv::StringRecord,
+    headers: &csv::StringRecord,
+    name: &str,
+) -> Option<&'a str> {
     headers
         .iter()
         .position(|h| h == name)
@@ -134,7 +138,17 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             message: e.to_string(),
         })?
         .clone();
-    for required in ["id", "kind", "engine", "model", "gpu", "tp", "input_len", "output_len", "num_requests"] {
+    for required in [
+        "id",
+        "kind",
+        "engine",
+        "model",
+        "gpu",
+        "tp",
+        "input_len",
+        "output_len",
+        "num_requests",
+    ] {
         if !headers.iter().any(|h| h == required) {
             return Err(Error::Parse {
                 path: origin.into(),
@@ -167,7 +181,9 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
                 },
             }
         };
-        let req = |col: &str| -> Result<f64> { num(col)?.ok_or_else(|| bad(col, "missing value".into())) };
+        let req = |col: &str| -> Result<f64> {
+            num(col)?.ok_or_else(|| bad(col, "missing value".into()))
+        };
         let kind = match text("kind")?.as_str() {
             "offline" => LoadKind::Offline,
             "online" => LoadKind::Online,
@@ -194,7 +210,9 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             engine: text("engine")?,
             model: text("model")?,
             dtype: field(&rec, &headers, "dtype").unwrap_or("bf16").to_string(),
-            kv_cache_dtype: field(&rec, &headers, "kv_cache_dtype").unwrap_or("auto").to_string(),
+            kv_cache_dtype: field(&rec, &headers, "kv_cache_dtype")
+                .unwrap_or("auto")
+                .to_string(),
             gpu: text("gpu")?,
             tp: req("tp")? as u32,
             input_len,
@@ -229,7 +247,10 @@ impl ReferenceRow {
         dep.insert("gpu".into(), V::String(self.gpu.clone()));
         dep.insert("tp".into(), V::Integer(self.tp as i64));
         dep.insert("dtype".into(), V::String(self.dtype.clone()));
-        dep.insert("kv_cache_dtype".into(), V::String(self.kv_cache_dtype.clone()));
+        dep.insert(
+            "kv_cache_dtype".into(),
+            V::String(self.kv_cache_dtype.clone()),
+        );
         dep.insert("engine".into(), V::String(self.engine.clone()));
         let mut sch = toml::Table::new();
         if let Some(v) = self.max_num_seqs {
@@ -264,7 +285,10 @@ impl ReferenceRow {
         w.insert("arrival".into(), V::Table(arrival));
         w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
         // The prefix is part of the prompt: the question is what follows it.
-        w.insert("input".into(), fixed(self.input_len.saturating_sub(self.prefix_len).max(1)));
+        w.insert(
+            "input".into(),
+            fixed(self.input_len.saturating_sub(self.prefix_len).max(1)),
+        );
         w.insert("output".into(), fixed(self.output_len));
         if self.prefix_len > 0 {
             let mut p = toml::Table::new();
@@ -307,6 +331,7 @@ pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Co
             let mut resolved = sc.resolve(&format!("reference row {}", row.id))?;
             if let Some(h) = host {
                 resolved.deployment.engine.host = h.clone();
+                resolved.sim.frontend_delay_ns = crate::roofline::secs_to_ns(h.per_request_s);
             }
             let s = resolved.run()?.summary;
             let itl = if row.output_len > 1 {
@@ -439,20 +464,24 @@ fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
     Ok(fitted.iter().sum::<f64>() / fitted.len() as f64)
 }
 
-/// Fits an engine's two host costs (per iteration, per sequence) to its rows by coordinate
+/// Fits an engine's three host costs (per iteration, per sequence, per request) to its rows by coordinate
 /// descent with golden-section search on each, in log space, from `start`. Deterministic.
 pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(HostCosts, f64)> {
     let mut best = start.clone();
-    let bounds = [(1e-5_f64, 2e-2_f64), (1e-8_f64, 1e-4_f64)];
+    let bounds = [
+        (1e-5_f64, 2e-2_f64),
+        (1e-8_f64, 1e-4_f64),
+        (1e-5_f64, 5e-2_f64),
+    ];
     let mut score = objective(rows, &best)?;
     for _round in 0..3 {
         for (k, &(lo, hi)) in bounds.iter().enumerate() {
             let eval = |x: f64| -> Result<f64> {
                 let mut h = best.clone();
-                if k == 0 {
-                    h.per_iteration_s = x;
-                } else {
-                    h.per_sequence_s = x;
+                match k {
+                    0 => h.per_iteration_s = x,
+                    1 => h.per_sequence_s = x,
+                    _ => h.per_request_s = x,
                 }
                 objective(rows, &h)
             };
@@ -481,10 +510,10 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(Host
             let fx = eval(x)?;
             if fx < score {
                 score = fx;
-                if k == 0 {
-                    best.per_iteration_s = x;
-                } else {
-                    best.per_sequence_s = x;
+                match k {
+                    0 => best.per_iteration_s = x,
+                    1 => best.per_sequence_s = x,
+                    _ => best.per_request_s = x,
                 }
             }
         }

@@ -35,16 +35,34 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         }
     };
     put("max_num_seqs", a.max_num_seqs.map(|x| V::Integer(x as i64)));
-    put("max_num_batched_tokens", a.max_num_batched_tokens.map(|x| V::Integer(x as i64)));
-    put("max_model_len", a.max_model_len.map(|x| V::Integer(x as i64)));
-    put("enable_chunked_prefill", a.enable_chunked_prefill.map(V::Boolean));
-    put("enable_prefix_caching", a.enable_prefix_caching.map(V::Boolean));
-    put("gpu_memory_utilization", d.gpu_memory_utilization.map(V::Float));
+    put(
+        "max_num_batched_tokens",
+        a.max_num_batched_tokens.map(|x| V::Integer(x as i64)),
+    );
+    put(
+        "max_model_len",
+        a.max_model_len.map(|x| V::Integer(x as i64)),
+    );
+    put(
+        "enable_chunked_prefill",
+        a.enable_chunked_prefill.map(V::Boolean),
+    );
+    put(
+        "enable_prefix_caching",
+        a.enable_prefix_caching.map(V::Boolean),
+    );
+    put(
+        "gpu_memory_utilization",
+        d.gpu_memory_utilization.map(V::Float),
+    );
 
     let arrival = if a.request_rate.is_infinite() && a.request_rate > 0.0 {
         table(&[("kind", V::String("offline".into()))])
     } else if a.burstiness == 1.0 {
-        table(&[("kind", V::String("poisson".into())), ("rate_per_s", V::Float(a.request_rate))])
+        table(&[
+            ("kind", V::String("poisson".into())),
+            ("rate_per_s", V::Float(a.request_rate)),
+        ])
     } else {
         table(&[
             ("kind", V::String("gamma".into())),
@@ -54,15 +72,22 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     };
     let mut workload = table(&[
         ("arrival", V::Table(arrival)),
-        ("num_requests", V::Integer(a.num_prompts.min(i64::MAX as u64) as i64)),
+        (
+            "num_requests",
+            V::Integer(a.num_prompts.min(i64::MAX as u64) as i64),
+        ),
     ]);
     if a.dataset_name == "random" {
         let length = |fixed: Option<u32>, mean: u32| -> toml::Table {
             match fixed {
-                Some(t) => table(&[("kind", V::String("fixed".into())), ("tokens", V::Integer(t as i64))]),
-                None if a.random_range_ratio == 0.0 => {
-                    table(&[("kind", V::String("fixed".into())), ("tokens", V::Integer(mean as i64))])
-                }
+                Some(t) => table(&[
+                    ("kind", V::String("fixed".into())),
+                    ("tokens", V::Integer(t as i64)),
+                ]),
+                None if a.random_range_ratio == 0.0 => table(&[
+                    ("kind", V::String("fixed".into())),
+                    ("tokens", V::Integer(mean as i64)),
+                ]),
                 None => table(&[
                     ("kind", V::String("uniform".into())),
                     ("mean", V::Float(mean as f64)),
@@ -70,14 +95,23 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
                 ]),
             }
         };
-        workload.insert("input".into(), V::Table(length(a.input_len, a.random_input_len)));
-        workload.insert("output".into(), V::Table(length(a.output_len, a.random_output_len)));
+        workload.insert(
+            "input".into(),
+            V::Table(length(a.input_len, a.random_input_len)),
+        );
+        workload.insert(
+            "output".into(),
+            V::Table(length(a.output_len, a.random_output_len)),
+        );
     } else {
         if a.input_len.is_some() || a.output_len.is_some() {
             bail!(servesim::Error::config(
                 "--input-len/--output-len",
                 "dataset",
-                format!("fixed lengths apply to the random dataset, not '{}'", a.dataset_name)
+                format!(
+                    "fixed lengths apply to the random dataset, not '{}'",
+                    a.dataset_name
+                )
             ));
         }
         workload.insert("dataset".into(), V::String(a.dataset_name.clone()));
@@ -101,7 +135,11 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
             servesim::Error::config("--goodput", g.as_str(), "expected KEY:MS, e.g. ttft:2000")
         })?;
         let ms: f64 = v.parse().map_err(|_| {
-            servesim::Error::config("--goodput", g.as_str(), format!("'{v}' is not a number of ms"))
+            servesim::Error::config(
+                "--goodput",
+                g.as_str(),
+                format!("'{v}' is not a number of ms"),
+            )
         })?;
         let key = match k {
             "ttft" => "ttft_ms",

@@ -8,9 +8,11 @@ use anyhow::{Context, Result};
 use crate::cli::{Format, PlanArgs};
 use servesim::plan::{plan, rate_curve, PlanOutput, PlanResult};
 use servesim::report::atomic::write_atomic;
-use servesim::report::plot::{cdf_series, render, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle};
-use servesim::report::{CellValue, TableSheet};
+use servesim::report::plot::{
+    cdf_series, render, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle,
+};
 use servesim::report::xlsx::{write_cost_workbook, CostInputs};
+use servesim::report::{CellValue, TableSheet};
 use servesim::scenario::Scenario;
 
 const DEFAULT_PLAN: &str = include_str!("../../scenarios/chat-slo.toml");
@@ -20,18 +22,33 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let (mut sc, origin) = match &args.scenario {
         Some(p) => (Scenario::load(Some(p), &args.set)?, p.display().to_string()),
         None => (
-            Scenario::parse(DEFAULT_PLAN, "<embedded scenarios/chat-slo.toml>", &args.set)?,
+            Scenario::parse(
+                DEFAULT_PLAN,
+                "<embedded scenarios/chat-slo.toml>",
+                &args.set,
+            )?,
             "<embedded scenarios/chat-slo.toml>".to_string(),
         ),
     };
     if let Some(p) = args.price {
         if !(p.is_finite() && p >= 0.0) {
-            anyhow::bail!(servesim::Error::config("--price", "price_usd_per_gpu_hour", format!("must be >= 0, got {p}")));
+            anyhow::bail!(servesim::Error::config(
+                "--price",
+                "price_usd_per_gpu_hour",
+                format!("must be >= 0, got {p}")
+            ));
         }
         sc.pricing.price_usd_per_gpu_hour = Some(p);
     }
     if std::io::stderr().is_terminal() {
-        eprintln!("planning {} ...", if sc.name.is_empty() { &origin } else { &sc.name });
+        eprintln!(
+            "planning {} ...",
+            if sc.name.is_empty() {
+                &origin
+            } else {
+                &sc.name
+            }
+        );
     }
     let out = plan(&sc, &origin)?;
     let mut stdout = std::io::stdout().lock();
@@ -71,9 +88,21 @@ impl ToCsv for TableSheet {
 
 fn candidates_table(p: &PlanResult) -> TableSheet {
     let columns = [
-        "rank", "gpu", "dtype", "kv_cache_dtype", "tp", "max_num_seqs", "max_rate_per_replica (req/s)",
-        "saturation_rate_per_replica (req/s)", "replicas", "gpus", "usd_per_hour", "usd_per_million_output_tokens",
-        "p99_ttft_ms at max rate", "p99_tpot_ms at max rate", "infeasible",
+        "rank",
+        "gpu",
+        "dtype",
+        "kv_cache_dtype",
+        "tp",
+        "max_num_seqs",
+        "max_rate_per_replica (req/s)",
+        "saturation_rate_per_replica (req/s)",
+        "replicas",
+        "gpus",
+        "usd_per_hour",
+        "usd_per_million_output_tokens",
+        "p99_ttft_ms at max rate",
+        "p99_tpot_ms at max rate",
+        "infeasible",
     ];
     let rows = p
         .candidates
@@ -93,7 +122,10 @@ fn candidates_table(p: &PlanResult) -> TableSheet {
                 CellValue::Number(c.replicas as f64),
                 CellValue::Number(c.gpus as f64),
                 CellValue::Number(c.cost_at_target.map_or(f64::NAN, |x| x.usd_per_hour)),
-                CellValue::Number(c.cost_at_target.map_or(f64::NAN, |x| x.usd_per_million_output_tokens)),
+                CellValue::Number(
+                    c.cost_at_target
+                        .map_or(f64::NAN, |x| x.usd_per_million_output_tokens),
+                ),
                 CellValue::Number(a.map_or(f64::NAN, |s| s.p99_ttft_ms)),
                 CellValue::Number(a.map_or(f64::NAN, |s| s.p99_tpot_ms)),
                 c.infeasible.clone().unwrap_or_default().into(),
@@ -109,7 +141,8 @@ fn candidates_table(p: &PlanResult) -> TableSheet {
 
 fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
     let slo = &sc.slo;
-    let fmt_slo = |v: Option<f64>, pct: f64, name: &str| v.map(|ms| format!("p{pct} {name} <= {ms} ms"));
+    let fmt_slo =
+        |v: Option<f64>, pct: f64, name: &str| v.map(|ms| format!("p{pct} {name} <= {ms} ms"));
     let slos: Vec<String> = [
         fmt_slo(slo.ttft_ms, slo.ttft_percentile, "TTFT"),
         fmt_slo(slo.tpot_ms, slo.tpot_percentile, "TPOT"),
@@ -130,13 +163,26 @@ fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
     writeln!(
         w,
         "{:>4} {:<14}{:<6}{:>4}{:>6} {:>10}{:>10}{:>6}{:>6}{:>11}{:>10}  note",
-        "rank", "gpu", "dtype", "tp", "seqs", "req/s/rep", "sat req/s", "reps", "GPUs", "$/hour", "$/M out"
+        "rank",
+        "gpu",
+        "dtype",
+        "tp",
+        "seqs",
+        "req/s/rep",
+        "sat req/s",
+        "reps",
+        "GPUs",
+        "$/hour",
+        "$/M out"
     )?;
     for (i, c) in p.candidates.iter().enumerate().take(15) {
         let (usd, per_m) = c
             .cost_at_target
             .map_or((String::from("-"), String::from("-")), |x| {
-                (format!("{:.2}", x.usd_per_hour), format!("{:.3}", x.usd_per_million_output_tokens))
+                (
+                    format!("{:.2}", x.usd_per_hour),
+                    format!("{:.3}", x.usd_per_million_output_tokens),
+                )
             });
         writeln!(
             w,
@@ -156,16 +202,29 @@ fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
         )?;
     }
     if p.candidates.len() > 15 {
-        writeln!(w, "     ... {} more in candidates.csv", p.candidates.len() - 15)?;
+        writeln!(
+            w,
+            "     ... {} more in candidates.csv",
+            p.candidates.len() - 15
+        )?;
     }
     match p.chosen.map(|i| &p.candidates[i]) {
-        None => writeln!(w, "\nNo candidate meets the SLOs at this load within the search space.")?,
+        None => writeln!(
+            w,
+            "\nNo candidate meets the SLOs at this load within the search space."
+        )?,
         Some(c) => {
             let cost = c.cost_at_target.expect("a chosen candidate has a cost"); // chosen ⇒ feasible ⇒ costed
             writeln!(
                 w,
                 "\nPlan: {} x {} ({} GPUs: {} replicas of TP {}), {} weights, max_num_seqs {}",
-                c.gpus, c.candidate.gpu, c.gpus, c.replicas, c.candidate.tp, c.candidate.dtype, c.candidate.max_num_seqs
+                c.gpus,
+                c.candidate.gpu,
+                c.gpus,
+                c.replicas,
+                c.candidate.tp,
+                c.candidate.dtype,
+                c.candidate.max_num_seqs
             )?;
             writeln!(
                 w,
@@ -212,17 +271,34 @@ fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
 fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let p = &out.plan;
-    write_atomic(&dir.join("plan.json"), serde_json::to_string_pretty(p)?.as_bytes())?;
+    write_atomic(
+        &dir.join("plan.json"),
+        serde_json::to_string_pretty(p)?.as_bytes(),
+    )?;
     let table = candidates_table(p);
     write_atomic(&dir.join("candidates.csv"), table.to_csv().as_bytes())?;
     let mut images: Vec<(String, String)> = Vec::new();
     let mut cost_rows = Vec::new();
-    for c in p.candidates.iter().filter(|c| c.infeasible.is_none()).take(10) {
-        let (Some(cost), Some(at)) = (c.cost_at_target, c.at_max_rate.as_ref()) else { continue };
+    for c in p
+        .candidates
+        .iter()
+        .filter(|c| c.infeasible.is_none())
+        .take(10)
+    {
+        let (Some(cost), Some(at)) = (c.cost_at_target, c.at_max_rate.as_ref()) else {
+            continue;
+        };
         let out_per_req = at.total_output_tokens as f64 / at.completed.max(1) as f64;
         let in_per_req = at.total_input_tokens as f64 / at.completed.max(1) as f64;
         cost_rows.push(CostInputs {
-            label: format!("{} {} tp{} seqs{} x{}", c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs, c.replicas),
+            label: format!(
+                "{} {} tp{} seqs{} x{}",
+                c.candidate.gpu,
+                c.candidate.dtype,
+                c.candidate.tp,
+                c.candidate.max_num_seqs,
+                c.replicas
+            ),
             gpu_name: c.candidate.gpu.clone(),
             gpus: c.gpus,
             price_usd_per_gpu_hour: cost.price_usd_per_gpu_hour,
@@ -239,22 +315,41 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
         let rates: Vec<f64> = (1..=12).map(|k| sat * k as f64 / 12.0 * 1.05).collect();
         let curve = rate_curve(one, origin, &rates)?;
         let pts = |f: &dyn Fn(&servesim::summary::RunSummary) -> f64| -> Vec<(f64, f64)> {
-            curve.iter().map(|(_, s)| (f(s), s.output_throughput_per_gpu)).collect()
+            curve
+                .iter()
+                .map(|(_, s)| (f(s), s.output_throughput_per_gpu))
+                .collect()
         };
         let at = c.at_max_rate.as_ref();
         let mut x_rules = Vec::new();
         if let Some(t) = sc.slo.ttft_ms {
-            x_rules.push(Rule { value: t, label: format!("SLO p{} TTFT {} ms", sc.slo.ttft_percentile, t) });
+            x_rules.push(Rule {
+                value: t,
+                label: format!("SLO p{} TTFT {} ms", sc.slo.ttft_percentile, t),
+            });
         }
         let chart = Chart {
-            title: format!("{} on {} {} TP{}: throughput against p99 TTFT (one replica)", sc.deployment.model, c.candidate.gpu, c.candidate.dtype, c.candidate.tp),
+            title: format!(
+                "{} {} TP{}: throughput vs p99 TTFT (1 replica)",
+                c.candidate.gpu, c.candidate.dtype, c.candidate.tp
+            ),
             x_label: "p99 TTFT (ms)".into(),
             y_label: "output tokens/s per GPU".into(),
-            series: vec![Series { name: "rate sweep".into(), points: pts(&|s| s.p99_ttft_ms), style: SeriesStyle::LineWithPoints }],
+            series: vec![Series {
+                name: "rate sweep".into(),
+                points: pts(&|s| s.p99_ttft_ms),
+                style: SeriesStyle::LineWithPoints,
+            }],
             x_rules,
             y_rules: vec![],
             markers: at
-                .map(|s| vec![Marker { x: s.p99_ttft_ms, y: s.output_throughput_per_gpu, label: format!("plan: {:.2} req/s per replica", c.max_rate_per_replica) }])
+                .map(|s| {
+                    vec![Marker {
+                        x: s.p99_ttft_ms,
+                        y: s.output_throughput_per_gpu,
+                        label: format!("plan: {:.2} req/s per replica", c.max_rate_per_replica),
+                    }]
+                })
                 .unwrap_or_default(),
             log_x: true,
             log_y: false,
@@ -262,17 +357,30 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
         images.push(save(dir, "throughput-vs-p99-ttft", &chart)?);
         let mut tpot_rules = Vec::new();
         if let Some(t) = sc.slo.tpot_ms {
-            tpot_rules.push(Rule { value: t, label: format!("SLO p{} TPOT {} ms", sc.slo.tpot_percentile, t) });
+            tpot_rules.push(Rule {
+                value: t,
+                label: format!("SLO p{} TPOT {} ms", sc.slo.tpot_percentile, t),
+            });
         }
         let chart = Chart {
-            title: "throughput against p99 TPOT (one replica)".into(),
+            title: "throughput vs p99 TPOT (1 replica)".into(),
             x_label: "p99 TPOT (ms)".into(),
             y_label: "output tokens/s per GPU".into(),
-            series: vec![Series { name: "rate sweep".into(), points: pts(&|s| s.p99_tpot_ms), style: SeriesStyle::LineWithPoints }],
+            series: vec![Series {
+                name: "rate sweep".into(),
+                points: pts(&|s| s.p99_tpot_ms),
+                style: SeriesStyle::LineWithPoints,
+            }],
             x_rules: tpot_rules,
             y_rules: vec![],
             markers: at
-                .map(|s| vec![Marker { x: s.p99_tpot_ms, y: s.output_throughput_per_gpu, label: "plan".into() }])
+                .map(|s| {
+                    vec![Marker {
+                        x: s.p99_tpot_ms,
+                        y: s.output_throughput_per_gpu,
+                        label: "plan".into(),
+                    }]
+                })
                 .unwrap_or_default(),
             log_x: false,
             log_y: false,
@@ -282,14 +390,26 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
         let cost_pts: Vec<(f64, f64)> = curve
             .iter()
             .filter(|(_, s)| s.output_throughput > 0.0)
-            .map(|(r, s)| (*r, price * c.candidate.tp as f64 / (s.output_throughput * 3600.0) * 1e6))
+            .map(|(r, s)| {
+                (
+                    *r,
+                    price * c.candidate.tp as f64 / (s.output_throughput * 3600.0) * 1e6,
+                )
+            })
             .collect();
         let chart = Chart {
-            title: "cost per million output tokens against load (one replica)".into(),
+            title: "$ per 1M output tokens vs load (1 replica)".into(),
             x_label: "arrival rate per replica (req/s)".into(),
             y_label: "$ per 1M output tokens".into(),
-            series: vec![Series { name: format!("{} at ${price:.2}/GPU-hour", c.candidate.gpu), points: cost_pts, style: SeriesStyle::LineWithPoints }],
-            x_rules: vec![Rule { value: c.max_rate_per_replica, label: "max rate within SLOs".into() }],
+            series: vec![Series {
+                name: format!("{} at ${price:.2}/GPU-hour", c.candidate.gpu),
+                points: cost_pts,
+                style: SeriesStyle::LineWithPoints,
+            }],
+            x_rules: vec![Rule {
+                value: c.max_rate_per_replica,
+                label: "max rate within SLOs".into(),
+            }],
             y_rules: vec![],
             markers: vec![],
             log_x: false,
@@ -299,11 +419,21 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
     }
     if let Some(run) = &out.verification_run {
         let chart = Chart {
-            title: "verification run: TTFT and TPOT distributions".into(),
+            title: "verification run: TTFT and TPOT CDFs".into(),
             x_label: "latency (ms)".into(),
             y_label: "fraction of requests".into(),
-            series: vec![cdf_series("TTFT", &run.ttft_cdf), cdf_series("TPOT", &run.tpot_cdf)],
-            x_rules: [sc.slo.ttft_ms, sc.slo.tpot_ms].iter().flatten().map(|&v| Rule { value: v, label: format!("SLO {v} ms") }).collect(),
+            series: vec![
+                cdf_series("TTFT", &run.ttft_cdf),
+                cdf_series("TPOT", &run.tpot_cdf),
+            ],
+            x_rules: [sc.slo.ttft_ms, sc.slo.tpot_ms]
+                .iter()
+                .flatten()
+                .map(|&v| Rule {
+                    value: v,
+                    label: format!("SLO {v} ms"),
+                })
+                .collect(),
             y_rules: vec![],
             markers: vec![],
             log_x: true,
@@ -316,9 +446,24 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
             x_label: "simulated time (s)".into(),
             y_label: "requests; KV use (% of capacity)".into(),
             series: vec![
-                Series { name: "running".into(), points: ts.iter().map(|p| (p.time_s, p.running)).collect(), style: SeriesStyle::Line },
-                Series { name: "waiting".into(), points: ts.iter().map(|p| (p.time_s, p.waiting)).collect(), style: SeriesStyle::Line },
-                Series { name: "KV use %".into(), points: ts.iter().map(|p| (p.time_s, 100.0 * p.kv_utilization)).collect(), style: SeriesStyle::Line },
+                Series {
+                    name: "running".into(),
+                    points: ts.iter().map(|p| (p.time_s, p.running)).collect(),
+                    style: SeriesStyle::Line,
+                },
+                Series {
+                    name: "waiting".into(),
+                    points: ts.iter().map(|p| (p.time_s, p.waiting)).collect(),
+                    style: SeriesStyle::Line,
+                },
+                Series {
+                    name: "KV use %".into(),
+                    points: ts
+                        .iter()
+                        .map(|p| (p.time_s, 100.0 * p.kv_utilization))
+                        .collect(),
+                    style: SeriesStyle::Line,
+                },
             ],
             x_rules: vec![],
             y_rules: vec![],
@@ -331,10 +476,17 @@ fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Re
     let mut html = String::from("<!doctype html><meta charset=\"utf-8\"><title>servesim plan</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}img{max-width:100%;border:1px solid #ddd}</style>\n");
     let mut text = Vec::new();
     print_plan(&mut text, sc, p)?;
-    html.push_str(&format!("<h1>servesim plan: {}</h1>\n<pre>{}</pre>\n", escape(&sc.name), escape(&String::from_utf8_lossy(&text))));
+    html.push_str(&format!(
+        "<h1>servesim plan: {}</h1>\n<pre>{}</pre>\n",
+        escape(&sc.name),
+        escape(&String::from_utf8_lossy(&text))
+    ));
     html.push_str("<p>Files: <a href=\"plan.json\">plan.json</a> · <a href=\"candidates.csv\">candidates.csv</a> · <a href=\"cost.xlsx\">cost.xlsx</a> (editable $/GPU-hour, GPUs, tokens/s and utilisation cells; the cost formulas recompute)</p>\n");
     for (png, svg) in &images {
-        html.push_str(&format!("<h2>{}</h2><p><a href=\"{svg}\"><img src=\"{png}\"></a></p>\n", escape(png.trim_end_matches(".png"))));
+        html.push_str(&format!(
+            "<h2>{}</h2><p><a href=\"{svg}\"><img src=\"{png}\"></a></p>\n",
+            escape(png.trim_end_matches(".png"))
+        ));
     }
     write_atomic(&dir.join("index.html"), html.as_bytes())?;
     Ok(())
@@ -349,5 +501,7 @@ fn save(dir: &Path, stem: &str, chart: &Chart) -> Result<(String, String)> {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

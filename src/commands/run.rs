@@ -18,14 +18,21 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let origin = args
         .scenario
         .as_ref()
-        .map_or("<embedded default>".to_string(), |p| p.display().to_string());
+        .map_or("<embedded default>".to_string(), |p| {
+            p.display().to_string()
+        });
     let resolved = sc.resolve(&origin)?;
     let result = resolved.run()?;
     emit(&resolved, &result, args.format, args.out.as_deref())
 }
 
 /// Prints a run's result and writes its output folder.
-pub fn emit(resolved: &Resolved, result: &RunResult, format: Format, out: Option<&Path>) -> Result<()> {
+pub fn emit(
+    resolved: &Resolved,
+    result: &RunResult,
+    format: Format,
+    out: Option<&Path>,
+) -> Result<()> {
     let s = &result.summary;
     let mut stdout = std::io::stdout().lock();
     match format {
@@ -56,7 +63,11 @@ fn flatten(prefix: &str, v: &serde_json::Value, keys: &mut Vec<String>, vals: &m
     match v {
         serde_json::Value::Object(map) => {
             for (k, x) in map {
-                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 flatten(&key, x, keys, vals);
             }
         }
@@ -103,7 +114,11 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
     writeln!(
         w,
         "============ servesim run: {} ============",
-        if r.scenario.name.is_empty() { &r.origin } else { &r.scenario.name }
+        if r.scenario.name.is_empty() {
+            &r.origin
+        } else {
+            &r.scenario.name
+        }
     )?;
     writeln!(
         w,
@@ -112,39 +127,134 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
     )?;
     let row = |w: &mut dyn Write, k: &str, v: String| writeln!(w, "{k:<42}{v:>14}");
     row(w, "Successful requests:", s.completed.to_string())?;
-    row(w, "Failed (rejected + timed out):", format!("{} + {}", s.rejected, s.timed_out))?;
+    row(
+        w,
+        "Failed (rejected + timed out):",
+        format!("{} + {}", s.rejected, s.timed_out),
+    )?;
     row(w, "Benchmark duration (s):", format!("{:.2}", s.duration))?;
     row(w, "Total input tokens:", s.total_input_tokens.to_string())?;
-    row(w, "Total generated tokens:", s.total_output_tokens.to_string())?;
-    row(w, "Request throughput (req/s):", format!("{:.2}", s.request_throughput))?;
-    row(w, "Output token throughput (tok/s):", format!("{:.1}", s.output_throughput))?;
-    row(w, "Output token throughput per GPU (tok/s):", format!("{:.1}", s.output_throughput_per_gpu))?;
-    row(w, "Total token throughput (tok/s):", format!("{:.1}", s.total_token_throughput))?;
-    row(w, "Goodput (req/s):", format!("{:.2} ({:.1}% of arrivals)", s.goodput, 100.0 * s.goodput_share))?;
-    writeln!(w, "{:<18}{:>12}{:>12}{:>12}{:>12}", "latency (ms)", "mean", "median", "p90", "p99")?;
+    row(
+        w,
+        "Total generated tokens:",
+        s.total_output_tokens.to_string(),
+    )?;
+    row(
+        w,
+        "Request throughput (req/s):",
+        format!("{:.2}", s.request_throughput),
+    )?;
+    row(
+        w,
+        "Output token throughput (tok/s):",
+        format!("{:.1}", s.output_throughput),
+    )?;
+    row(
+        w,
+        "Output token throughput per GPU (tok/s):",
+        format!("{:.1}", s.output_throughput_per_gpu),
+    )?;
+    row(
+        w,
+        "Total token throughput (tok/s):",
+        format!("{:.1}", s.total_token_throughput),
+    )?;
+    row(
+        w,
+        "Goodput (req/s):",
+        format!(
+            "{:.2} ({:.1}% of arrivals)",
+            s.goodput,
+            100.0 * s.goodput_share
+        ),
+    )?;
+    writeln!(
+        w,
+        "{:<18}{:>12}{:>12}{:>12}{:>12}",
+        "latency (ms)", "mean", "median", "p90", "p99"
+    )?;
     for (name, v) in [
-        ("TTFT", [s.mean_ttft_ms, s.median_ttft_ms, s.p90_ttft_ms, s.p99_ttft_ms]),
-        ("TPOT", [s.mean_tpot_ms, s.median_tpot_ms, s.p90_tpot_ms, s.p99_tpot_ms]),
-        ("ITL", [s.mean_itl_ms, s.median_itl_ms, s.p90_itl_ms, s.p99_itl_ms]),
-        ("E2E", [s.mean_e2el_ms, s.median_e2el_ms, s.p90_e2el_ms, s.p99_e2el_ms]),
+        (
+            "TTFT",
+            [
+                s.mean_ttft_ms,
+                s.median_ttft_ms,
+                s.p90_ttft_ms,
+                s.p99_ttft_ms,
+            ],
+        ),
+        (
+            "TPOT",
+            [
+                s.mean_tpot_ms,
+                s.median_tpot_ms,
+                s.p90_tpot_ms,
+                s.p99_tpot_ms,
+            ],
+        ),
+        (
+            "ITL",
+            [s.mean_itl_ms, s.median_itl_ms, s.p90_itl_ms, s.p99_itl_ms],
+        ),
+        (
+            "E2E",
+            [
+                s.mean_e2el_ms,
+                s.median_e2el_ms,
+                s.p90_e2el_ms,
+                s.p99_e2el_ms,
+            ],
+        ),
     ] {
-        writeln!(w, "{name:<18}{:>12.2}{:>12.2}{:>12.2}{:>12.2}", v[0], v[1], v[2], v[3])?;
+        writeln!(
+            w,
+            "{name:<18}{:>12.2}{:>12.2}{:>12.2}{:>12.2}",
+            v[0], v[1], v[2], v[3]
+        )?;
     }
-    row(w, "Queueing delay mean / p99 (ms):", format!("{:.1} / {:.1}", s.mean_queue_ms, s.p99_queue_ms))?;
-    row(w, "Mean batch size (seqs/iteration):", format!("{:.1}", s.mean_batch_size))?;
-    row(w, "KV cache utilisation mean / peak:", format!("{:.1}% / {:.1}%", 100.0 * s.kv_cache_utilization, 100.0 * s.peak_kv_cache_utilization))?;
+    row(
+        w,
+        "Queueing delay mean / p99 (ms):",
+        format!("{:.1} / {:.1}", s.mean_queue_ms, s.p99_queue_ms),
+    )?;
+    row(
+        w,
+        "Mean batch size (seqs/iteration):",
+        format!("{:.1}", s.mean_batch_size),
+    )?;
+    row(
+        w,
+        "KV cache utilisation mean / peak:",
+        format!(
+            "{:.1}% / {:.1}%",
+            100.0 * s.kv_cache_utilization,
+            100.0 * s.peak_kv_cache_utilization
+        ),
+    )?;
     row(w, "Preemptions:", s.preemptions.to_string())?;
-    for (name, o) in [("TTFT", s.slo.ttft), ("TPOT", s.slo.tpot), ("E2E", s.slo.e2e)] {
+    for (name, o) in [
+        ("TTFT", s.slo.ttft),
+        ("TPOT", s.slo.tpot),
+        ("E2E", s.slo.e2e),
+    ] {
         if let Some(o) = o {
             row(
                 w,
                 &format!("SLO p{} {name} <= {} ms:", o.percentile, o.threshold_ms),
-                format!("{} ({:.1} ms)", if o.met { "met" } else { "MISSED" }, o.value_ms),
+                format!(
+                    "{} ({:.1} ms)",
+                    if o.met { "met" } else { "MISSED" },
+                    o.value_ms
+                ),
             )?;
         }
     }
     if let Some(t) = &s.truncated {
-        writeln!(w, "WARNING: run stopped early: {t}; {} requests still in flight", s.in_flight)?;
+        writeln!(
+            w,
+            "WARNING: run stopped early: {t}; {} requests still in flight",
+            s.in_flight
+        )?;
     }
     Ok(())
 }

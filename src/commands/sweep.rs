@@ -17,7 +17,10 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             std::fs::read_to_string(p).map_err(|e| servesim::Error::io(p, e))?,
             p.display().to_string(),
         ),
-        None => (DEFAULT_SCENARIO.to_string(), "<embedded default>".to_string()),
+        None => (
+            DEFAULT_SCENARIO.to_string(),
+            "<embedded default>".to_string(),
+        ),
     };
     let varies = args
         .vary
@@ -28,8 +31,10 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     let bar = ProgressBar::new(points as u64);
     if std::io::stderr().is_terminal() {
         bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} points ({eta} left)")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} points ({eta} left)",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
     } else {
         bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -39,8 +44,14 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     bar.finish_and_clear();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    write_atomic(&args.out.join("sweep.json"), serde_json::to_string_pretty(&results)?.as_bytes())?;
-    let csv = to_csv(&varies.iter().map(|v| v.key.clone()).collect::<Vec<_>>(), &results)?;
+    write_atomic(
+        &args.out.join("sweep.json"),
+        serde_json::to_string_pretty(&results)?.as_bytes(),
+    )?;
+    let csv = to_csv(
+        &varies.iter().map(|v| v.key.clone()).collect::<Vec<_>>(),
+        &results,
+    )?;
     write_atomic(&args.out.join("sweep.csv"), csv.as_bytes())?;
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     eprintln!(
@@ -71,7 +82,11 @@ fn to_csv(keys: &[String], points: &[SweepPoint]) -> Result<String> {
             )),
         }
     }
-    let mut out = format!("{},{},error\n", keys.join(","), header.unwrap_or_else(|| "summary".into()));
+    let mut out = format!(
+        "{},{},error\n",
+        keys.join(","),
+        header.unwrap_or_else(|| "summary".into())
+    );
     for r in rows {
         out.push_str(&r);
         out.push('\n');

@@ -41,12 +41,13 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         let profile = EngineProfile::load(name)?;
         let (fitted, score) = fit_engine_host(&rows, &profile.host)?;
         eprintln!(
-            "fitted {name} host costs on {} rows: per_iteration_s = {:.4e}, per_sequence_s = {:.4e} \
-             (RMS log error {:.3})",
+            "fitted {name} host costs on {} rows: per_iteration_s = {:.4e}, per_sequence_s = {:.4e}, \
+             per_request_s = {:.4e} (mean Huber loss {:.4})",
             rows.len(),
             fitted.per_iteration_s,
             fitted.per_sequence_s,
-            score.sqrt()
+            fitted.per_request_s,
+            score
         );
         host = Some(fitted);
     }
@@ -61,7 +62,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         )?,
         Format::Csv => write!(out, "{}", comparisons_csv(&comps))?,
         Format::Table => {
-            writeln!(out, "{:<18}{:<20}{:>14}{:>14}{:>10}", "row", "metric", "measured", "predicted", "error")?;
+            writeln!(
+                out,
+                "{:<18}{:<20}{:>14}{:>14}{:>10}",
+                "row", "metric", "measured", "predicted", "error"
+            )?;
             for c in &comps {
                 writeln!(
                     out,
@@ -74,7 +79,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                 )?;
             }
             writeln!(out)?;
-            writeln!(out, "{:<10}{:<20}{:>6}{:>14}{:>12}{:>12}  worst row", "load", "metric", "rows", "median |err|", "bias", "worst")?;
+            writeln!(
+                out,
+                "{:<10}{:<20}{:>6}{:>14}{:>12}{:>12}  worst row",
+                "load", "metric", "rows", "median |err|", "bias", "worst"
+            )?;
             for s in &summary {
                 writeln!(
                     out,
@@ -92,12 +101,19 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     }
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)?;
-        write_atomic(&dir.join("comparisons.csv"), comparisons_csv(&comps).as_bytes())?;
+        write_atomic(
+            &dir.join("comparisons.csv"),
+            comparisons_csv(&comps).as_bytes(),
+        )?;
         write_atomic(
             &dir.join("summary.json"),
             serde_json::to_string_pretty(&summary)?.as_bytes(),
         )?;
-        render(&scatter(&comps), &dir.join("predicted-vs-measured.png"), ImageFormat::Png)?;
+        render(
+            &scatter(&comps),
+            &dir.join("predicted-vs-measured.png"),
+            ImageFormat::Png,
+        )?;
         eprintln!("wrote {}", dir.display());
     }
     Ok(())
@@ -123,10 +139,18 @@ fn comparisons_csv(comps: &[Comparison]) -> String {
 fn scatter(comps: &[Comparison]) -> Chart {
     let groups: [(&str, &[Metric]); 3] = [
         ("offline output tokens/s", &[Metric::OutputTokensPerS]),
-        ("TTFT (mean, p90, p99) ms", &[Metric::TtftMeanMs, Metric::TtftP90Ms, Metric::TtftP99Ms]),
+        (
+            "TTFT (mean, p90, p99) ms",
+            &[Metric::TtftMeanMs, Metric::TtftP90Ms, Metric::TtftP99Ms],
+        ),
         (
             "E2E (mean, p90, p99) ms and ITL ms",
-            &[Metric::E2eMeanMs, Metric::E2eP90Ms, Metric::E2eP99Ms, Metric::ItlDerivedMs],
+            &[
+                Metric::E2eMeanMs,
+                Metric::E2eP90Ms,
+                Metric::E2eP99Ms,
+                Metric::ItlDerivedMs,
+            ],
         ),
     ];
     let mut series: Vec<Series> = groups
@@ -136,7 +160,9 @@ fn scatter(comps: &[Comparison]) -> Chart {
             points: comps
                 .iter()
                 .filter(|c| ms.contains(&c.metric))
-                .filter(|c| !(c.metric == Metric::OutputTokensPerS && format!("{:?}", c.kind) == "Online"))
+                .filter(|c| {
+                    !(c.metric == Metric::OutputTokensPerS && format!("{:?}", c.kind) == "Online")
+                })
                 .map(|c| (c.measured, c.predicted))
                 .collect(),
             style: SeriesStyle::Points,

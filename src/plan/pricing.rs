@@ -49,7 +49,9 @@ impl std::str::FromStr for PriceColumn {
             "on_demand" | "on-demand" => Ok(PriceColumn::OnDemand),
             "reserved" => Ok(PriceColumn::Reserved),
             "spot" => Ok(PriceColumn::Spot),
-            _ => Err(format!("unknown price column '{s}' (on_demand, reserved, spot)")),
+            _ => Err(format!(
+                "unknown price column '{s}' (on_demand, reserved, spot)"
+            )),
         }
     }
 }
@@ -68,7 +70,10 @@ impl PriceCatalog {
             message: e.to_string(),
         })?;
         for (name, p) in &f.gpus {
-            for v in [Some(p.on_demand), p.reserved, p.spot].into_iter().flatten() {
+            for v in [Some(p.on_demand), p.reserved, p.spot]
+                .into_iter()
+                .flatten()
+            {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(Error::config(
                         "calibration/pricing.toml",
@@ -154,7 +159,9 @@ mod tests {
         let c = PriceCatalog::embedded().unwrap();
         for g in crate::gpu::gpu_names() {
             assert!(c.price(g, PriceColumn::OnDemand).unwrap() > 0.0, "{g}");
-            assert!(c.price(g, PriceColumn::Spot).unwrap() < c.price(g, PriceColumn::OnDemand).unwrap());
+            assert!(
+                c.price(g, PriceColumn::Spot).unwrap() < c.price(g, PriceColumn::OnDemand).unwrap()
+            );
         }
     }
 
@@ -167,6 +174,9 @@ mod tests {
         assert!((c.usd_per_million_total_tokens - 16.0 / 43.2).abs() < 1e-9);
         // Blended: 16 $/h = P_out x (4000 + 0.25 x 8000) x 3600 / 1e6.
         assert!((c.usd_per_million_output_blended - 16.0 / (6000.0 * 3600.0) * 1e6).abs() < 1e-9);
-        assert_eq!(cost(1, 2.0, 0.0, 0.0, 0.25).usd_per_million_output_tokens, 0.0);
+        assert_eq!(
+            cost(1, 2.0, 0.0, 0.0, 0.25).usd_per_million_output_tokens,
+            0.0
+        );
     }
 }

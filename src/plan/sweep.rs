@@ -28,13 +28,23 @@ pub fn parse_vary(spec: &str) -> Result<Vary> {
     }
     if let Some((range, steps)) = vals.split_once(':') {
         if let Some((a, b)) = range.split_once("..") {
-            let a: f64 = a.trim().parse().map_err(|_| bad("range start is not a number"))?;
-            let b: f64 = b.trim().parse().map_err(|_| bad("range end is not a number"))?;
-            let n: usize = steps.trim().parse().map_err(|_| bad("steps is not an integer"))?;
+            let a: f64 = a
+                .trim()
+                .parse()
+                .map_err(|_| bad("range start is not a number"))?;
+            let b: f64 = b
+                .trim()
+                .parse()
+                .map_err(|_| bad("range end is not a number"))?;
+            let n: usize = steps
+                .trim()
+                .parse()
+                .map_err(|_| bad("steps is not an integer"))?;
             if !(2..=100_000).contains(&n) || !a.is_finite() || !b.is_finite() {
                 return Err(bad("need 2..=100000 steps and finite bounds"));
             }
-            let ints = a.fract() == 0.0 && b.fract() == 0.0 && ((b - a) / (n - 1) as f64).fract() == 0.0;
+            let ints =
+                a.fract() == 0.0 && b.fract() == 0.0 && ((b - a) / (n - 1) as f64).fract() == 0.0;
             let values = (0..n)
                 .map(|i| {
                     let v = a + (b - a) * i as f64 / (n - 1) as f64;
@@ -48,7 +58,11 @@ pub fn parse_vary(spec: &str) -> Result<Vary> {
             return Ok(Vary { key, values });
         }
     }
-    let values: Vec<String> = vals.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+    let values: Vec<String> = vals
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
     if values.is_empty() {
         return Err(bad("no values"));
     }
@@ -89,7 +103,11 @@ pub fn sweep(
             .collect();
     }
     if grid.len() > 1_000_000 {
-        return Err(Error::config("--vary", "grid", format!("{} points is too many", grid.len())));
+        return Err(Error::config(
+            "--vary",
+            "grid",
+            format!("{} points is too many", grid.len()),
+        ));
     }
     // Check the base once so a typo is one clear error, not one per point.
     Scenario::parse(text, origin, base_overrides)?.resolve(origin)?;
@@ -103,8 +121,16 @@ pub fn sweep(
                 .and_then(|r| r.run());
             tick();
             match r {
-                Ok(run) => SweepPoint { overrides: point, summary: Some(run.summary), error: None },
-                Err(e) => SweepPoint { overrides: point, summary: None, error: Some(e.to_string()) },
+                Ok(run) => SweepPoint {
+                    overrides: point,
+                    summary: Some(run.summary),
+                    error: None,
+                },
+                Err(e) => SweepPoint {
+                    overrides: point,
+                    summary: None,
+                    error: Some(e.to_string()),
+                },
             }
         })
         .collect())

@@ -60,7 +60,12 @@ pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
 
 /// [`prefill_attention_s`] with the attention math at a given GEMM rate (the FP8 rate when
 /// the KV cache is FP8 and the GPU has FP8 tensor cores), FLOP/s.
-pub fn prefill_attention_at_rate_s(gpu: &GpuProfile, units: f64, q_width: f64, gemm_rate: f64) -> f64 {
+pub fn prefill_attention_at_rate_s(
+    gpu: &GpuProfile,
+    units: f64,
+    q_width: f64,
+    gemm_rate: f64,
+) -> f64 {
     if units <= 0.0 {
         return 0.0;
     }

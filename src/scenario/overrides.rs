@@ -6,9 +6,9 @@ use crate::error::{Error, Result};
 /// string, array, inline table) and falls back to a plain string.
 pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
     let origin = "--set";
-    let (key, raw) = assignment.split_once('=').ok_or_else(|| {
-        Error::config(origin, assignment, "expected key.path=value")
-    })?;
+    let (key, raw) = assignment
+        .split_once('=')
+        .ok_or_else(|| Error::config(origin, assignment, "expected key.path=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(|p| p.trim().is_empty()) {
         return Err(Error::config(origin, key, "empty key segment"));
@@ -41,7 +41,9 @@ pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
 fn parse_value(raw: &str) -> toml::Value {
     let doc = format!("v = {raw}");
     match toml::from_str::<toml::Table>(&doc) {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
     }
 }

@@ -22,7 +22,10 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let mut replicas: Vec<Replica> = (0..n_rep)
         .map(|_| Replica::new(cfg.scheduler.clone()))
         .collect();
-    let mut router = Router::new(cfg.router, ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_0f_5e7e));
+    let mut router = Router::new(
+        cfg.router,
+        ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_0f5e_7e00),
+    );
     let mut slab = Slab::default();
     let mut metrics = Metrics::default();
     let mut ts = TimeSeries::new(n_rep as u32);
@@ -37,16 +40,18 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let measure_from_send = cfg.max_concurrency.is_some();
     let cap: u64 = match cfg.max_concurrency {
         Some(c) => c.max(1) as u64,
-        None if gen.is_offline() => {
-            n_rep as u64 * (2 * cfg.scheduler.max_num_seqs as u64 + 16)
-        }
+        None if gen.is_offline() => n_rep as u64 * (2 * cfg.scheduler.max_num_seqs as u64 + 16),
         None => u64::MAX,
     };
     let mut outstanding: u64 = 0;
     let mut pending: Option<RequestSpec> = gen.next_request();
     let mut arrival_queued = false;
     if let Some(p) = pending {
-        events.push(Reverse((p.arrival_ns, seq, ARRIVAL)));
+        events.push(Reverse((
+            p.arrival_ns + cfg.frontend_delay_ns,
+            seq,
+            ARRIVAL,
+        )));
         seq += 1;
         arrival_queued = true;
     }
@@ -67,10 +72,25 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         if kind == ARRIVAL {
             arrival_queued = false;
             let Some(spec) = pending.take() else { continue };
-            let start_ns = if measure_from_send { now } else { spec.arrival_ns };
+            // Latency counts from the client's send; the engine sees the request after the
+            // API frontend's delay.
+            let start_ns = if measure_from_send {
+                now - cfg.frontend_delay_ns
+            } else {
+                spec.arrival_ns
+            };
             if let Some((r, dur)) = arrive(
-                cfg, step, &spec, start_ns, now, &mut replicas, &mut router, &mut slab, &mut metrics,
-                &mut ts, &mut outstanding,
+                cfg,
+                step,
+                &spec,
+                start_ns,
+                now,
+                &mut replicas,
+                &mut router,
+                &mut slab,
+                &mut metrics,
+                &mut ts,
+                &mut outstanding,
             ) {
                 events.push(Reverse((now + dur, seq, r as u32)));
                 seq += 1;
@@ -88,7 +108,8 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         }
         if !arrival_queued && outstanding < cap {
             if let Some(p) = pending {
-                events.push(Reverse((p.arrival_ns.max(now), seq, ARRIVAL)));
+                let at = (p.arrival_ns + cfg.frontend_delay_ns).max(now + cfg.frontend_delay_ns);
+                events.push(Reverse((at, seq, ARRIVAL)));
                 seq += 1;
                 arrival_queued = true;
             }
@@ -123,7 +144,11 @@ fn arrive(
     outstanding: &mut u64,
 ) -> Option<(usize, u64)> {
     metrics.arrived += 1;
-    metrics.first_arrival_ns = Some(metrics.first_arrival_ns.map_or(start_ns, |t| t.min(start_ns)));
+    metrics.first_arrival_ns = Some(
+        metrics
+            .first_arrival_ns
+            .map_or(start_ns, |t| t.min(start_ns)),
+    );
     ts.arrival(now);
     let input = spec.input_tokens.max(1);
     let output = spec.output_tokens.max(1);
@@ -131,7 +156,10 @@ fn arrive(
     let r = router.pick(replicas);
     let reject = too_long
         || (cfg.slo.admission_control
-            && cfg.slo.ttft_ns.is_some_and(|t| replicas[r].predict_ttft_ns(now, input, step) > t));
+            && cfg
+                .slo
+                .ttft_ns
+                .is_some_and(|t| replicas[r].predict_ttft_ns(now, input, step) > t));
     if reject {
         metrics.rejected += 1;
         metrics.last_event_ns = metrics.last_event_ns.max(now);
@@ -151,7 +179,11 @@ fn arrive(
         own_blocks: 0,
         shared_blocks: 0,
         reserve: 0,
-        prefix_group: if spec.prefix_tokens > 0 { spec.prefix_group } else { NONE },
+        prefix_group: if spec.prefix_tokens > 0 {
+            spec.prefix_group
+        } else {
+            NONE
+        },
         prefix_tokens: spec.prefix_tokens.min(input.saturating_sub(1)),
         dec_iter0: 0,
         dec_kv0: 0,

@@ -118,7 +118,6 @@ impl Replica {
         demand as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
-
     /// Requests that left since the last call (completed or timed out).
     pub fn take_departed(&mut self) -> u64 {
         std::mem::take(&mut self.departed)
@@ -134,7 +133,8 @@ impl Replica {
     }
 
     fn available_blocks(&self) -> u64 {
-        (self.cfg.kv_blocks + self.evictable_blocks).saturating_sub(self.used_blocks + self.reserved_blocks)
+        (self.cfg.kv_blocks + self.evictable_blocks)
+            .saturating_sub(self.used_blocks + self.reserved_blocks)
     }
 
     /// Gives `n` blocks to request `r`: from its reservation if it has one, else from the pool.
@@ -312,10 +312,15 @@ impl Replica {
         } else {
             0
         };
-        let per_iter = (self.cfg.max_num_batched_tokens.saturating_sub(self.n_decoding)).max(1);
+        let per_iter = (self
+            .cfg
+            .max_num_batched_tokens
+            .saturating_sub(self.n_decoding))
+        .max(1);
         let pending = self.pending_prefill_tokens + prompt as u64;
         let iters = div_ceil(pending, per_iter as u64);
-        let mut shape = BatchShape::decode_total(self.n_decoding, self.sum_kv + self.n_decoding as u64);
+        let mut shape =
+            BatchShape::decode_total(self.n_decoding, self.sum_kv + self.n_decoding as u64);
         let chunk = (pending.min(per_iter as u64)) as u32;
         shape.add_prefill(chunk, 0, true);
         rest + iters * step.step_ns(&shape)
@@ -329,7 +334,13 @@ impl Replica {
     }
 
     /// Drops waiting requests at the head of the queue whose clients gave up.
-    fn purge_timeouts(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64, slo: &SloPolicy) {
+    fn purge_timeouts(
+        &mut self,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        now: u64,
+        slo: &SloPolicy,
+    ) {
         while let Some(&id) = self.waiting.front() {
             if !Self::timed_out(slab.get(id), now, slo) {
                 break;
@@ -466,7 +477,9 @@ impl Replica {
         let may_admit = !self.cfg.static_batching || self.running == 0;
         let seat_cap = self.cfg.max_num_seqs;
         while may_admit && self.running < seat_cap && (budget > 0 || self.cfg.static_batching) {
-            let Some(&id) = self.waiting.front() else { break };
+            let Some(&id) = self.waiting.front() else {
+                break;
+            };
             if Self::timed_out(slab.get(id), now, slo) {
                 self.purge_timeouts(slab, metrics, now, slo);
                 continue;
@@ -493,7 +506,9 @@ impl Replica {
             } else {
                 0
             };
-            if (chunk == 0 && !self.cfg.static_batching) || self.available_blocks() < blocks.max(reserve) {
+            if (chunk == 0 && !self.cfg.static_batching)
+                || self.available_blocks() < blocks.max(reserve)
+            {
                 // Undo the prefix reference taken by the lookup.
                 if shared > 0 {
                     if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
@@ -539,7 +554,11 @@ impl Replica {
         let mut shape = BatchShape::decode_total(decodes, self.sum_kv + decodes as u64);
         for c in &self.cur_chunks {
             let r = slab.get(c.id);
-            shape.add_prefill(c.tokens, (r.computed - c.tokens) as u64, r.computed == r.prefill_len);
+            shape.add_prefill(
+                c.tokens,
+                (r.computed - c.tokens) as u64,
+                r.computed == r.prefill_len,
+            );
         }
         let dur = step.step_ns(&shape).max(1);
         self.busy = true;
@@ -625,7 +644,8 @@ impl Replica {
             self.phase_counts[p] += 1;
             self.n_decoding += 1;
             self.sum_kv += r.dec_kv0 as u64;
-            self.finish_heap.push(Reverse((r.finish_iter, c.id, r.epoch)));
+            self.finish_heap
+                .push(Reverse((r.finish_iter, c.id, r.epoch)));
             *slab.get_mut(c.id) = r;
         }
         if !self.prefilling.is_empty() {
@@ -664,7 +684,9 @@ impl Replica {
         let e2e = now - r.arrival_ns;
         metrics.ttft.record(ttft);
         metrics.e2e.record(e2e);
-        metrics.queue.record(r.first_scheduled_ns.saturating_sub(r.arrival_ns));
+        metrics
+            .queue
+            .record(r.first_scheduled_ns.saturating_sub(r.arrival_ns));
         let mut good = slo.ttft_ns.is_none_or(|t| ttft <= t) && slo.e2e_ns.is_none_or(|t| e2e <= t);
         if r.output > 1 {
             let tpot = (e2e - ttft) / (r.output as u64 - 1);

@@ -92,7 +92,6 @@ impl Slab {
         self.free.push(id);
     }
 
-
     /// Shared access.
     #[inline]
     pub fn get(&self, id: u32) -> &Req {
