@@ -24,13 +24,12 @@ pub enum Error {
         message: String,
     },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
     Io {
         /// The file involved.
         path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        /// The operating system's error (shown in the message, so not also a cause).
+        err: std::io::Error,
     },
     /// A named catalog entry (model, GPU, engine, dataset) does not exist.
     #[error("unknown {kind} '{name}'; known: {known}")]
@@ -71,7 +70,7 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 

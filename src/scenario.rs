@@ -276,15 +276,15 @@ impl Scenario {
         let de = toml::Value::Table(table);
         let mut sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            Error::config(
-                origin,
-                if path == "." {
-                    "(top level)".into()
-                } else {
-                    path
-                },
-                e.into_inner().to_string(),
-            )
+            let key = if path == "." {
+                "(top level)".to_string()
+            } else {
+                path
+            };
+            // The parser's message may add context lines; the key path already says where.
+            let inner = e.into_inner().to_string();
+            let reason = inner.lines().next().unwrap_or("").trim().to_string();
+            Error::config(origin, key, reason)
         })?;
         if let Some(dir) = Path::new(origin).parent() {
             resolve_workload_paths(&mut sc.workload, dir);

@@ -108,7 +108,10 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         }
         if !arrival_queued && outstanding < cap {
             if let Some(p) = pending {
-                let at = (p.arrival_ns + cfg.frontend_delay_ns).max(now + cfg.frontend_delay_ns);
+                // The client sends at its arrival time, or now if the concurrency cap held it
+                // back; the engine sees it after the frontend delay.
+                let at = p.arrival_ns.max(now.saturating_sub(cfg.frontend_delay_ns))
+                    + cfg.frontend_delay_ns;
                 events.push(Reverse((at, seq, ARRIVAL)));
                 seq += 1;
                 arrival_queued = true;
@@ -117,6 +120,12 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     }
 
     let in_flight: u64 = replicas.iter().map(|r| r.in_flight()).sum();
+    if truncated.is_none() && in_flight > 0 {
+        truncated = Some(format!(
+            "stalled: {in_flight} requests could not be scheduled (a request needs more KV \
+             blocks than the replica can ever free)"
+        ));
+    }
     SimOutput {
         peak_kv_blocks: replicas.iter().map(|r| r.peak_blocks).max().unwrap_or(0),
         metrics,

@@ -398,6 +398,8 @@ impl Replica {
             },
         );
         r.own_blocks -= full;
+        // The prefix blocks now belong to the cache, not to this request's reservation.
+        r.reserve = r.reserve.saturating_sub(full);
         r.shared_blocks = full;
     }
 

@@ -1,0 +1,132 @@
+//! `servesim bench --format json`: the keys vLLM's `bench serve` reports (and servesim's own),
+//! all present, numeric and consistent with each other.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(extra: &[&str]) -> Value {
+    let mut args = vec![
+        "bench",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--dataset-name",
+        "sharegpt",
+        "--num-prompts",
+        "1000",
+        "--request-rate",
+        "10",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(&args)
+        .output()
+        .expect("the servesim binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 output");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}"))
+}
+
+const SCALAR_KEYS: &[&str] = &[
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "output_throughput_per_gpu",
+    "goodput",
+    "mean_batch_size",
+    "kv_cache_utilization",
+    "preemptions",
+    "rejected",
+    "timed_out",
+];
+
+const LATENCIES: &[&str] = &["ttft", "tpot", "itl", "e2el"];
+const STATS: &[&str] = &["mean", "median", "p90", "p99"];
+
+fn num(v: &Value, key: &str) -> f64 {
+    v.get(key)
+        .unwrap_or_else(|| panic!("key {key} missing from {v:#}"))
+        .as_f64()
+        .unwrap_or_else(|| panic!("key {key} is not a number: {}", v[key]))
+}
+
+#[test]
+fn bench_json_has_every_key() {
+    let v = bench(&[]);
+    assert!(v.is_object(), "{v}");
+    for key in SCALAR_KEYS {
+        let x = num(&v, key);
+        assert!(x.is_finite() && x >= 0.0, "{key} = {x}");
+    }
+    for lat in LATENCIES {
+        for stat in STATS {
+            let key = format!("{stat}_{lat}_ms");
+            let x = num(&v, &key);
+            assert!(x.is_finite() && x > 0.0, "{key} = {x}");
+        }
+    }
+    // Counters are integers.
+    for key in ["completed", "preemptions", "rejected", "timed_out"] {
+        assert!(v[key].is_u64(), "{key} = {}", v[key]);
+    }
+}
+
+#[test]
+fn bench_json_values_are_consistent() {
+    let v = bench(&[]);
+    assert_eq!(v["completed"].as_u64(), Some(1000));
+    assert_eq!(v["rejected"].as_u64(), Some(0));
+    assert_eq!(v["timed_out"].as_u64(), Some(0));
+    let duration = num(&v, "duration");
+    // 1000 Poisson arrivals at 10 req/s: about 100 s (plus the last request's service).
+    assert!((85.0..=125.0).contains(&duration), "duration {duration}");
+    let req_tput = num(&v, "request_throughput");
+    assert!((req_tput * duration - 1000.0).abs() < 1e-6, "{req_tput}");
+    let out_tput = num(&v, "output_throughput");
+    let out_tokens = num(&v, "total_output_tokens");
+    assert!((out_tput * duration - out_tokens).abs() < 1e-3 * out_tokens);
+    // ShareGPT outputs average about 200 tokens.
+    assert!(
+        (150.0..=250.0).contains(&(out_tokens / 1000.0)),
+        "{out_tokens}"
+    );
+    let total = num(&v, "total_token_throughput");
+    let in_tokens = num(&v, "total_input_tokens");
+    assert!(((total - out_tput) * duration - in_tokens).abs() < 1e-3 * in_tokens);
+    // One GPU: per-GPU throughput is the throughput.
+    assert!((num(&v, "output_throughput_per_gpu") - out_tput).abs() < 1e-9 * out_tput);
+    // No SLOs: every completed request is good.
+    assert!((num(&v, "goodput") - req_tput).abs() < 1e-9);
+    for lat in LATENCIES {
+        let median = num(&v, &format!("median_{lat}_ms"));
+        let p90 = num(&v, &format!("p90_{lat}_ms"));
+        let p99 = num(&v, &format!("p99_{lat}_ms"));
+        assert!(median <= p90 && p90 <= p99, "{lat}: {median} {p90} {p99}");
+    }
+    // Light load: TTFT well under a second, E2E longer than TTFT.
+    assert!(num(&v, "p99_ttft_ms") < 1000.0);
+    assert!(num(&v, "mean_e2el_ms") > num(&v, "mean_ttft_ms"));
+    let kv = num(&v, "kv_cache_utilization");
+    assert!(kv > 0.0 && kv <= 1.0, "{kv}");
+    let batch = num(&v, "mean_batch_size");
+    assert!((1.0..=256.0).contains(&batch), "{batch}");
+}
+
+#[test]
+fn bench_json_goodput_reflects_slos() {
+    // A 1 ms TTFT SLO no request can meet: goodput 0; a generous one: goodput = throughput.
+    let strict = bench(&["--goodput", "ttft:1"]);
+    assert_eq!(num(&strict, "goodput"), 0.0);
+    let loose = bench(&["--goodput", "ttft:60000", "tpot:1000"]);
+    assert!(
+        (num(&loose, "goodput") - num(&loose, "request_throughput")).abs() < 1e-9,
+        "{loose:#}"
+    );
+}
