@@ -7,10 +7,13 @@
 //! threshold, and completions keep up with arrivals). Replicas = ceil(target / sustainable
 //! rate). Candidates run in parallel (rayon); every simulation is deterministic.
 
+mod export;
 pub mod pricing;
 mod sweep;
 
-pub use sweep::{parse_vary, sweep, SweepPoint, Vary};
+pub use export::CostWorkbookExporter;
+
+pub use sweep::{parse_vary, sweep, SweepPoint, SweepTable, Vary};
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -6,13 +6,12 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, PlanArgs};
-use servesim::plan::{plan, rate_curve, PlanOutput, PlanResult};
+use servesim::plan::{plan, rate_curve, CostWorkbookExporter, PlanOutput, PlanResult};
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{
     cdf_series, render, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle,
 };
-use servesim::report::xlsx::{write_cost_workbook, CostInputs};
-use servesim::report::{CellValue, TableSheet};
+use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
 
 const DEFAULT_PLAN: &str = include_str!("../../scenarios/chat-slo.toml");
@@ -53,90 +52,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let out = plan(&sc, &origin)?;
     let mut stdout = std::io::stdout().lock();
     match args.format {
-        Format::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&out.plan)?)?,
-        Format::Csv => write!(stdout, "{}", candidates_table(&out.plan).to_csv())?,
+        Format::Json => JsonExporter::new("plan.json").write(&out.plan, &mut stdout)?,
+        Format::Csv => CsvExporter::new("candidates.csv").write(&out.plan, &mut stdout)?,
         Format::Table => print_plan(&mut stdout, &sc, &out.plan)?,
     }
     write_report(&args.out, &sc, &origin, &out)
         .with_context(|| format!("writing the report folder {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.join("index.html").display());
     Ok(())
-}
-
-trait ToCsv {
-    fn to_csv(&self) -> String;
-}
-
-impl ToCsv for TableSheet {
-    fn to_csv(&self) -> String {
-        let mut s = self.columns.join(",") + "\n";
-        for r in &self.rows {
-            let cells: Vec<String> = r
-                .iter()
-                .map(|c| match c {
-                    CellValue::Number(v) if v.is_finite() => format!("{v}"),
-                    CellValue::Number(_) => String::new(),
-                    CellValue::Text(t) => format!("\"{}\"", t.replace('"', "\"\"")),
-                })
-                .collect();
-            s.push_str(&cells.join(","));
-            s.push('\n');
-        }
-        s
-    }
-}
-
-fn candidates_table(p: &PlanResult) -> TableSheet {
-    let columns = [
-        "rank",
-        "gpu",
-        "dtype",
-        "kv_cache_dtype",
-        "tp",
-        "max_num_seqs",
-        "max_rate_per_replica (req/s)",
-        "saturation_rate_per_replica (req/s)",
-        "replicas",
-        "gpus",
-        "usd_per_hour",
-        "usd_per_million_output_tokens",
-        "p99_ttft_ms at max rate",
-        "p99_tpot_ms at max rate",
-        "infeasible",
-    ];
-    let rows = p
-        .candidates
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let a = c.at_max_rate.as_ref();
-            vec![
-                CellValue::Number((i + 1) as f64),
-                c.candidate.gpu.clone().into(),
-                c.candidate.dtype.clone().into(),
-                c.candidate.kv_cache_dtype.clone().into(),
-                CellValue::Number(c.candidate.tp as f64),
-                CellValue::Number(c.candidate.max_num_seqs as f64),
-                CellValue::Number(c.max_rate_per_replica),
-                CellValue::Number(c.saturation_rate_per_replica),
-                CellValue::Number(c.replicas as f64),
-                CellValue::Number(c.gpus as f64),
-                CellValue::Number(c.cost_at_target.map_or(f64::NAN, |x| x.usd_per_hour)),
-                CellValue::Number(
-                    c.cost_at_target
-                        .map_or(f64::NAN, |x| x.usd_per_million_output_tokens),
-                ),
-                CellValue::Number(a.map_or(f64::NAN, |s| s.p99_ttft_ms)),
-                CellValue::Number(a.map_or(f64::NAN, |s| s.p99_tpot_ms)),
-                c.infeasible.clone().unwrap_or_default().into(),
-            ]
-        })
-        .collect();
-    TableSheet {
-        name: "Candidates".into(),
-        columns: columns.iter().map(|s| s.to_string()).collect(),
-        rows,
-    }
 }
 
 fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
@@ -269,46 +192,17 @@ fn print_plan(w: &mut impl Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
 }
 
 fn write_report(dir: &Path, sc: &Scenario, origin: &str, out: &PlanOutput) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
     let p = &out.plan;
-    write_atomic(
-        &dir.join("plan.json"),
-        serde_json::to_string_pretty(p)?.as_bytes(),
+    export_all(
+        dir,
+        p,
+        &[
+            &JsonExporter::new("plan.json"),
+            &CsvExporter::new("candidates.csv"),
+            &CostWorkbookExporter,
+        ],
     )?;
-    let table = candidates_table(p);
-    write_atomic(&dir.join("candidates.csv"), table.to_csv().as_bytes())?;
     let mut images: Vec<(String, String)> = Vec::new();
-    let mut cost_rows = Vec::new();
-    for c in p
-        .candidates
-        .iter()
-        .filter(|c| c.infeasible.is_none())
-        .take(10)
-    {
-        let (Some(cost), Some(at)) = (c.cost_at_target, c.at_max_rate.as_ref()) else {
-            continue;
-        };
-        let out_per_req = at.total_output_tokens as f64 / at.completed.max(1) as f64;
-        let in_per_req = at.total_input_tokens as f64 / at.completed.max(1) as f64;
-        cost_rows.push(CostInputs {
-            label: format!(
-                "{} {} tp{} seqs{} x{}",
-                c.candidate.gpu,
-                c.candidate.dtype,
-                c.candidate.tp,
-                c.candidate.max_num_seqs,
-                c.replicas
-            ),
-            gpu_name: c.candidate.gpu.clone(),
-            gpus: c.gpus,
-            price_usd_per_gpu_hour: cost.price_usd_per_gpu_hour,
-            output_tokens_per_s: p.target_rate_per_s * out_per_req,
-            input_tokens_per_s: p.target_rate_per_s * in_per_req,
-            utilization: 1.0,
-        });
-    }
-    write_cost_workbook(&dir.join("cost.xlsx"), &cost_rows, &[table])?;
-
     if let (Some(i), Some(one)) = (p.chosen, &out.chosen_scenario) {
         let c = &p.candidates[i];
         let sat = c.saturation_rate_per_replica.max(1e-6);

@@ -6,8 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, RunArgs};
+use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};
-use servesim::summary::{RunResult, RunSummary};
+use servesim::summary::{RunResult, RunSummary, TimeSeriesTable};
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -26,7 +27,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     emit(&resolved, &result, args.format, args.out.as_deref())
 }
 
-/// Prints a run's result and writes its output folder.
+/// Prints a run's result and writes its output folder (summary.json, summary.csv,
+/// timeseries.csv), every file through the report exporters.
 pub fn emit(
     resolved: &Resolved,
     result: &RunResult,
@@ -36,76 +38,29 @@ pub fn emit(
     let s = &result.summary;
     let mut stdout = std::io::stdout().lock();
     match format {
-        Format::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(s)?)?,
-        Format::Csv => {
-            let (header, values) = csv_row(s)?;
-            writeln!(stdout, "{header}\n{values}")?;
-        }
+        Format::Json => JsonExporter::new("summary.json").write(s, &mut stdout)?,
+        Format::Csv => CsvExporter::new("summary.csv").write(s, &mut stdout)?,
         Format::Table => print_table(&mut stdout, resolved, s)?,
     }
     if let Some(dir) = out {
-        write_out_dir(dir, result).with_context(|| format!("writing {}", dir.display()))?;
+        export_all(
+            dir,
+            s,
+            &[
+                &JsonExporter::new("summary.json"),
+                &CsvExporter::new("summary.csv"),
+            ],
+        )
+        .and_then(|_| {
+            export_all(
+                dir,
+                &TimeSeriesTable(&result.timeseries),
+                &[&CsvExporter::new("timeseries.csv")],
+            )
+        })
+        .with_context(|| format!("writing {}", dir.display()))?;
         eprintln!("wrote {}", dir.display());
     }
-    Ok(())
-}
-
-/// The summary's scalar fields as one CSV header and one row (nested keys joined by dots).
-pub fn csv_row(s: &RunSummary) -> Result<(String, String)> {
-    let v = serde_json::to_value(s)?;
-    let mut keys = Vec::new();
-    let mut vals = Vec::new();
-    flatten("", &v, &mut keys, &mut vals);
-    Ok((keys.join(","), vals.join(",")))
-}
-
-fn flatten(prefix: &str, v: &serde_json::Value, keys: &mut Vec<String>, vals: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Object(map) => {
-            for (k, x) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, x, keys, vals);
-            }
-        }
-        serde_json::Value::Null => {
-            keys.push(prefix.to_string());
-            vals.push(String::new());
-        }
-        serde_json::Value::String(s) => {
-            keys.push(prefix.to_string());
-            vals.push(format!("\"{}\"", s.replace('"', "\"\"")));
-        }
-        other => {
-            keys.push(prefix.to_string());
-            vals.push(other.to_string());
-        }
-    }
-}
-
-fn write_out_dir(dir: &Path, result: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_string_pretty(&result.summary)?;
-    servesim::report::atomic::write_atomic(&dir.join("summary.json"), json.as_bytes())?;
-    let mut csv = String::from(
-        "time_s,arrivals_per_s,completions_per_s,output_tokens_per_s,running,waiting,kv_utilization\n",
-    );
-    for p in &result.timeseries {
-        csv.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
-            p.time_s,
-            p.arrivals_per_s,
-            p.completions_per_s,
-            p.output_tokens_per_s,
-            p.running,
-            p.waiting,
-            p.kv_utilization
-        ));
-    }
-    servesim::report::atomic::write_atomic(&dir.join("timeseries.csv"), csv.as_bytes())?;
     Ok(())
 }
 

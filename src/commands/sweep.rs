@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::SweepArgs;
-use servesim::plan::{parse_vary, sweep, SweepPoint};
-use servesim::report::atomic::write_atomic;
+use servesim::plan::{parse_vary, sweep, SweepTable};
+use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::DEFAULT_SCENARIO;
 
 /// Runs `servesim sweep`.
@@ -42,17 +42,18 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     let tick = || bar.inc(1);
     let results = sweep(&text, &origin, &args.set, &varies, &tick)?;
     bar.finish_and_clear();
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    write_atomic(
-        &args.out.join("sweep.json"),
-        serde_json::to_string_pretty(&results)?.as_bytes(),
-    )?;
-    let csv = to_csv(
-        &varies.iter().map(|v| v.key.clone()).collect::<Vec<_>>(),
-        &results,
-    )?;
-    write_atomic(&args.out.join("sweep.csv"), csv.as_bytes())?;
+    let keys: Vec<String> = varies.iter().map(|v| v.key.clone()).collect();
+    let table = SweepTable {
+        keys: &keys,
+        points: &results,
+    };
+    export_all(
+        &args.out,
+        results.as_slice(),
+        &[&JsonExporter::new("sweep.json")],
+    )
+    .and_then(|_| export_all(&args.out, &table, &[&CsvExporter::new("sweep.csv")]))
+    .with_context(|| format!("writing {}", args.out.display()))?;
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     eprintln!(
         "{} points ({} failed) -> {}",
@@ -60,36 +61,6 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         failed,
         args.out.join("sweep.csv").display()
     );
-    print!("{csv}");
+    CsvExporter::new("sweep.csv").write(&table, &mut std::io::stdout().lock())?;
     Ok(())
-}
-
-fn to_csv(keys: &[String], points: &[SweepPoint]) -> Result<String> {
-    let mut header: Option<String> = None;
-    let mut rows = Vec::new();
-    for p in points {
-        let vals: Vec<String> = p.overrides.iter().map(|(_, v)| v.clone()).collect();
-        match &p.summary {
-            Some(s) => {
-                let (h, r) = super::run::csv_row(s)?;
-                header.get_or_insert(h);
-                rows.push(format!("{},{r},", vals.join(",")));
-            }
-            None => rows.push(format!(
-                "{},ERROR,\"{}\"",
-                vals.join(","),
-                p.error.clone().unwrap_or_default().replace('"', "'")
-            )),
-        }
-    }
-    let mut out = format!(
-        "{},{},error\n",
-        keys.join(","),
-        header.unwrap_or_else(|| "summary".into())
-    );
-    for r in rows {
-        out.push_str(&r);
-        out.push('\n');
-    }
-    Ok(out)
 }

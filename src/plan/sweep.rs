@@ -1,9 +1,12 @@
 //! Parameter sweeps: run a scenario over a grid of `--vary KEY=values` overrides, in parallel.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Scenario;
 use crate::summary::RunSummary;
 
@@ -134,6 +137,74 @@ pub fn sweep(
             }
         })
         .collect())
+}
+
+/// A sweep's points as one table: the varied keys, every summary column, and an error column.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepTable<'a> {
+    /// The varied keys, in grid order.
+    pub keys: &'a [String],
+    /// The points.
+    pub points: &'a [SweepPoint],
+}
+
+impl ToTable for SweepTable<'_> {
+    fn to_table(&self) -> Cow<'_, TableSheet> {
+        let summary_columns: Vec<String> = self
+            .points
+            .iter()
+            .find_map(|p| p.summary.as_ref())
+            .map(|s| s.to_table().into_owned().columns)
+            .unwrap_or_default();
+        let mut columns: Vec<String> = self.keys.to_vec();
+        columns.extend(summary_columns.iter().cloned());
+        columns.push("error".into());
+        let rows = self
+            .points
+            .iter()
+            .map(|p| {
+                let mut row: Vec<CellValue> = p
+                    .overrides
+                    .iter()
+                    .map(|(_, v)| match v.parse::<f64>() {
+                        Ok(x) => CellValue::Number(x),
+                        Err(_) => CellValue::Text(v.clone()),
+                    })
+                    .collect();
+                match &p.summary {
+                    Some(s) => {
+                        let t = s.to_table().into_owned();
+                        let cells = t.rows.into_iter().next().unwrap_or_default();
+                        // Align by column name (an absent SLO has no columns).
+                        for c in &summary_columns {
+                            let cell = t
+                                .columns
+                                .iter()
+                                .position(|x| x == c)
+                                .and_then(|i| cells.get(i).cloned())
+                                .unwrap_or(CellValue::Text(String::new()));
+                            row.push(cell);
+                        }
+                        row.push(CellValue::Text(String::new()));
+                    }
+                    None => {
+                        row.extend(
+                            summary_columns
+                                .iter()
+                                .map(|_| CellValue::Text(String::new())),
+                        );
+                        row.push(CellValue::Text(p.error.clone().unwrap_or_default()));
+                    }
+                }
+                row
+            })
+            .collect();
+        Cow::Owned(TableSheet {
+            name: "Sweep".into(),
+            columns,
+            rows,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -108,10 +108,19 @@ pub fn write_cost_workbook(
     plans: &[CostInputs],
     extra_sheets: &[TableSheet],
 ) -> Result<()> {
-    let bytes = build_workbook(plans, extra_sheets)
-        .and_then(|mut wb| wb.save_to_buffer())
-        .map_err(|e| xlsx_error(path, e))?;
+    let bytes = cost_workbook_bytes(plans, extra_sheets, path)?;
     write_atomic(path, &bytes)
+}
+
+/// The cost workbook as the bytes of an .xlsx file; `name` labels errors.
+pub fn cost_workbook_bytes(
+    plans: &[CostInputs],
+    extra_sheets: &[TableSheet],
+    name: &Path,
+) -> Result<Vec<u8>> {
+    build_workbook(plans, extra_sheets)
+        .and_then(|mut wb| wb.save_to_buffer())
+        .map_err(|e| xlsx_error(name, e))
 }
 
 fn xlsx_error(path: &Path, e: XlsxError) -> Error {
