@@ -18,6 +18,9 @@ pub struct LatencyHistogram {
     hist: Histogram<u64>,
     sum_ns: u128,
     count: u64,
+    /// Exact extremes, so percentiles never leave the range of the samples.
+    min_ns: u64,
+    max_ns: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -52,6 +55,8 @@ impl LatencyHistogram {
             hist,
             sum_ns: 0,
             count: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
         }
     }
 
@@ -66,6 +71,8 @@ impl LatencyHistogram {
         let _ = self.hist.record_n(v, n);
         self.sum_ns += v as u128 * n as u128;
         self.count += n;
+        self.min_ns = self.min_ns.min(v);
+        self.max_ns = self.max_ns.max(v);
     }
 
     /// Folds in one sample.
@@ -79,6 +86,8 @@ impl LatencyHistogram {
         let _ = self.hist.add(&other.hist);
         self.sum_ns += other.sum_ns;
         self.count += other.count;
+        self.min_ns = self.min_ns.min(other.min_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
     }
 
     /// Samples folded in.
@@ -100,7 +109,8 @@ impl LatencyHistogram {
         if self.count == 0 {
             return 0.0;
         }
-        self.hist.value_at_quantile((p / 100.0).clamp(0.0, 1.0)) as f64
+        let v = self.hist.value_at_quantile((p / 100.0).clamp(0.0, 1.0));
+        v.clamp(self.min_ns, self.max_ns) as f64
     }
 
     /// Share of samples at or below `threshold_ns`, in [0, 1] (1 when empty).
@@ -129,7 +139,7 @@ impl LatencyHistogram {
             max_ms: if self.count == 0 {
                 0.0
             } else {
-                ms(self.hist.max() as f64)
+                ms(self.max_ns as f64)
             },
         }
     }
@@ -142,7 +152,11 @@ impl LatencyHistogram {
         (0..=points)
             .map(|i| {
                 let q = i as f64 / points as f64;
-                (q, self.hist.value_at_quantile(q) as f64 / 1e6)
+                let v = self
+                    .hist
+                    .value_at_quantile(q)
+                    .clamp(self.min_ns, self.max_ns);
+                (q, v as f64 / 1e6)
             })
             .collect()
     }
@@ -266,5 +280,37 @@ impl Metrics {
             (a, b) => a.or(b),
         };
         self.last_event_ns = self.last_event_ns.max(o.last_event_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_stay_within_the_samples() {
+        let mut h = LatencyHistogram::new();
+        h.record(31_009_447);
+        let s = h.summary();
+        assert_eq!(s.p99_ms, s.mean_ms);
+        assert_eq!(s.median_ms, 31.009447);
+        let mut h = LatencyHistogram::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1_000_000);
+        }
+        let s = h.summary();
+        assert!((s.median_ms - 500.0).abs() / 500.0 < 0.002, "{s:?}");
+        assert!((s.p99_ms - 990.0).abs() / 990.0 < 0.002, "{s:?}");
+        assert_eq!(s.max_ms, 1000.0);
+        assert!((s.mean_ms - 500.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn empty_histograms_report_zeros_not_nan() {
+        let s = LatencyHistogram::new().summary();
+        assert_eq!(
+            (s.mean_ms, s.median_ms, s.p99_ms, s.max_ms),
+            (0.0, 0.0, 0.0, 0.0)
+        );
     }
 }
