@@ -242,6 +242,10 @@ pub struct Metrics {
     pub iterations: u64,
     /// Sequences per iteration, weighted by iterations.
     pub batch_size: WeightedStat,
+    /// Distribution of sequences per iteration (one sample per iteration).
+    pub batch_size_hist: LatencyHistogram,
+    /// Distribution of KV-cache utilisation per iteration, in units of 0.1%.
+    pub kv_permille_hist: LatencyHistogram,
     /// KV-cache utilisation (0..1), weighted by time.
     pub kv_utilization: WeightedStat,
     /// GPU busy time summed over replicas, ns.
@@ -273,6 +277,8 @@ impl Metrics {
         self.prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
         self.iterations += o.iterations;
         self.batch_size.merge(&o.batch_size);
+        self.batch_size_hist.merge(&o.batch_size_hist);
+        self.kv_permille_hist.merge(&o.kv_permille_hist);
         self.kv_utilization.merge(&o.kv_utilization);
         self.busy_ns += o.busy_ns;
         self.first_arrival_ns = match (self.first_arrival_ns, o.first_arrival_ns) {

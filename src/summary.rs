@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use std::borrow::Cow;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metrics::{LatencyHistogram, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
@@ -100,10 +100,18 @@ pub struct RunSummary {
     pub goodput_share: f64,
     /// Mean sequences per iteration.
     pub mean_batch_size: f64,
+    /// Median sequences per iteration.
+    pub median_batch_size: f64,
+    /// 99th percentile of sequences per iteration.
+    pub p99_batch_size: f64,
     /// Largest batch (sequences) of any iteration.
     pub max_batch_size: f64,
     /// Time-weighted mean KV-cache utilisation, 0..1.
     pub kv_cache_utilization: f64,
+    /// Median KV-cache utilisation over iterations, 0..1.
+    pub median_kv_cache_utilization: f64,
+    /// 99th percentile of KV-cache utilisation over iterations, 0..1.
+    pub p99_kv_cache_utilization: f64,
     /// Peak KV-cache utilisation of any replica, 0..1.
     pub peak_kv_cache_utilization: f64,
     /// Preemptions (recompute).
@@ -178,7 +186,13 @@ impl Resolved {
     /// Simulates the scenario with `seed` (for replications).
     pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
         let step = self.step_model()?;
-        let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin)?;
+        let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin).map_err(
+            |e| match e {
+                // A trace or length file that cannot be read: say which setting names it.
+                Error::Io { .. } => Error::config(&self.origin, "workload", e.to_string()),
+                other => other,
+            },
+        )?;
         let mut sim = self.sim.clone();
         sim.seed = seed;
         let out = simulate(&sim, &step, &mut gen);
@@ -253,8 +267,12 @@ impl Resolved {
                 0.0
             },
             mean_batch_size: m.batch_size.mean(),
+            median_batch_size: m.batch_size_hist.percentile_ns(50.0),
+            p99_batch_size: m.batch_size_hist.percentile_ns(99.0),
             max_batch_size: m.batch_size.max(),
             kv_cache_utilization: finite(m.kv_utilization.mean()),
+            median_kv_cache_utilization: m.kv_permille_hist.percentile_ns(50.0) / 1000.0,
+            p99_kv_cache_utilization: m.kv_permille_hist.percentile_ns(99.0) / 1000.0,
             peak_kv_cache_utilization: finite(
                 out.peak_kv_blocks as f64 / self.sim.scheduler.kv_blocks.max(1) as f64,
             ),

@@ -174,8 +174,11 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
     )?;
     row(
         w,
-        "Mean batch size (seqs/iteration):",
-        format!("{:.1}", s.mean_batch_size),
+        "Batch mean / p50 / p99 (seqs/iteration):",
+        format!(
+            "{:.1} / {:.0} / {:.0}",
+            s.mean_batch_size, s.median_batch_size, s.p99_batch_size
+        ),
     )?;
     row(
         w,

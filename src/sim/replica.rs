@@ -594,6 +594,12 @@ impl Replica {
             .record((decodes + self.cur_chunks.len() as u64) as f64, 1.0);
         let util = self.used_blocks as f64 / self.cfg.kv_blocks.max(1) as f64;
         metrics.kv_utilization.record(util, dur as f64);
+        metrics
+            .batch_size_hist
+            .record(decodes + self.cur_chunks.len() as u64);
+        metrics
+            .kv_permille_hist
+            .record((util * 1000.0).round() as u64);
         let mut tokens = decodes;
 
         // Decode tokens: every decoding request gained one token.
