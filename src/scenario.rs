@@ -321,7 +321,9 @@ impl Scenario {
                 format!("must be in 1..=100000, got {}", d.replicas),
             ));
         }
-        let mut engine = EngineProfile::load(&d.engine)?;
+        // Lookup and feasibility errors name the scenario and the key they come from.
+        let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
+        let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
         let s = &self.scheduler;
         let es = &mut engine.scheduler;
         if let Some(v) = s.gpu_memory_utilization {
@@ -379,14 +381,14 @@ impl Scenario {
         let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
 
         let deployment = Deployment {
-            model: load_model(&d.model)?,
-            gpu: GpuProfile::load(&d.gpu)?,
+            model: load_model(&d.model).map_err(at("deployment.model"))?,
+            gpu: GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?,
             engine,
             tp: d.tp,
             weight_dtype,
             kv_dtype,
         };
-        deployment.validate()?;
+        deployment.validate().map_err(at("deployment.tp"))?;
         let model_len = deployment
             .model
             .max_position_embeddings
@@ -412,7 +414,8 @@ impl Scenario {
             max_num_seqs,
             block_size,
             block_size as u64,
-        )?;
+        )
+        .map_err(at("deployment"))?;
         // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
         // at the KV capacity.
         let max_model_len = if s.max_model_len.is_some() {
@@ -440,6 +443,17 @@ impl Scenario {
             ));
         }
         self.workload.validate(origin)?;
+        if let Some(shortest) = self.workload.shortest_request_tokens() {
+            if shortest > max_model_len as u64 {
+                return Err(err(
+                    "workload",
+                    format!(
+                        "every request has at least {shortest} tokens (prompt + output), more than \
+                         max_model_len ({max_model_len}); every request would be rejected"
+                    ),
+                ));
+            }
+        }
         let slo = self.slo_policy(origin)?;
         if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
             return Err(err(

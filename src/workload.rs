@@ -160,6 +160,22 @@ pub enum LengthConfig {
     },
 }
 
+impl LengthConfig {
+    /// The shortest length this distribution can produce, tokens (`None` for a file).
+    pub fn shortest(&self) -> Option<u64> {
+        match self {
+            LengthConfig::Fixed { tokens } => Some((*tokens).max(1) as u64),
+            LengthConfig::Uniform { mean, range_ratio } => {
+                Some(((mean * (1.0 - range_ratio)).floor().max(1.0)) as u64)
+            }
+            LengthConfig::Normal { min, .. } | LengthConfig::Lognormal { min, .. } => {
+                Some(min.unwrap_or(1).max(1) as u64)
+            }
+            LengthConfig::Empirical { .. } => None,
+        }
+    }
+}
+
 /// Shared system prompts (`[workload.prefix]`): each request starts with the prompt of one of
 /// `groups` groups, chosen uniformly at random (seeded). The prefix is part of the prompt:
 /// input tokens = `tokens` + the sampled question length.
@@ -484,6 +500,17 @@ impl WorkloadConfig {
             }
             ArrivalConfig::Trace { rate_per_s: r, .. } => *r = Some(rate_per_s),
         }
+    }
+
+    /// The fewest tokens (prompt, shared prefix included, plus output) any request of this
+    /// workload can have, where the config alone determines it (explicit lengths; `None` for
+    /// datasets, empirical files and traces).
+    pub fn shortest_request_tokens(&self) -> Option<u64> {
+        if self.dataset.is_some() || matches!(self.arrival, ArrivalConfig::Trace { .. }) {
+            return None;
+        }
+        let prefix = self.prefix.as_ref().map_or(0, |p| p.tokens as u64);
+        Some(prefix + self.input.as_ref()?.shortest()? + self.output.as_ref()?.shortest()?)
     }
 
     /// Mean arrival rate, requests per second, where the config alone determines it: the
