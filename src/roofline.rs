@@ -212,8 +212,8 @@ pub struct StepTimeModel {
     lm_head: GemmShape,
     kv_bytes_per_ctx_token_layer: f64,
     q_width: f64,
-    /// The GPU curves inside CUDA-graph replay (see [`StepTimeModel::gpu_for`]).
-    graph_gpu: GpuProfile,
+    /// The GPU curves of kernels queued back to back (see [`StepTimeModel::gpu_for`]).
+    queued_gpu: GpuProfile,
     /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
     attention_rate: f64,
     elementwise_bytes_per_token_layer: f64,
@@ -277,7 +277,7 @@ impl StepTimeModel {
             },
             kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
             q_width: q,
-            graph_gpu: {
+            queued_gpu: {
                 let mut g = dep.gpu.clone();
                 let hidden = g.small_ops.launch_s;
                 g.gemm.fixed_s = (g.gemm.fixed_s - hidden).max(0.0);
@@ -309,17 +309,14 @@ impl StepTimeModel {
         Ok(model)
     }
 
-    /// The GPU curves an iteration of `tokens` tokens runs with: the profile's, or, when the
-    /// engine replays it as a CUDA graph, the same with every kernel's fixed time shortened by
-    /// the launch latency that isolated kernel timings include (graph replay dispatches
-    /// consecutive kernels back to back).
-    fn gpu_for(&self, tokens: f64) -> &GpuProfile {
-        let s = &self.dep.engine.scheduler;
-        if s.cuda_graphs && tokens <= s.cuda_graph_max_tokens as f64 {
-            &self.graph_gpu
-        } else {
-            &self.dep.gpu
-        }
+    /// The GPU curves an iteration runs with: the profile's, with every kernel's fixed time
+    /// shortened by the launch latency that isolated kernel timings include. In an iteration
+    /// the kernels are queued back to back (replayed from a CUDA graph, or launched by a host
+    /// that runs ahead of the GPU), so that latency overlaps the previous kernel; when the host
+    /// cannot run ahead (no graph, short kernels) [`StepTimeModel::launch_time`] bounds the
+    /// step by the launches instead.
+    fn gpu_for(&self, _tokens: f64) -> &GpuProfile {
+        &self.queued_gpu
     }
 
     /// The deployment this model describes.

@@ -474,8 +474,14 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(Host
         (1e-5_f64, 5e-2_f64),
     ];
     let mut score = objective(rows, &best)?;
+    // The frontend's per-request time only shows in latencies: offline rows cannot fit it.
+    let fitted = if rows.iter().any(|r| r.kind == LoadKind::Online) {
+        3
+    } else {
+        2
+    };
     for _round in 0..3 {
-        for (k, &(lo, hi)) in bounds.iter().enumerate() {
+        for (k, &(lo, hi)) in bounds.iter().enumerate().take(fitted) {
             let eval = |x: f64| -> Result<f64> {
                 let mut h = best.clone();
                 match k {
