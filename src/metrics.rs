@@ -144,21 +144,35 @@ impl LatencyHistogram {
         }
     }
 
-    /// (quantile, value ms) pairs for a CDF plot, `points` evenly spaced quantiles.
+    /// (quantile, value ms) pairs for a CDF plot, `points` + 1 evenly spaced quantiles, in one
+    /// pass over the recorded buckets.
     pub fn cdf_ms(&self, points: usize) -> Vec<(f64, f64)> {
         if self.count == 0 || points == 0 {
             return Vec::new();
         }
-        (0..=points)
-            .map(|i| {
+        let mut out = Vec::with_capacity(points + 1);
+        let mut i = 0usize;
+        let mut cumulative = 0u64;
+        let clamp = |v: u64| v.clamp(self.min_ns, self.max_ns) as f64 / 1e6;
+        for v in self.hist.iter_recorded() {
+            cumulative += v.count_at_value();
+            let value = clamp(v.value_iterated_to());
+            // The sample of rank ceil(q n) (at least 1) is the q-quantile.
+            while i <= points {
                 let q = i as f64 / points as f64;
-                let v = self
-                    .hist
-                    .value_at_quantile(q)
-                    .clamp(self.min_ns, self.max_ns);
-                (q, v as f64 / 1e6)
-            })
-            .collect()
+                let rank = ((q * self.count as f64).ceil() as u64).max(1);
+                if rank > cumulative {
+                    break;
+                }
+                out.push((q, value));
+                i += 1;
+            }
+        }
+        while i <= points {
+            out.push((i as f64 / points as f64, self.max_ns as f64 / 1e6));
+            i += 1;
+        }
+        out
     }
 }
 
@@ -309,6 +323,21 @@ mod tests {
         assert!((s.p99_ms - 990.0).abs() / 990.0 < 0.002, "{s:?}");
         assert_eq!(s.max_ms, 1000.0);
         assert!((s.mean_ms - 500.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cdf_is_monotone_and_spans_the_samples() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1_000_000);
+        }
+        let cdf = h.cdf_ms(100);
+        assert_eq!(cdf.len(), 101);
+        assert_eq!(cdf[0].0, 0.0);
+        assert!((cdf[0].1 - 1.0).abs() < 0.002, "{:?}", cdf[0]);
+        assert_eq!(cdf[100], (1.0, 1000.0));
+        assert!(cdf.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0));
+        assert!((cdf[50].1 - 500.0).abs() / 500.0 < 0.002, "{:?}", cdf[50]);
     }
 
     #[test]
