@@ -1,0 +1,172 @@
+//! The performance targets of docs/performance.md (DESIGN.md §5), one benchmark each:
+//!
+//! - (a) `run-1m-80pct`: 1,000,000 ShareGPT requests on Llama-3.1-8B / 1x H100 SXM (TP 1, bf16,
+//!   vLLM), Poisson arrivals at 50 req/s = 80% of the measured offline capacity (62.7 req/s).
+//!   Target: >= 1,000,000 simulated requests per wall second.
+//! - (b) `run-1m-saturated-preempting`: the same requests offline (all at t = 0) with
+//!   `scheduler.gpu_memory_utilization = 0.3`, so the KV cache (65,584 tokens) fills and the
+//!   scheduler preempts. Target: >= 300,000 requests per wall second.
+//! - (c) `run-1m-8-replicas-lor`: 8 replicas behind least-outstanding-requests routing at
+//!   8 x 50 = 400 req/s. Target: >= 300,000 requests per wall second.
+//! - (d) `plan-chat-slo`: `servesim::plan::plan` on the embedded `servesim plan` scenario
+//!   (scenarios/chat-slo.toml). Target: under 5 s (end-to-end CLI time: scripts/perf-bench.sh).
+//! - (e) `sweep-100pt/threads-{1,2}`: a 100-point `servesim::plan::sweep` over
+//!   `workload.arrival.rate_per_s=1..100:100`, 2,000 requests a point, on a local rayon pool of
+//!   1 and 2 threads. Target: >= 1.8x from 1 to 2 threads.
+//!
+//! `cargo bench --bench targets` (about 1-2 minutes). Criterion prints time per iteration and,
+//! for (a)-(c), the throughput in elements (simulated requests) per second.
+//! `scripts/perf-bench.sh` runs it and prints the table with the sweep speed-up.
+//! Set `SERVESIM_BENCH_REQUESTS` to change the request count of (a)-(c) (default 1,000,000).
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use servesim::plan::{parse_vary, plan, sweep};
+use servesim::scenario::{Resolved, Scenario};
+
+/// `servesim plan`'s embedded default.
+const CHAT_SLO: &str = include_str!("../scenarios/chat-slo.toml");
+
+/// Offline capacity of Llama-3.1-8B / H100 SXM / vLLM on ShareGPT, req/s: `servesim run
+/// --set workload.arrival.kind=offline --set workload.num_requests=100000` (default scenario
+/// with the deployment spelled out) gives request_throughput = 62.72.
+const CAPACITY_REQ_S: f64 = 62.7;
+
+fn requests() -> u64 {
+    std::env::var("SERVESIM_BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+fn scenario(requests: u64, replicas: u32, arrival: &str, scheduler: &str) -> Resolved {
+    let text = format!(
+        r#"
+seed = 1
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+tp = 1
+dtype = "bf16"
+engine = "vllm"
+replicas = {replicas}
+router = "least-outstanding"
+[scheduler]
+{scheduler}
+[workload]
+dataset = "sharegpt"
+num_requests = {requests}
+[workload.arrival]
+{arrival}
+"#
+    );
+    Scenario::parse(&text, "bench", &[])
+        .and_then(|s| s.resolve("bench"))
+        .expect("the benchmark scenario is valid")
+}
+
+fn runs(c: &mut Criterion) {
+    let n = requests();
+    let rate = 0.8 * CAPACITY_REQ_S;
+    let cases = [
+        (
+            "run-1m-80pct",
+            scenario(
+                n,
+                1,
+                &format!("kind = \"poisson\"\nrate_per_s = {rate:.1}"),
+                "",
+            ),
+        ),
+        (
+            "run-1m-saturated-preempting",
+            scenario(n, 1, "kind = \"offline\"", "gpu_memory_utilization = 0.3"),
+        ),
+        (
+            "run-1m-8-replicas-lor",
+            scenario(
+                n,
+                8,
+                &format!("kind = \"poisson\"\nrate_per_s = {:.1}", 8.0 * rate),
+                "",
+            ),
+        ),
+    ];
+    let mut g = c.benchmark_group("targets");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(n));
+    for (name, r) in &cases {
+        // Setup: one run, to show what is being measured (and that (b) really preempts).
+        let t = std::time::Instant::now();
+        let s = r.run().expect("runs").summary;
+        let wall = t.elapsed().as_secs_f64();
+        eprintln!(
+            "setup {name}: completed {} failed {} preemptions {} request_throughput {:.2} req/s \
+             mean batch {:.1}, one run {:.3} s = {:.0} simulated req/s",
+            s.completed,
+            s.failed,
+            s.preemptions,
+            s.request_throughput,
+            s.mean_batch_size,
+            wall,
+            n as f64 / wall
+        );
+        assert_eq!(s.completed, n, "{name}: every request completes");
+        if name.contains("preempting") {
+            assert!(
+                s.preemptions > 0,
+                "{name}: the KV cache must fill and preempt"
+            );
+        }
+        g.bench_function(*name, |b| b.iter(|| r.run().expect("runs")));
+    }
+    g.finish();
+}
+
+fn planning(c: &mut Criterion) {
+    let origin = "<embedded scenarios/chat-slo.toml>";
+    let sc = Scenario::parse(CHAT_SLO, origin, &[]).expect("chat-slo parses");
+    let mut g = c.benchmark_group("targets");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    g.bench_function("plan-chat-slo", |b| {
+        b.iter(|| plan(&sc, origin).expect("plans"))
+    });
+    g.finish();
+}
+
+fn sweeping(c: &mut Criterion) {
+    let origin = "<embedded scenarios/chat-slo.toml>";
+    let base = vec!["workload.num_requests=2000".to_string()];
+    let vary = [parse_vary("workload.arrival.rate_per_s=1..100:100").expect("valid --vary")];
+    let mut g = c.benchmark_group("targets/sweep-100pt");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    for threads in [1usize, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a rayon pool");
+        let points =
+            pool.install(|| sweep(CHAT_SLO, origin, &base, &vary, &|| {}).expect("sweeps"));
+        assert_eq!(points.len(), 100);
+        assert!(points.iter().all(|p| p.error.is_none()), "every point runs");
+        g.throughput(Throughput::Elements(100));
+        g.bench_function(format!("threads-{threads}"), |b| {
+            b.iter(|| {
+                pool.install(|| sweep(CHAT_SLO, origin, &base, &vary, &|| {}).expect("sweeps"))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, runs, planning, sweeping);
+criterion_main!(benches);
