@@ -293,7 +293,7 @@ fn mean_input(s: &RunSummary) -> f64 {
 /// Runs the capacity plan for a base scenario.
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     // Validate the base first, so a typo is reported once, with its path.
-    let resolved = base.resolve(origin)?;
+    base.resolve(origin)?;
     let target = match base
         .plan
         .target_rate_per_s
@@ -376,7 +376,6 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             }
         }
     }
-    let _ = resolved;
     Ok(PlanOutput {
         plan: PlanResult {
             target_rate_per_s: target,

@@ -69,9 +69,6 @@ impl Deployment {
                 m.num_kv_heads, m.name
             )));
         }
-        if self.weight_dtype == WeightDtype::Fp8 && !self.gpu.supports_fp8() {
-            // Weight-only FP8 (Marlin-style) still works: bytes halve, math stays 16-bit.
-        }
         Ok(())
     }
 
@@ -212,7 +209,11 @@ pub struct StepTimeModel {
     lm_head: GemmShape,
     kv_bytes_per_ctx_token_layer: f64,
     q_width: f64,
-    /// The GPU curves of kernels queued back to back (see [`StepTimeModel::gpu_for`]).
+    /// The GPU curves of kernels queued back to back: every kernel's fixed time is shorter by
+    /// the launch latency that isolated kernel timings include, since in an iteration the
+    /// kernels are queued back to back (replayed from a CUDA graph, or launched by a host that
+    /// runs ahead of the GPU). When the host cannot run ahead (no graph, short kernels),
+    /// [`StepTimeModel::launch_time`] bounds the step by the launches instead.
     queued_gpu: GpuProfile,
     /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
     attention_rate: f64,
@@ -309,16 +310,6 @@ impl StepTimeModel {
         Ok(model)
     }
 
-    /// The GPU curves an iteration runs with: the profile's, with every kernel's fixed time
-    /// shortened by the launch latency that isolated kernel timings include. In an iteration
-    /// the kernels are queued back to back (replayed from a CUDA graph, or launched by a host
-    /// that runs ahead of the GPU), so that latency overlaps the previous kernel; when the host
-    /// cannot run ahead (no graph, short kernels) [`StepTimeModel::launch_time`] bounds the
-    /// step by the launches instead.
-    fn gpu_for(&self, _tokens: f64) -> &GpuProfile {
-        &self.queued_gpu
-    }
-
     /// The deployment this model describes.
     pub fn deployment(&self) -> &Deployment {
         &self.dep
@@ -342,7 +333,7 @@ impl StepTimeModel {
         if tokens <= 0.0 {
             return (0.0, 0.0, 0.0, 0.0);
         }
-        let g = self.gpu_for(tokens);
+        let g = &self.queued_gpu;
         let m = &self.dep.model;
         let mut gemm = 0.0;
         let mut stream = 0.0;
@@ -399,7 +390,7 @@ impl StepTimeModel {
         if tokens <= 0.0 {
             return StepBreakdown::default();
         }
-        let g = self.gpu_for(tokens);
+        let g = &self.queued_gpu;
         let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
         let sampled = b.sampled_seqs.max(1) as f64;
         let (lm_head_s, _) = self.gemm_time(
@@ -429,7 +420,7 @@ impl StepTimeModel {
     }
 
     fn attention_time(&self, b: &BatchShape) -> f64 {
-        let g = self.gpu_for(b.tokens() as f64);
+        let g = &self.queued_gpu;
         let per_layer = kernels::decode_attention_s(
             g,
             b.decode_context_tokens as f64,
@@ -475,7 +466,7 @@ impl StepTimeModel {
                 secs_to_ns(gemm + small + ar)
             }
         };
-        let g = self.gpu_for(t as f64);
+        let g = &self.queued_gpu;
         let sampled = b.sampled_seqs.max(1) as f64;
         let lm =
             self.gemm_time(
