@@ -53,6 +53,13 @@ impl Trace {
             .trim(csv::Trim::All)
             .from_reader(reader);
         let headers = rdr.headers().map_err(|e| err(e.to_string()))?.clone();
+        if headers.iter().all(|h| h.is_empty()) {
+            return Err(err(
+                "is empty: expected a header (arrival_s,input_tokens,output_tokens or \
+                 TIMESTAMP,ContextTokens,GeneratedTokens) and one row per request"
+                    .into(),
+            ));
+        }
         let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
         let missing = |name: &str| {
             err(format!(
