@@ -31,6 +31,38 @@ pub struct SchedulerDefaults {
     pub reserve_output_kv: bool,
     /// Whether TP all-reduces of small messages use the engine's custom NVLink kernel.
     pub custom_allreduce: bool,
+    /// Larger defaults the engine picks on large-memory GPUs, if it does.
+    #[serde(default)]
+    pub large_gpu: Option<LargeGpuDefaults>,
+}
+
+/// Scheduler defaults an engine uses instead on GPUs with at least `min_memory_bytes` whose
+/// name contains none of `exclude` (vLLM: 70 GiB and more, except A100).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LargeGpuDefaults {
+    /// Smallest device memory the rule applies to, bytes.
+    pub min_memory_bytes: f64,
+    /// GPU names (substrings) the rule never applies to.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// max_num_seqs on such GPUs.
+    pub max_num_seqs: u32,
+    /// max_num_batched_tokens on such GPUs.
+    pub max_num_batched_tokens: u32,
+}
+
+impl SchedulerDefaults {
+    /// Applies the large-GPU defaults when `gpu` qualifies.
+    pub fn for_gpu(&mut self, gpu: &crate::gpu::GpuProfile) {
+        if let Some(l) = &self.large_gpu {
+            let excluded = l.exclude.iter().any(|x| gpu.name.contains(x.as_str()));
+            if gpu.datasheet.memory_bytes >= l.min_memory_bytes && !excluded {
+                self.max_num_seqs = l.max_num_seqs;
+                self.max_num_batched_tokens = l.max_num_batched_tokens;
+            }
+        }
+    }
 }
 
 /// Host-side costs of the engine, fitted (see docs/validation.md).

@@ -324,6 +324,8 @@ impl Scenario {
         // Lookup and feasibility errors name the scenario and the key they come from.
         let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
         let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
+        let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
+        engine.scheduler.for_gpu(&gpu);
         let s = &self.scheduler;
         let es = &mut engine.scheduler;
         if let Some(v) = s.gpu_memory_utilization {
@@ -382,7 +384,7 @@ impl Scenario {
 
         let deployment = Deployment {
             model: load_model(&d.model).map_err(at("deployment.model"))?,
-            gpu: GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?,
+            gpu,
             engine,
             tp: d.tp,
             weight_dtype,

@@ -269,6 +269,8 @@ tokens = 512
                 r#"{DEPLOY_8B}
 [scheduler]
 gpu_memory_utilization = 0.21
+max_num_seqs = 256
+max_num_batched_tokens = 2048
 [workload]
 num_requests = 300
 [workload.arrival]
