@@ -5,7 +5,7 @@
 #   scripts/perf-memory.sh [N1 N2]      # default 100000 10000000
 #
 # Llama-3.1-8B / 1x H100 SXM / vLLM / ShareGPT, two loads: offline (every request arrives at
-# t = 0) and Poisson at 50 req/s (80% of the 62.7 req/s offline capacity). Uses GNU time
+# t = 0) and Poisson at 50 req/s (about 80% of the offline capacity with max_num_seqs 256). Uses GNU time
 # (`/usr/bin/time -v`; `apt-get update && apt-get install -y time` if missing) on the release
 # binary (built first). Prints one line per run: load, N, peak RSS, wall time, completed.
 set -euo pipefail
