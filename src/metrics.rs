@@ -81,15 +81,6 @@ impl LatencyHistogram {
         self.record_n(value_ns, 1);
     }
 
-    /// Merges another histogram into this one.
-    pub fn merge(&mut self, other: &LatencyHistogram) {
-        let _ = self.hist.add(&other.hist);
-        self.sum_ns += other.sum_ns;
-        self.count += other.count;
-        self.min_ns = self.min_ns.min(other.min_ns);
-        self.max_ns = self.max_ns.max(other.max_ns);
-    }
-
     /// Samples folded in.
     pub fn count(&self) -> u64 {
         self.count
@@ -111,20 +102,6 @@ impl LatencyHistogram {
         }
         let v = self.hist.value_at_quantile((p / 100.0).clamp(0.0, 1.0));
         v.clamp(self.min_ns, self.max_ns) as f64
-    }
-
-    /// Share of samples at or below `threshold_ns`, in [0, 1] (1 when empty).
-    pub fn share_at_or_below(&self, threshold_ns: u64) -> f64 {
-        if self.count == 0 {
-            return 1.0;
-        }
-        let below: u64 = self
-            .hist
-            .iter_recorded()
-            .filter(|v| v.value_iterated_to() <= threshold_ns)
-            .map(|v| v.count_at_value())
-            .sum();
-        below as f64 / self.count as f64
     }
 
     /// Mean, median, p90, p99 and max in milliseconds.
@@ -208,13 +185,6 @@ impl WeightedStat {
     pub fn max(&self) -> f64 {
         self.max
     }
-
-    /// Merges another into this one.
-    pub fn merge(&mut self, o: &WeightedStat) {
-        self.sum_w += o.sum_w;
-        self.sum_wx += o.sum_wx;
-        self.max = self.max.max(o.max);
-    }
 }
 
 /// Everything measured during one simulation, folded in as it happens.
@@ -268,39 +238,6 @@ pub struct Metrics {
     pub first_arrival_ns: Option<u64>,
     /// Time of the last completion, rejection or time-out, ns.
     pub last_event_ns: u64,
-}
-
-impl Metrics {
-    /// Merges the metrics of another replica or run into this one.
-    pub fn merge(&mut self, o: &Metrics) {
-        self.ttft.merge(&o.ttft);
-        self.tpot.merge(&o.tpot);
-        self.itl.merge(&o.itl);
-        self.e2e.merge(&o.e2e);
-        self.queue.merge(&o.queue);
-        self.arrived += o.arrived;
-        self.completed += o.completed;
-        self.rejected += o.rejected;
-        self.timed_out += o.timed_out;
-        self.preemptions += o.preemptions;
-        self.good += o.good;
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.generated_tokens += o.generated_tokens;
-        self.prefill_tokens_computed += o.prefill_tokens_computed;
-        self.prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
-        self.iterations += o.iterations;
-        self.batch_size.merge(&o.batch_size);
-        self.batch_size_hist.merge(&o.batch_size_hist);
-        self.kv_permille_hist.merge(&o.kv_permille_hist);
-        self.kv_utilization.merge(&o.kv_utilization);
-        self.busy_ns += o.busy_ns;
-        self.first_arrival_ns = match (self.first_arrival_ns, o.first_arrival_ns) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.last_event_ns = self.last_event_ns.max(o.last_event_ns);
-    }
 }
 
 #[cfg(test)]

@@ -310,11 +310,6 @@ impl StepTimeModel {
         Ok(model)
     }
 
-    /// The deployment this model describes.
-    pub fn deployment(&self) -> &Deployment {
-        &self.dep
-    }
-
     /// One GEMM of this deployment's weight format; returns (time, streaming part).
     fn gemm_time(&self, g: &GpuProfile, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
         debug_assert!((weights - k * n).abs() <= 1e-6 * weights.max(1.0));

@@ -119,7 +119,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         }
     }
 
-    let in_flight: u64 = replicas.iter().map(|r| r.in_flight()).sum();
+    let in_flight: u64 = replicas.iter().map(|r| r.outstanding()).sum();
     if truncated.is_none() && in_flight > 0 {
         truncated = Some(format!(
             "stalled: {in_flight} requests could not be scheduled (a request needs more KV \

@@ -123,11 +123,6 @@ impl Replica {
         std::mem::take(&mut self.departed)
     }
 
-    /// Requests in flight on this replica, for accounting at the end of a truncated run.
-    pub fn in_flight(&self) -> u64 {
-        self.outstanding()
-    }
-
     fn block(&self) -> u64 {
         self.cfg.block_size as u64
     }
