@@ -126,6 +126,11 @@ pub struct RunSummary {
     pub in_flight: u64,
     /// Prompt tokens served from the prefix cache.
     pub prefix_cache_hit_tokens: u64,
+    /// Output tokens generated, each counted once, including by requests still in flight.
+    pub generated_tokens: u64,
+    /// Prompt tokens the prefills computed, recomputation after preemption included (above
+    /// the prompt tokens when preemption recomputes, below when the prefix cache serves some).
+    pub prefill_tokens_computed: u64,
     /// Engine iterations, all replicas.
     pub iterations: u64,
     /// Share of the duration the replicas were busy, 0..1 (mean over replicas).
@@ -282,6 +287,8 @@ impl Resolved {
             arrived: m.arrived,
             in_flight: out.in_flight,
             prefix_cache_hit_tokens: m.prefix_cache_hit_tokens,
+            generated_tokens: m.generated_tokens,
+            prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
             gpu_busy_share: if duration > 0.0 {
                 finite(m.busy_ns as f64 / 1e9 / duration / self.sim.replicas.max(1) as f64)

@@ -55,6 +55,15 @@ fn check_invariants(s: &RunSummary, fixed_output: Option<u64>, ctx: &str) {
     assert_eq!(s.failed, s.rejected + s.timed_out, "{ctx}");
     if s.truncated.is_none() {
         assert_eq!(s.in_flight, 0, "requests left behind: {ctx}\n{s:#?}");
+        // Every generated token is counted once: with nothing in flight, the tokens generated
+        // are exactly the completed requests' outputs (rejected and timed-out requests never
+        // produce one; a preempted request keeps its tokens and recomputes only their KV).
+        assert_eq!(
+            s.generated_tokens, s.total_output_tokens,
+            "tokens generated vs delivered: {ctx}"
+        );
+    } else {
+        assert!(s.generated_tokens >= s.total_output_tokens, "{ctx}");
     }
     assert!(
         s.peak_kv_cache_utilization <= 1.0 + 1e-12,
