@@ -7,25 +7,14 @@
 //! CSVs (`validate --reference`), measurement CSVs (`fit`), `run --out` on failure, and flag
 //! errors from clap. See docs/reliability.md.
 
+mod common;
+
+use common::servesim;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs servesim in the crate root: (exit code, stdout, stderr).
-fn servesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the servesim binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Exit 2, nothing on stdout, an `error:` line, no panic; returns a description of what is

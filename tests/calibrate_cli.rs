@@ -1,19 +1,8 @@
 //! The calibration commands at the command line, without a GPU.
 
-use std::process::Command;
+mod common;
 
-fn servesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the servesim binary runs"); // cargo built it for this test
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::servesim;
 
 #[test]
 fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {

@@ -1,27 +1,11 @@
 //! The command line: `estimate`'s physics in JSON, and bad input exiting 2 with a clear,
 //! panic-free message that names what is wrong.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
+
+use common::servesim;
 
 use servesim::model::load_model;
-
-fn servesim_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the servesim binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn servesim(args: &[&str]) -> (i32, String, String) {
-    servesim_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
-}
 
 /// Exit code 2, a message starting with "error:", no panic.
 fn assert_input_error(code: i32, stderr: &str) {

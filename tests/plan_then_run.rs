@@ -2,19 +2,9 @@
 //! the plan was asked for (issue: "Re-running `servesim run` at the chosen deployment meets
 //! the SLOs the plan promised").
 
-use std::process::Command;
+mod common;
 
-fn servesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .output()
-        .expect("runs the binary");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::servesim;
 
 #[test]
 fn running_the_chosen_deployment_meets_the_promised_slos() {

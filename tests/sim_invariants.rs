@@ -2,18 +2,15 @@
 //! left behind, KV-cache capacity, token accounting, finite metrics, and bit-for-bit
 //! determinism for a seed. Checked over hand-picked scenarios and a proptest of random ones.
 
+mod common;
+
+use common::run_toml;
+
 use std::process::Command;
 
 use proptest::prelude::*;
 use servesim::scenario::Scenario;
 use servesim::summary::RunSummary;
-
-/// Resolves and runs a scenario written as TOML.
-fn run_toml(text: &str) -> RunSummary {
-    let sc = Scenario::parse(text, "test", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let r = sc.resolve("test").unwrap_or_else(|e| panic!("{e}\n{text}"));
-    r.run().unwrap().summary
-}
 
 /// Keys whose value may legitimately be JSON null (optional fields). Any other null is a
 /// non-finite float (serde_json writes NaN and infinities as null).

@@ -3,17 +3,11 @@
 //! larger batch buys throughput with per-token latency; an offline FP8 run lands near
 //! TensorRT-LLM's published figure; overload with client timeouts stays accounted for.
 
-use servesim::scenario::Scenario;
-use servesim::summary::RunSummary;
+mod common;
 
-fn run_toml(text: &str) -> RunSummary {
-    let sc = Scenario::parse(text, "test", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    sc.resolve("test")
-        .unwrap_or_else(|e| panic!("{e}\n{text}"))
-        .run()
-        .unwrap()
-        .summary
-}
+use common::run_toml;
+
+use servesim::summary::RunSummary;
 
 /// Llama-3.1-8B on one H100 with vLLM, ShareGPT lengths; `arrival` is the arrival table body.
 fn sharegpt_8b(arrival: &str, scheduler: &str, requests: u64) -> String {
