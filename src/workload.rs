@@ -161,18 +161,15 @@ pub enum LengthConfig {
 }
 
 impl LengthConfig {
-    /// The shortest length this distribution can produce, tokens (`None` for a file).
+    /// The shortest length this distribution can produce, tokens (`None` for a file, which
+    /// is not read here, and for an invalid config).
     pub fn shortest(&self) -> Option<u64> {
-        match self {
-            LengthConfig::Fixed { tokens } => Some((*tokens).max(1) as u64),
-            LengthConfig::Uniform { mean, range_ratio } => {
-                Some(((mean * (1.0 - range_ratio)).floor().max(1.0)) as u64)
-            }
-            LengthConfig::Normal { min, .. } | LengthConfig::Lognormal { min, .. } => {
-                Some(min.unwrap_or(1).max(1) as u64)
-            }
-            LengthConfig::Empirical { .. } => None,
+        if matches!(self, LengthConfig::Empirical { .. }) {
+            return None;
         }
+        LengthSampler::from_config(self, "", "")
+            .ok()
+            .map(|s| s.min() as u64)
     }
 }
 

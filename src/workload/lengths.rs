@@ -95,6 +95,17 @@ fn bounds(min: Option<u32>, max: Option<u32>) -> (u32, u32) {
 }
 
 impl LengthSampler {
+    /// The shortest length this sampler draws, tokens.
+    pub(crate) fn min(&self) -> u32 {
+        match self {
+            LengthSampler::Fixed(t) => *t,
+            LengthSampler::Uniform { lo, .. }
+            | LengthSampler::Normal { lo, .. }
+            | LengthSampler::Lognormal { lo, .. } => *lo,
+            LengthSampler::Empirical { values, .. } => values.first().copied().unwrap_or(1),
+        }
+    }
+
     /// Builds a sampler from a validated config, loading an empirical file if needed.
     /// `origin` and `key` name the config value in errors.
     pub(crate) fn from_config(cfg: &LengthConfig, origin: &str, key: &str) -> Result<Self> {
