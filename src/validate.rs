@@ -93,8 +93,13 @@ pub struct ReferenceRow {
     pub tp: u32,
     /// Prompt tokens per request (including the shared prefix).
     pub input_len: u32,
-    /// Output tokens per request.
+    /// Output tokens per request the engine generated (with `ignore_eos`, the configured length).
     pub output_len: u32,
+    /// Output tokens per request as the benchmark client counted them, when that differs from
+    /// `output_len` (a client that re-tokenises the streamed text counts fewer); the metrics
+    /// the client derived from its count (online output tokens/s, derived ITL) are predicted
+    /// in the same count.
+    pub output_len_counted: Option<f64>,
     /// Shared system-prompt tokens (0 for none).
     pub prefix_len: u32,
     /// Requests in the run.
@@ -217,6 +222,12 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             tp: req("tp")? as u32,
             input_len,
             output_len,
+            output_len_counted: match num("output_len_counted")? {
+                Some(c) if c < 1.0 => {
+                    return Err(bad("output_len_counted", "must be >= 1 when given".into()))
+                }
+                c => c,
+            },
             prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
             num_requests: req("num_requests")? as u64,
             rate_rps,
@@ -334,17 +345,22 @@ pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Co
                 resolved.sim.frontend_delay_ns = crate::roofline::secs_to_ns(h.per_request_s);
             }
             let s = resolved.run()?.summary;
-            let itl = if row.output_len > 1 {
-                (s.mean_e2el_ms - s.mean_ttft_ms) / (row.output_len as f64 - 1.0)
+            // The client's token count, for the figures it derived from that count.
+            let counted = row.output_len_counted.unwrap_or(row.output_len as f64);
+            let itl = if counted > 1.0 {
+                (s.mean_e2el_ms - s.mean_ttft_ms) / (counted - 1.0)
             } else {
                 0.0
             };
+            let client_tokens_per_generated = counted / row.output_len as f64;
             Ok(row
                 .measured
                 .iter()
                 .map(|&(metric, measured)| {
                     let predicted = match metric {
-                        Metric::OutputTokensPerS => s.output_throughput,
+                        Metric::OutputTokensPerS => {
+                            s.output_throughput * client_tokens_per_generated
+                        }
                         Metric::TtftMeanMs => s.mean_ttft_ms,
                         Metric::TtftP90Ms => s.p90_ttft_ms,
                         Metric::TtftP99Ms => s.p99_ttft_ms,
@@ -525,4 +541,65 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(Host
         }
     }
     Ok((best, score))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "id,kind,engine,model,dtype,gpu,tp,input_len,output_len,output_len_counted,prefix_len,num_requests,rate_rps,max_num_seqs,max_num_batched_tokens,max_model_len,output_tokens_per_s,e2e_mean_ms,ttft_mean_ms,itl_derived_ms";
+
+    fn row(counted: &str) -> String {
+        format!("{HEADER}\nX,online,vllm,llama-2-7b,fp16,h100-sxm,1,300,64,{counted},0,200,2,128,2048,4096,100,1000,30,10\n")
+    }
+
+    #[test]
+    fn client_counted_metrics_are_predicted_in_the_clients_count() {
+        let engine = parse_reference(&row(""), "a.csv").unwrap();
+        let client = parse_reference(&row("48"), "b.csv").unwrap();
+        assert_eq!(client[0].output_len, 64);
+        assert_eq!(client[0].output_len_counted, Some(48.0));
+        let get = |rows: &[ReferenceRow], m: Metric| {
+            compare(rows, None)
+                .unwrap()
+                .into_iter()
+                .find(|c| c.metric == m)
+                .unwrap()
+                .predicted
+        };
+        // The simulated work is the same (64 tokens generated): latencies agree ...
+        let (e_e2e, c_e2e) = (
+            get(&engine, Metric::E2eMeanMs),
+            get(&client, Metric::E2eMeanMs),
+        );
+        assert_eq!(e_e2e, c_e2e);
+        // ... while the figures the client derived from its count use that count.
+        let (e_tput, c_tput) = (
+            get(&engine, Metric::OutputTokensPerS),
+            get(&client, Metric::OutputTokensPerS),
+        );
+        assert!(
+            (c_tput / e_tput - 48.0 / 64.0).abs() < 1e-9,
+            "{e_tput} {c_tput}"
+        );
+        let (e_itl, c_itl) = (
+            get(&engine, Metric::ItlDerivedMs),
+            get(&client, Metric::ItlDerivedMs),
+        );
+        assert!(
+            (c_itl / e_itl - 63.0 / 47.0).abs() < 1e-9,
+            "{e_itl} {c_itl}"
+        );
+    }
+
+    #[test]
+    fn a_counted_length_below_one_is_an_error_naming_the_column() {
+        let err = parse_reference(&row("0.5"), "c.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("c.csv") && err.contains("output_len_counted"),
+            "{err}"
+        );
+    }
 }
