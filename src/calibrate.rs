@@ -635,9 +635,11 @@ mod tests {
             )
         }
         fn paged_decode_attention(&mut self, s: AttentionShape, _: usize) -> Result<Timing> {
+            let tokens = (s.batch * s.context) as f64;
             t(crate::roofline::kernels::decode_attention_s(
                 &self.0,
-                (s.batch * s.context) as f64,
+                tokens,
+                tokens,
                 4.0 * (s.kv_heads * s.head_dim) as f64,
                 (s.q_heads * s.head_dim) as f64,
             ))

@@ -117,6 +117,12 @@ pub struct BatchShape {
     pub decode_seqs: u32,
     /// Sum over decoding requests of the context each attends to (tokens).
     pub decode_context_tokens: u64,
+    /// Of `decode_context_tokens`: repeat reads of shared-prefix KV blocks, i.e. tokens of a
+    /// cached prefix that more than one decoding request attends to, counted once per request
+    /// after the first. Their KV is the same memory; the repeats hit L2 when the prefix fits.
+    pub decode_prefix_repeat_tokens: u64,
+    /// Distinct shared-prefix tokens read by the decoding requests (each cached prefix once).
+    pub decode_prefix_distinct_tokens: u64,
     /// Prompt tokens prefilled in this iteration (all chunks).
     pub prefill_tokens: u32,
     /// Requests with a prefill chunk in this iteration.
@@ -137,6 +143,15 @@ impl BatchShape {
             sampled_seqs: batch,
             ..Default::default()
         }
+    }
+
+    /// Records that the decoding requests share cached prefixes: `per_request` prefix tokens
+    /// summed over the decoding requests that use one, `distinct` tokens over the prefixes.
+    pub fn with_shared_prefixes(mut self, per_request: u64, distinct: u64) -> Self {
+        debug_assert!(distinct <= per_request && per_request <= self.decode_context_tokens);
+        self.decode_prefix_repeat_tokens = per_request.saturating_sub(distinct);
+        self.decode_prefix_distinct_tokens = distinct;
+        self
     }
 
     /// A pure decode batch of `batch` requests attending to `total_context` tokens in all.
@@ -414,11 +429,29 @@ impl StepTimeModel {
         }
     }
 
+    /// Decode context tokens whose KV comes from HBM: all of it, less the repeat reads of a
+    /// shared prefix when the distinct prefix KV of one layer fits in half the L2 (the blocks
+    /// are the same memory, read by concurrent CTAs of the same kernel; the other half of the
+    /// L2 is left to the streaming KV of the other requests).
+    fn decode_hbm_context_tokens(&self, b: &BatchShape) -> f64 {
+        let total = b.decode_context_tokens as f64;
+        let distinct_bytes =
+            b.decode_prefix_distinct_tokens as f64 * self.kv_bytes_per_ctx_token_layer;
+        if b.decode_prefix_repeat_tokens > 0
+            && distinct_bytes <= self.dep.gpu.datasheet.l2_bytes / 2.0
+        {
+            total - b.decode_prefix_repeat_tokens as f64
+        } else {
+            total
+        }
+    }
+
     fn attention_time(&self, b: &BatchShape) -> f64 {
         let g = &self.queued_gpu;
         let per_layer = kernels::decode_attention_s(
             g,
             b.decode_context_tokens as f64,
+            self.decode_hbm_context_tokens(b),
             self.kv_bytes_per_ctx_token_layer,
             self.q_width,
         ) + kernels::prefill_attention_at_rate_s(
@@ -485,5 +518,57 @@ pub fn secs_to_ns(s: f64) -> u64 {
         (s * 1e9).round() as u64
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::load_model;
+
+    fn model(name: &str, gpu: &str, tp: u32) -> StepTimeModel {
+        let dep = Deployment {
+            model: load_model(name).unwrap(),
+            gpu: GpuProfile::load(gpu).unwrap(),
+            engine: EngineProfile::load("vllm").unwrap(),
+            tp,
+            weight_dtype: WeightDtype::Bf16,
+            kv_dtype: KvDtype::Auto,
+        };
+        StepTimeModel::new(dep, 2048).unwrap()
+    }
+
+    #[test]
+    fn shared_prefix_repeats_are_read_from_l2_when_the_prefix_fits() {
+        let m = model("llama-2-7b", "h100-sxm", 1);
+        let plain = BatchShape::decode(64, 700);
+        // 64 requests share a 96-token prefix: 63 x 96 repeat reads, 96 distinct tokens
+        // (1.6 MB of KV per layer, well inside half the 50 MB L2).
+        let shared = plain.with_shared_prefixes(64 * 96, 96);
+        let (a, b) = (m.breakdown(&plain), m.breakdown(&shared));
+        assert!(b.attention_s < a.attention_s, "{a:?} {b:?}");
+        // The saving is the repeat reads' share of the KV bytes (the fixed time aside).
+        let saved = 1.0 - b.attention_s / a.attention_s;
+        let repeat_share = (63.0 * 96.0) / (64.0 * 700.0);
+        assert!(
+            (saved - repeat_share).abs() < 0.01,
+            "{saved} vs {repeat_share}"
+        );
+        assert_eq!(a.gemm_s, b.gemm_s);
+        // The simulator's path (the precomputed table) sees the same saving.
+        let ns = m.step_ns(&shared) as i64;
+        assert!(
+            (ns - secs_to_ns(b.total_s) as i64).abs() <= 2,
+            "{ns} vs {b:?}"
+        );
+    }
+
+    #[test]
+    fn a_shared_prefix_larger_than_the_l2_gets_no_reuse() {
+        let m = model("llama-2-7b", "h100-sxm", 1);
+        // 8,192 shared tokens of Llama-2-7B: 134 MB of KV per layer, more than the L2.
+        let plain = BatchShape::decode(16, 9000);
+        let shared = plain.with_shared_prefixes(16 * 8192, 8192);
+        assert_eq!(m.breakdown(&plain), m.breakdown(&shared));
     }
 }

@@ -29,8 +29,10 @@ pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
             let tokens = f(row.batch)? * f(row.context)?;
             let kv_bytes_per_token = 2.0 * f(row.kv_heads)? * f(row.head_dim)? * 2.0;
             let q_width = f(row.q_heads)? * f(row.head_dim)?;
+            // The calibration kernel gives every request its own KV: all of it from HBM.
             Some(kernels::decode_attention_s(
                 gpu,
+                tokens,
                 tokens,
                 kv_bytes_per_token,
                 q_width,

@@ -34,18 +34,20 @@ pub fn gemm_s(
 }
 
 /// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
-/// across the batch; `kv_bytes_per_token` = 2 x kv_heads x head_dim x bytes per element;
-/// `q_width` = query heads x head_dim on this GPU.
+/// across the batch, of which `hbm_tokens` are read from HBM (the rest are repeat reads of a
+/// shared prefix served by L2); `kv_bytes_per_token` = 2 x kv_heads x head_dim x bytes per
+/// element; `q_width` = query heads x head_dim on this GPU.
 pub fn decode_attention_s(
     gpu: &GpuProfile,
     context_tokens: f64,
+    hbm_tokens: f64,
     kv_bytes_per_token: f64,
     q_width: f64,
 ) -> f64 {
     if context_tokens <= 0.0 {
         return 0.0;
     }
-    let bytes = context_tokens * kv_bytes_per_token;
+    let bytes = hbm_tokens * kv_bytes_per_token;
     let flops = 4.0 * q_width * context_tokens;
     let bw = gpu.memory.stream_bandwidth_bytes_per_s * gpu.attention.decode_bandwidth_fraction;
     let rate = gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction;

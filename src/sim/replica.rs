@@ -18,6 +18,8 @@ use crate::roofline::{BatchShape, StepTimeModel};
 struct PrefixEntry {
     blocks: u32,
     refs: u32,
+    /// Of `refs`: requests in the decode set.
+    decode_refs: u32,
     last_used_ns: u64,
 }
 
@@ -48,6 +50,10 @@ pub struct Replica {
     n_decoding: u32,
     /// Sum of KV lengths of decoding requests before the next iteration.
     sum_kv: u64,
+    /// Shared-prefix tokens summed over decoding requests that use a cached prefix.
+    dec_prefix_tokens: u64,
+    /// Distinct shared-prefix tokens over the prefixes some decoding request uses.
+    dec_prefix_distinct_tokens: u64,
     /// Decoding requests by block phase: those with phase p need a new block in iterations
     /// i with i mod block_size == p.
     phase_counts: Vec<u32>,
@@ -89,6 +95,8 @@ impl Replica {
             prefilling: Vec::new(),
             n_decoding: 0,
             sum_kv: 0,
+            dec_prefix_tokens: 0,
+            dec_prefix_distinct_tokens: 0,
             phase_counts: vec![0; b],
             finish_heap: BinaryHeap::new(),
             used_blocks: 0,
@@ -247,6 +255,38 @@ impl Replica {
         self.n_decoding -= 1;
         self.sum_kv -= kv;
         r.epoch = r.epoch.wrapping_add(1);
+        self.count_decode_prefix(r, false);
+    }
+
+    /// Counts a request entering (`enter`) or leaving the decode set in the shared-prefix
+    /// tallies the attention model reads.
+    fn count_decode_prefix(&mut self, r: &Req, enter: bool) {
+        if r.shared_blocks == 0 {
+            return;
+        }
+        let tokens = r.shared_blocks as u64 * self.cfg.block_size as u64;
+        let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) else {
+            return;
+        };
+        if enter {
+            e.decode_refs += 1;
+            self.dec_prefix_tokens += tokens;
+            if e.decode_refs == 1 {
+                self.dec_prefix_distinct_tokens += tokens;
+            }
+        } else {
+            e.decode_refs -= 1;
+            self.dec_prefix_tokens -= tokens;
+            if e.decode_refs == 0 {
+                self.dec_prefix_distinct_tokens -= tokens;
+            }
+        }
+    }
+
+    /// The decode part of the next iteration's batch.
+    fn decode_shape(&self, decodes: u32) -> BatchShape {
+        BatchShape::decode_total(decodes, self.sum_kv + decodes as u64)
+            .with_shared_prefixes(self.dec_prefix_tokens, self.dec_prefix_distinct_tokens)
     }
 
     /// Preempts the most recently admitted running request (recompute); returns whether it was
@@ -314,8 +354,7 @@ impl Replica {
         .max(1);
         let pending = self.pending_prefill_tokens + prompt as u64;
         let iters = div_ceil(pending, per_iter as u64);
-        let mut shape =
-            BatchShape::decode_total(self.n_decoding, self.sum_kv + self.n_decoding as u64);
+        let mut shape = self.decode_shape(self.n_decoding);
         let chunk = (pending.min(per_iter as u64)) as u32;
         shape.add_prefill(chunk, 0, true);
         rest + iters * step.step_ns(&shape)
@@ -389,6 +428,7 @@ impl Replica {
             PrefixEntry {
                 blocks: full,
                 refs: 1,
+                decode_refs: 0,
                 last_used_ns: 0,
             },
         );
@@ -548,7 +588,7 @@ impl Replica {
         if decodes == 0 && self.cur_chunks.is_empty() {
             return None;
         }
-        let mut shape = BatchShape::decode_total(decodes, self.sum_kv + decodes as u64);
+        let mut shape = self.decode_shape(decodes);
         for c in &self.cur_chunks {
             let r = slab.get(c.id);
             shape.add_prefill(
@@ -647,6 +687,7 @@ impl Replica {
             self.phase_counts[p] += 1;
             self.n_decoding += 1;
             self.sum_kv += r.dec_kv0 as u64;
+            self.count_decode_prefix(&r, true);
             self.finish_heap
                 .push(Reverse((r.finish_iter, c.id, r.epoch)));
             *slab.get_mut(c.id) = r;
