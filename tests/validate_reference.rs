@@ -1,19 +1,19 @@
 //! Fidelity against the embedded reference measurements (calibration/reference/
-//! serving-measurements.csv): the bounds the project reaches today, so a regression in the
-//! step-time model, the engine profiles or the simulator shows up here.
+//! serving-measurements.csv): the targets of the fidelity issue (median |error| <= 10% for
+//! offline throughput and mean E2E, <= 20% for mean TTFT, no offline row worse than 25%),
+//! so a regression in the step-time model, the engine profiles or the simulator fails here.
 //!
-//! Measured with `cargo run --release -- validate` when this test was written:
+//! Measured with `cargo run --release -- validate` when this test was last updated:
 //!
 //! ```text
 //! load      metric                rows  median |err|        bias       worst  worst row
-//! offline   output_tokens_per_s     20          2.1%       +0.4%        9.1%  T-H200-2048-128
-//! online    output_tokens_per_s     10          0.1%       -2.6%       26.2%  V-A6
-//! online    ttft_mean_ms            10          7.2%    +8838.7%    88366.3%  V-A6
-//! online    e2e_mean_ms             10         14.4%     +198.7%     1979.0%  V-A6
+//! offline   output_tokens_per_s     20          2.4%       +1.0%        9.3%  T-H200-2048-128
+//! online    output_tokens_per_s     10          0.0%       -2.1%       21.4%  V-A6
+//! online    ttft_mean_ms            10          4.2%    +6746.2%    67451.7%  V-A6
+//! online    e2e_mean_ms             10          8.3%     +151.0%     1514.4%  V-A6
 //! ```
 //!
-//! Each assertion sits a little above the measured figure. If a change improves fidelity,
-//! tighten them; if one makes it worse, the failure says by how much.
+//! The assertions are the targets; the comments give the figure measured against them.
 
 use servesim::validate::{
     compare, parse_reference, summarize, ErrorSummary, LoadKind, Metric, REFERENCE_CSV,
@@ -65,9 +65,9 @@ fn offline_throughput_fidelity() {
     let s = summaries();
     let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
     assert!(e.rows >= 20, "{e:?}");
-    // Measured 2.1%.
-    assert!(e.median_abs_error <= 0.05, "{e:#?}");
-    // Measured 9.1% (T-H200-2048-128).
+    // Measured 2.4%.
+    assert!(e.median_abs_error <= 0.10, "{e:#?}");
+    // Measured 9.3% (T-H200-2048-128).
     assert!(e.worst_abs_error <= 0.25, "{e:#?}");
     // No systematic bias either way.
     assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
@@ -78,14 +78,14 @@ fn online_latency_fidelity() {
     let s = summaries();
     let e2e = find(&s, LoadKind::Online, Metric::E2eMeanMs);
     assert!(e2e.rows >= 10, "{e2e:?}");
-    // Measured 14.4%.
-    assert!(e2e.median_abs_error <= 0.20, "{e2e:#?}");
+    // Measured 8.3%.
+    assert!(e2e.median_abs_error <= 0.10, "{e2e:#?}");
     let ttft = find(&s, LoadKind::Online, Metric::TtftMeanMs);
     assert!(ttft.rows >= 10, "{ttft:?}");
-    // Measured 7.2%.
-    assert!(ttft.median_abs_error <= 0.12, "{ttft:#?}");
+    // Measured 4.2%.
+    assert!(ttft.median_abs_error <= 0.20, "{ttft:#?}");
     // Throughput of the online rows is the offered load when the engine keeps up (measured
-    // 0.1%).
+    // 0.0%).
     let tput = find(&s, LoadKind::Online, Metric::OutputTokensPerS);
     assert!(tput.median_abs_error <= 0.02, "{tput:#?}");
 }
