@@ -332,6 +332,8 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         .collect();
     let mut sims: u64 = evaluated.iter().map(|(_, n)| n).sum();
     let mut candidates: Vec<CandidateResult> = evaluated.into_iter().map(|(r, _)| r).collect();
+    // Cheapest first; at equal cost, the one with more spare capacity (the rate its replicas
+    // sustain together) carries load spikes better.
     candidates.sort_by(|a, b| {
         let key = |r: &CandidateResult| {
             (
@@ -339,11 +341,15 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
                 r.cost_at_target.map_or(f64::INFINITY, |c| c.usd_per_hour),
                 r.cost_at_target
                     .map_or(f64::INFINITY, |c| c.usd_per_million_output_tokens),
+                r.replicas as f64 * r.max_rate_per_replica,
             )
         };
-        let (ia, ca, ta) = key(a);
-        let (ib, cb, tb) = key(b);
-        ia.cmp(&ib).then(ca.total_cmp(&cb)).then(ta.total_cmp(&tb))
+        let (ia, ca, ta, ra) = key(a);
+        let (ib, cb, tb, rb) = key(b);
+        ia.cmp(&ib)
+            .then(ca.total_cmp(&cb))
+            .then(ta.total_cmp(&tb))
+            .then(rb.total_cmp(&ra))
     });
     let chosen = candidates
         .first()
