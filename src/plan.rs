@@ -146,12 +146,9 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, requests: u64) -> Scenario
 }
 
 /// Whether a run at `rate` meets the plan's bar: every SLO, the goodput share, and
-/// completions keeping up with arrivals. A replica that falls behind builds a queue that grows
-/// for the whole run, so its median TTFT becomes a sizeable share of the arrival span; one that
-/// keeps up has a median TTFT independent of the run length.
+/// completions keeping up with arrivals ([`RunSummary::keeps_up`]).
 fn sustainable(s: &RunSummary, rate: f64, threshold: f64) -> bool {
-    let span_s = s.arrived as f64 / rate.max(1e-12);
-    s.slo.all_met && s.goodput_share >= threshold && s.median_ttft_ms / 1e3 <= 0.1 * span_s
+    s.slo.all_met && s.goodput_share >= threshold && s.keeps_up(rate)
 }
 
 struct Searcher<'a> {

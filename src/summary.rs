@@ -182,6 +182,17 @@ fn slo_outcome(h: &LatencyHistogram, threshold_ns: Option<u64>, pct: f64) -> Opt
     })
 }
 
+impl RunSummary {
+    /// Whether completions kept up with arrivals offered at `rate_per_s`: a replica that falls
+    /// behind builds a queue that grows for the whole run, so its median TTFT becomes a
+    /// sizeable share (here more than 10%) of the arrival span; one that keeps up has a median
+    /// TTFT independent of the run length.
+    pub fn keeps_up(&self, rate_per_s: f64) -> bool {
+        let span_s = self.arrived as f64 / rate_per_s.max(1e-12);
+        self.median_ttft_ms / 1e3 <= 0.1 * span_s
+    }
+}
+
 impl Resolved {
     /// Simulates the scenario with its own seed.
     pub fn run(&self) -> Result<RunResult> {

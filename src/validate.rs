@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::engine::HostCosts;
 use crate::error::{Error, Result};
 use crate::scenario::Scenario;
+use crate::summary::RunSummary;
 
 /// The embedded reference measurements (calibration/reference/serving-measurements.csv).
 pub const REFERENCE_CSV: &str = include_str!("../calibration/reference/serving-measurements.csv");
@@ -332,19 +333,25 @@ pub struct Comparison {
     pub signed_error: f64,
 }
 
+/// Simulates one row, with `host` in place of its engine's host costs when given.
+fn simulate(row: &ReferenceRow, host: Option<&HostCosts>) -> Result<RunSummary> {
+    let mut resolved = row
+        .scenario()?
+        .resolve(&format!("reference row {}", row.id))?;
+    if let Some(h) = host {
+        resolved.deployment.engine.host = h.clone();
+        resolved.sim.frontend_delay_ns = crate::roofline::secs_to_ns(h.per_request_s);
+    }
+    Ok(resolved.run()?.summary)
+}
+
 /// Simulates every row (in parallel) and compares; `host` overrides the engine's host costs
 /// (used by the fitter).
 pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Comparison>> {
     let per_row: Vec<Result<Vec<Comparison>>> = rows
         .par_iter()
         .map(|row| {
-            let sc = row.scenario()?;
-            let mut resolved = sc.resolve(&format!("reference row {}", row.id))?;
-            if let Some(h) = host {
-                resolved.deployment.engine.host = h.clone();
-                resolved.sim.frontend_delay_ns = crate::roofline::secs_to_ns(h.per_request_s);
-            }
-            let s = resolved.run()?.summary;
+            let s = simulate(row, host)?;
             // The client's token count, for the figures it derived from that count.
             let counted = row.output_len_counted.unwrap_or(row.output_len as f64);
             let itl = if counted > 1.0 {
@@ -480,9 +487,57 @@ fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
     Ok(fitted.iter().sum::<f64>() / fitted.len() as f64)
 }
 
+/// The result of [`fit_engine_host`].
+#[derive(Debug, Clone)]
+pub struct HostFit {
+    /// The fitted host costs (`runtime_reserved_bytes` as in the start profile).
+    pub host: HostCosts,
+    /// Mean Huber loss of the log errors at the fit (dimensionless).
+    pub score: f64,
+    /// Rows the fit used.
+    pub fitted_rows: usize,
+    /// Online rows left out: the model does not keep up with their arrival rate even with no
+    /// host cost at all, so no host cost can fit them and they would only bias the others.
+    pub left_out: Vec<String>,
+}
+
+/// Online rows whose arrivals the model cannot keep up with even at zero host cost.
+fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<Vec<String>> {
+    let zero = HostCosts {
+        per_iteration_s: 0.0,
+        per_sequence_s: 0.0,
+        per_request_s: 0.0,
+        ..start.clone()
+    };
+    let flags: Vec<Result<Option<String>>> = rows
+        .par_iter()
+        .map(|row| match (row.kind, row.rate_rps) {
+            (LoadKind::Online, Some(rate)) => {
+                let s = simulate(row, Some(&zero))?;
+                Ok((!s.keeps_up(rate)).then(|| row.id.clone()))
+            }
+            _ => Ok(None),
+        })
+        .collect();
+    let mut out = Vec::new();
+    for f in flags {
+        out.extend(f?);
+    }
+    Ok(out)
+}
+
 /// Fits an engine's three host costs (per iteration, per sequence, per request) to its rows by coordinate
-/// descent with golden-section search on each, in log space, from `start`. Deterministic.
-pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(HostCosts, f64)> {
+/// descent with golden-section search on each, in log space, from `start`. Online rows the
+/// model cannot keep up with even at zero host cost are left out (see [`HostFit::left_out`]).
+/// Deterministic.
+pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostFit> {
+    let left_out = overloaded_without_host(rows, start)?;
+    let kept: Vec<ReferenceRow> = rows
+        .iter()
+        .filter(|r| !left_out.contains(&r.id))
+        .cloned()
+        .collect();
+    let rows = &kept[..];
     let mut best = start.clone();
     let bounds = [
         (1e-5_f64, 2e-2_f64),
@@ -540,7 +595,12 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<(Host
             }
         }
     }
-    Ok((best, score))
+    Ok(HostFit {
+        host: best,
+        score,
+        fitted_rows: rows.len(),
+        left_out,
+    })
 }
 
 #[cfg(test)]
@@ -575,6 +635,26 @@ mod tests {
         assert!((tput - 48.0 / 64.0).abs() < 1e-9, "{tput}");
         let itl = ratio(Metric::ItlDerivedMs);
         assert!((itl - 63.0 / 47.0).abs() < 1e-9, "{itl}");
+    }
+
+    #[test]
+    fn rows_the_model_cannot_keep_up_with_are_left_out_of_the_host_fit() {
+        // A row at a sustainable rate, and one far above what one H100 can serve.
+        let text = format!(
+            "{HEADER}\n\
+             OK,online,vllm,llama-2-7b,fp16,h100-sxm,1,300,32,,0,60,2,128,2048,4096,64,600,30,10\n\
+             OVER,online,vllm,llama-2-7b,fp16,h100-sxm,1,2000,32,,0,300,1000,128,2048,4096,64,600,30,10\n"
+        );
+        let rows = parse_reference(&text, "fit.csv").unwrap();
+        let start = crate::engine::EngineProfile::load("vllm").unwrap().host;
+        let with = fit_engine_host(&rows, &start).unwrap();
+        assert_eq!(with.left_out, vec!["OVER".to_string()]);
+        assert_eq!(with.fitted_rows, 1);
+        // The same fit as on the sustainable row alone.
+        let alone = fit_engine_host(&rows[..1], &start).unwrap();
+        assert!(alone.left_out.is_empty());
+        assert_eq!(with.host.per_iteration_s, alone.host.per_iteration_s);
+        assert_eq!(with.host.per_request_s, alone.host.per_request_s);
     }
 
     #[test]

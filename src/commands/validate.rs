@@ -39,17 +39,23 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let mut host = None;
     if let Some(name) = &args.fit_engine {
         let profile = EngineProfile::load(name)?;
-        let (fitted, score) = fit_engine_host(&rows, &profile.host)?;
+        let fit = fit_engine_host(&rows, &profile.host)?;
+        if !fit.left_out.is_empty() {
+            eprintln!(
+                "left out of the fit (the model falls behind their arrivals even with no host cost): {}",
+                fit.left_out.join(", ")
+            );
+        }
         eprintln!(
             "fitted {name} host costs on {} rows: per_iteration_s = {:.4e}, per_sequence_s = {:.4e}, \
              per_request_s = {:.4e} (mean Huber loss {:.4})",
-            rows.len(),
-            fitted.per_iteration_s,
-            fitted.per_sequence_s,
-            fitted.per_request_s,
-            score
+            fit.fitted_rows,
+            fit.host.per_iteration_s,
+            fit.host.per_sequence_s,
+            fit.host.per_request_s,
+            fit.score
         );
-        host = Some(fitted);
+        host = Some(fit.host);
     }
     let comps = compare(&rows, host.as_ref())?;
     let summary = summarize(&comps);
