@@ -269,6 +269,9 @@ pub struct PlanArgs {
     /// $/GPU-hour for every GPU type (overrides calibration/pricing.toml).
     #[arg(long)]
     pub price: Option<f64>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,

@@ -5,8 +5,11 @@
 //! (E2E - TTFT) / (output tokens - 1) per request; ITL = every gap between consecutive tokens,
 //! pooled; E2E = arrival to last token.
 
+mod request_log;
+pub mod steady_state;
 mod timeseries;
 
+pub use request_log::{Outcome, RequestLog, RequestRecord};
 pub use timeseries::{TimeSeries, TimeSeriesPoint};
 
 use hdrhistogram::Histogram;
@@ -238,6 +241,8 @@ pub struct Metrics {
     pub first_arrival_ns: Option<u64>,
     /// Time of the last completion, rejection or time-out, ns.
     pub last_event_ns: u64,
+    /// Per-request records for the steady-state analysis (disabled unless asked for).
+    pub log: RequestLog,
 }
 
 #[cfg(test)]

@@ -1,27 +1,45 @@
 //! Capacity planning: for a target load and SLOs, search GPU type x precision x TP x
-//! max_num_seqs x replicas for the deployment that meets every SLO at the lowest $/hour.
+//! max_num_seqs for the smallest fleet of each that meets every SLO in steady state, and pick
+//! the cheapest.
 //!
-//! For each candidate replica the search measures its saturation throughput (offline run) and
-//! its maximum sustainable rate under the SLOs (bisection on the arrival rate: a rate is
-//! sustainable when every SLO holds at its percentile, the goodput share reaches the
-//! threshold, and completions keep up with arrivals). Replicas = ceil(target / sustainable
-//! rate). Candidates run in parallel (rayon); every simulation is deterministic.
+//! The method (docs/capacity-planning.md, "Method"; DESIGN.md §7):
+//! 1. Every candidate's steady-state **capacity** per replica (a closed loop far above
+//!    max_num_seqs; [`search::capacity`]) bounds its cost from below: no fleet of it can
+//!    cost less than ceil(target / capacity) replicas.
+//! 2. In order of that bound, each candidate's **maximum sustainable rate** per replica is
+//!    bracketed and bisected to 1% ([`search::max_sustainable_rate`]), and its **fleet** is
+//!    sized: the smallest R whose whole fleet, router included, sustains the target, shown by
+//!    R holding and R - 1 failing ([`fleet::size_fleet`]). A candidate whose bound already
+//!    costs more than the best fleet found is not searched further (`plan.exhaustive`
+//!    searches them all).
+//! 3. Every judgement is a steady-state measurement ([`measure`]): warm-up and drain removed,
+//!    run length extended until the verdict or the figure is certain.
+//! 4. For the chosen plan: a longer verification run of its fleet, the step-time slow-down it
+//!    survives ([`fleet::model_headroom`]), the batch point and its discount as the TPOT SLO
+//!    tightens, and the latency-throughput curve of one replica past saturation.
 
+mod curve;
 mod export;
+mod fleet;
+pub mod measure;
 pub mod pricing;
+mod search;
 mod sweep;
 
+pub use curve::{rate_curve, CurvePoint};
 pub use export::CostWorkbookExporter;
-
+pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
+pub use measure::{Load, Measurement, StopRule};
+pub use search::{Binding, Constraint, Probe, RateSearch, RATE_PRECISION};
 pub use sweep::{parse_vary, sweep, SweepPoint, SweepTable, Vary};
 
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::scenario::{Resolved, Scenario};
-use crate::summary::{RunResult, RunSummary};
-use crate::workload::ArrivalConfig;
+use crate::metrics::steady_state::{SteadyState, SteadyStateConfig};
+use crate::scenario::Scenario;
+use crate::summary::RunResult;
 use pricing::{cost, Cost, PriceCatalog, PriceColumn};
 
 /// One point of the search space.
@@ -39,29 +57,130 @@ pub struct Candidate {
     pub max_num_seqs: u32,
 }
 
+/// Where a candidate ended in the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Searched fully: its fleet was sized and verified.
+    Feasible,
+    /// It cannot serve the target within the SLOs (`note` says why).
+    Infeasible,
+    /// Not searched fully: even at its steady-state capacity it costs more than the plan.
+    Pruned,
+}
+
+/// The best latencies a candidate reaches, at the lightest load the search tried.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LightLoad {
+    /// Arrival rate per replica, req/s.
+    pub rate_per_s: f64,
+    /// TTFT at the SLO's percentile (p99 without a TTFT SLO) in steady state, ms.
+    pub ttft_ms: f64,
+    /// TPOT at the SLO's percentile (p99 without a TPOT SLO) in steady state, ms.
+    pub tpot_ms: f64,
+    /// E2E latency at the SLO's percentile (p99 without an E2E SLO) in steady state, ms.
+    pub e2e_ms: f64,
+}
+
 /// What the search found for one candidate.
 #[derive(Debug, Clone, Serialize)]
 pub struct CandidateResult {
     /// The candidate.
     pub candidate: Candidate,
-    /// Why it cannot serve the target, if it cannot.
-    pub infeasible: Option<String>,
-    /// Saturation: completed requests/s of one replica with everything queued.
-    pub saturation_rate_per_replica: f64,
-    /// Output tokens/s of one replica at saturation.
-    pub saturation_output_tokens_per_s: f64,
-    /// Highest arrival rate one replica sustains within the SLOs, req/s.
+    /// Where it ended.
+    pub status: Status,
+    /// Why it is infeasible or was not searched fully (`None` when feasible).
+    pub note: Option<String>,
+    /// $/GPU-hour (0 when unknown).
+    pub price_usd_per_gpu_hour: f64,
+    /// Steady-state capacity of one replica: completed requests/s of a saturated closed loop.
+    pub capacity_rate_per_replica: f64,
+    /// Output tokens/s of one replica at capacity.
+    pub capacity_output_tokens_per_s: f64,
+    /// Highest arrival rate one replica sustains within the SLOs, req/s (0 if not searched).
     pub max_rate_per_replica: f64,
-    /// The run at that rate (one replica).
-    pub at_max_rate: Option<RunSummary>,
-    /// Replicas needed for the target.
+    /// The constraint that binds just above that rate.
+    pub binding: Option<Binding>,
+    /// The steady state at the maximum sustainable rate (one replica).
+    pub at_max_rate: Option<SteadyState>,
+    /// The best latencies it reaches, when no load meets the SLOs.
+    pub light_load: Option<LightLoad>,
+    /// Replicas: sized and verified when feasible; the capacity bound when pruned.
     pub replicas: u32,
-    /// GPUs needed.
+    /// GPUs of those replicas.
     pub gpus: u32,
-    /// Cost of the deployment serving the target load.
+    /// Output tokens/s the sized fleet produces at the target (steady window; 0 unless
+    /// feasible).
+    pub fleet_output_tokens_per_s: f64,
+    /// Prompt tokens/s the sized fleet takes in at the target (0 unless feasible).
+    pub fleet_input_tokens_per_s: f64,
+    /// Cost of the fleet serving the target (feasible), or of the capacity bound (pruned).
     pub cost_at_target: Option<Cost>,
-    /// Cost per token at saturation (offline batch work, no latency SLO).
-    pub cost_at_saturation: Option<Cost>,
+    /// Cost per token of one replica at capacity (offline batch work, no latency SLO).
+    pub cost_at_capacity: Option<Cost>,
+    /// Every rate the search tried for one replica, in order.
+    pub probes: Vec<Probe>,
+    /// Simulations spent on this candidate.
+    pub simulations: u64,
+}
+
+/// The batch point: what a million output tokens costs at capacity (no latency SLO) against
+/// at the SLO-bound maximum rate of the same deployment.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchPoint {
+    /// $/M output tokens of one replica at steady-state capacity.
+    pub usd_per_million_at_capacity: f64,
+    /// $/M output tokens of one replica at its SLO-bound maximum rate.
+    pub usd_per_million_at_slo: f64,
+    /// Discount a batch tier can fund: 1 - at capacity / at the SLO, 0..1.
+    pub discount: f64,
+    /// The same as the TPOT SLO tightens or loosens (other SLOs unchanged).
+    pub by_tpot: Vec<TpotRow>,
+}
+
+/// One row of the batch-discount table.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TpotRow {
+    /// TPOT SLO, ms (at the scenario's TPOT percentile).
+    pub tpot_ms: f64,
+    /// Maximum sustainable rate of one replica under it, req/s (0: not reachable).
+    pub max_rate_per_replica: f64,
+    /// $/M output tokens at that rate (0 when not reachable).
+    pub usd_per_million: f64,
+    /// Discount a batch tier can fund against it, 0..1 (0 when not reachable).
+    pub discount: f64,
+}
+
+/// Everything measured about the chosen plan beyond the search.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChosenDetail {
+    /// The fleet sizing: R holding, R - 1 failing.
+    pub fleet: FleetSizing,
+    /// A longer run of the fleet at R, until every judged figure is within the tolerance.
+    pub verification: Measurement,
+    /// The step-time slow-down the fleet survives.
+    pub headroom: ModelHeadroom,
+    /// The batch point and the discount table.
+    pub batch: BatchPoint,
+    /// One replica's steady state across load, past saturation.
+    pub curve: Vec<CurvePoint>,
+}
+
+/// How the plan measured (for the report).
+#[derive(Debug, Clone, Serialize)]
+pub struct Method {
+    /// The steady-state analysis settings.
+    pub analysis: SteadyStateConfig,
+    /// Requests of a single replica's first run.
+    pub min_requests_per_replica: u64,
+    /// Most requests of a run, per replica.
+    pub max_requests_per_replica: u64,
+    /// Fewest requests of a fleet run.
+    pub fleet_min_requests: u64,
+    /// Relative precision of the rate bisection.
+    pub rate_precision: f64,
+    /// Step-time multiplier every candidate was sized with (1 + `plan.headroom`).
+    pub step_time_scale: f64,
 }
 
 /// The outcome of `servesim plan`.
@@ -73,14 +192,19 @@ pub struct PlanResult {
     pub goodput_threshold: f64,
     /// Price column used.
     pub price_column: PriceColumn,
-    /// Candidates, cheapest feasible first, infeasible last.
+    /// Candidates: feasible cheapest first, then pruned, then infeasible.
     pub candidates: Vec<CandidateResult>,
     /// Index of the chosen plan in `candidates`.
     pub chosen: Option<usize>,
-    /// The chosen deployment re-simulated at the target load with all its replicas.
-    pub verification: Option<RunSummary>,
-    /// Discount batch work could get: 1 - (cost per token at saturation / at the SLO point).
-    pub batch_discount: Option<f64>,
+    /// What was measured about the chosen plan.
+    pub detail: Option<ChosenDetail>,
+    /// When the top two cost the same and their margins are within the search's noise: how
+    /// close they are.
+    pub near_tie: Option<String>,
+    /// When nothing is feasible: the nearest SLOs some candidate meets at light load.
+    pub nearest_slo: Option<String>,
+    /// How it was measured.
+    pub method: Method,
     /// Simulations run.
     pub simulations: u64,
 }
@@ -91,8 +215,13 @@ pub struct PlanOutput {
     pub plan: PlanResult,
     /// The verification run (CDFs, time series).
     pub verification_run: Option<RunResult>,
-    /// The chosen candidate's scenario (one replica), for the curves of the report.
-    pub chosen_scenario: Option<Scenario>,
+}
+
+impl PlanResult {
+    /// The chosen candidate.
+    pub fn chosen_candidate(&self) -> Option<&CandidateResult> {
+        self.chosen.map(|i| &self.candidates[i])
+    }
 }
 
 fn search_space(base: &Scenario) -> Vec<Candidate> {
@@ -129,168 +258,246 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
     out
 }
 
-fn candidate_scenario(base: &Scenario, c: &Candidate, requests: u64) -> Scenario {
+/// The base scenario with one replica of candidate `c`, every step `scale` times the model's.
+fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     let mut s = base.clone();
     s.deployment.gpu = c.gpu.clone();
     s.deployment.dtype = c.dtype.clone();
     s.deployment.kv_cache_dtype = c.kv_cache_dtype.clone();
     s.deployment.tp = c.tp;
     s.deployment.replicas = 1;
+    s.deployment.step_time_scale = base.deployment.step_time_scale * scale;
     s.scheduler.max_num_seqs = Some(c.max_num_seqs);
     if let Some(b) = s.scheduler.max_num_batched_tokens {
         s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
     }
-    s.workload.num_requests = Some(requests);
-    s.workload.duration_s = None;
     s
 }
 
-/// Whether a run at `rate` meets the plan's bar: every SLO, the goodput share, and
-/// completions keeping up with arrivals ([`RunSummary::keeps_up`]).
-fn sustainable(s: &RunSummary, rate: f64, threshold: f64) -> bool {
-    s.slo.all_met && s.goodput_share >= threshold && s.keeps_up(rate)
-}
-
-struct Searcher<'a> {
+/// Settings shared by every candidate's search.
+struct Ctx<'a> {
     base: &'a Scenario,
     origin: &'a str,
-    requests: u64,
-    threshold: f64,
+    target: f64,
+    ratio: f64,
+    max_replicas: u32,
+    scale: f64,
 }
 
-impl Searcher<'_> {
-    fn run_at(&self, c: &Candidate, rate: Option<f64>) -> Result<(Resolved, RunResult)> {
-        let mut s = candidate_scenario(self.base, c, self.requests);
-        match rate {
-            Some(r) => {
-                if matches!(s.workload.arrival, ArrivalConfig::Offline) {
-                    s.workload.arrival = ArrivalConfig::Poisson { rate_per_s: r };
-                } else {
-                    s.workload.set_rate(r);
-                }
-            }
-            None => {
-                s.workload.arrival = ArrivalConfig::Offline;
-                s.workload.max_concurrency = None;
-            }
-        }
-        let resolved = s.resolve(self.origin)?;
-        let run = resolved.run()?;
-        Ok((resolved, run))
-    }
+/// Where a candidate stands after the first phase.
+enum Phase1 {
+    /// It fits, has a price and a capacity: search it.
+    Ready(Box<Prelim>),
+    /// It cannot be searched (no price, does not fit, no capacity): its result as it is.
+    Done(Box<CandidateResult>),
+}
 
-    fn evaluate(
+/// A candidate after the first phase: it fits, it has a price and a capacity.
+struct Prelim {
+    result: CandidateResult,
+    scenario: Scenario,
+    /// Lower bound on its fleet's $/hour.
+    bound_usd_per_hour: f64,
+}
+
+fn empty_result(c: &Candidate) -> CandidateResult {
+    CandidateResult {
+        candidate: c.clone(),
+        status: Status::Infeasible,
+        note: None,
+        price_usd_per_gpu_hour: 0.0,
+        capacity_rate_per_replica: 0.0,
+        capacity_output_tokens_per_s: 0.0,
+        max_rate_per_replica: 0.0,
+        binding: None,
+        at_max_rate: None,
+        light_load: None,
+        replicas: 0,
+        gpus: 0,
+        fleet_output_tokens_per_s: 0.0,
+        fleet_input_tokens_per_s: 0.0,
+        cost_at_target: None,
+        cost_at_capacity: None,
+        probes: Vec::new(),
+        simulations: 0,
+    }
+}
+
+/// Mean prompt tokens per completed request of a measurement.
+fn mean_input(m: &Measurement) -> f64 {
+    m.summary.total_input_tokens as f64 / m.summary.completed.max(1) as f64
+}
+
+/// Output and prompt tokens/s of measurement `m`'s steady window.
+fn window_tokens_per_s(m: &Measurement) -> (f64, f64) {
+    let s = m.steady();
+    (
+        s.output_throughput.value,
+        s.request_throughput * mean_input(m),
+    )
+}
+
+/// Cost of `gpus` GPUs producing what measurement `m` produced in its steady window.
+fn cost_of(gpus: u32, price: f64, m: &Measurement, ratio: f64) -> Cost {
+    let (out, input) = window_tokens_per_s(m);
+    cost(gpus, price, out, input, ratio)
+}
+
+/// Books the fleet measured at the target onto `r`: GPUs, throughput and cost.
+fn set_fleet(r: &mut CandidateResult, replicas: u32, m: &Measurement, ratio: f64) {
+    r.replicas = replicas;
+    r.gpus = replicas.saturating_mul(r.candidate.tp);
+    (r.fleet_output_tokens_per_s, r.fleet_input_tokens_per_s) = window_tokens_per_s(m);
+    r.cost_at_target = Some(cost_of(r.gpus, r.price_usd_per_gpu_hour, m, ratio));
+}
+
+impl Ctx<'_> {
+    /// Phase 1: price, feasibility and capacity of one candidate.
+    fn prelim(
         &self,
         c: &Candidate,
-        target: f64,
         prices: &PriceCatalog,
         column: PriceColumn,
-        ratio: f64,
-        max_replicas: u32,
-    ) -> (CandidateResult, u64) {
-        let mut sims = 0u64;
-        let mut result = CandidateResult {
-            candidate: c.clone(),
-            infeasible: None,
-            saturation_rate_per_replica: 0.0,
-            saturation_output_tokens_per_s: 0.0,
-            max_rate_per_replica: 0.0,
-            at_max_rate: None,
-            replicas: 0,
-            gpus: 0,
-            cost_at_target: None,
-            cost_at_saturation: None,
-        };
+    ) -> Phase1 {
+        let mut r = empty_result(c);
         let price = match self.base.pricing.price_usd_per_gpu_hour {
             Some(p) => p,
             None => match prices.price(&c.gpu, column) {
                 Ok(p) => p,
                 Err(e) => {
-                    result.infeasible = Some(e.to_string());
-                    return (result, sims);
+                    r.note = Some(e.to_string());
+                    return Phase1::Done(Box::new(r));
                 }
             },
         };
-        let sat = match self.run_at(c, None) {
-            Ok((_, r)) => r.summary,
+        r.price_usd_per_gpu_hour = price;
+        let sc = candidate_scenario(self.base, c, self.scale);
+        if let Err(e) = sc.resolve(self.origin) {
+            r.note = Some(e.to_string());
+            return Phase1::Done(Box::new(r));
+        }
+        let cap = match search::capacity(&sc, self.origin) {
+            Ok(m) => m,
             Err(e) => {
-                result.infeasible = Some(e.to_string());
-                return (result, sims);
+                r.note = Some(e.to_string());
+                return Phase1::Done(Box::new(r));
             }
         };
-        sims += 1;
-        result.saturation_rate_per_replica = sat.request_throughput;
-        result.saturation_output_tokens_per_s = sat.output_throughput;
-        result.cost_at_saturation = Some(cost(
-            c.tp,
-            price,
-            sat.output_throughput,
-            sat.request_throughput * mean_input(&sat),
-            ratio,
-        ));
-        // Bisection on the rate in (0, saturation].
-        let (mut lo, mut hi) = (0.0f64, sat.request_throughput.max(1e-9));
-        let mut best: Option<RunSummary> = None;
-        if let Ok((_, r)) = self.run_at(c, Some(hi)) {
-            sims += 1;
-            if sustainable(&r.summary, hi, self.threshold) {
-                lo = hi;
-                best = Some(r.summary);
-            }
+        r.simulations += cap.simulations as u64;
+        let s = cap.steady();
+        r.capacity_rate_per_replica = s.request_throughput;
+        r.capacity_output_tokens_per_s = s.output_throughput.value;
+        r.cost_at_capacity = Some(cost_of(c.tp, price, &cap, self.ratio));
+        if r.capacity_rate_per_replica <= 0.0 {
+            r.note = Some("completes no request in steady state".into());
+            return Phase1::Done(Box::new(r));
         }
-        if best.is_none() {
-            for _ in 0..9 {
-                let mid = 0.5 * (lo + hi);
-                match self.run_at(c, Some(mid)) {
-                    Ok((_, r)) => {
-                        sims += 1;
-                        if sustainable(&r.summary, mid, self.threshold) {
-                            lo = mid;
-                            best = Some(r.summary);
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    Err(e) => {
-                        result.infeasible = Some(e.to_string());
-                        return (result, sims);
-                    }
-                }
+        let bound = (self.target / r.capacity_rate_per_replica).ceil().max(1.0);
+        r.replicas = bound.min(u32::MAX as f64) as u32;
+        r.gpus = r.replicas.saturating_mul(c.tp);
+        Phase1::Ready(Box::new(Prelim {
+            bound_usd_per_hour: r.gpus as f64 * price,
+            result: r,
+            scenario: sc,
+        }))
+    }
+
+    /// Phase 2: the rate search and the fleet sizing of one candidate.
+    fn search(&self, p: Prelim) -> Result<(CandidateResult, Option<FleetSizing>)> {
+        let Prelim {
+            mut result,
+            scenario,
+            ..
+        } = p;
+        let rs =
+            search::max_sustainable_rate(&scenario, self.origin, result.capacity_rate_per_replica)?;
+        result.simulations += rs.simulations;
+        result.binding = rs.binding.clone();
+        result.probes = rs.probes.clone();
+        if rs.max_rate_per_s <= 0.0 {
+            result.status = Status::Infeasible;
+            if let Some(m) = &rs.above {
+                let s = m.steady();
+                let p99 = |metric: &str| {
+                    s.slo
+                        .iter()
+                        .find(|x| x.metric.name() == metric)
+                        .map(|x| x.value_ms.value)
+                };
+                let rate = match m.load {
+                    Load::Rate(r) => r,
+                    Load::ClosedLoop(_) => 0.0,
+                };
+                result.light_load = Some(LightLoad {
+                    rate_per_s: rate,
+                    ttft_ms: p99("TTFT").unwrap_or(s.ttft.p99_ms),
+                    tpot_ms: p99("TPOT").unwrap_or(s.tpot.p99_ms),
+                    e2e_ms: p99("E2E").unwrap_or(s.e2e.p99_ms),
+                });
+                result.note = Some(format!(
+                    "misses the SLOs even at light load ({rate:.3} req/s per replica): {}",
+                    s.misses
+                        .iter()
+                        .map(|x| x.reason.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
             }
+            return Ok((result, None));
         }
-        let Some(at) = best else {
-            result.infeasible = Some(format!(
-                "misses the SLOs even at {:.3} req/s per replica",
-                hi
+        result.max_rate_per_replica = rs.max_rate_per_s;
+        result.at_max_rate = rs.at_max.as_ref().map(|m| m.steady().clone());
+        let start = (self.target / rs.max_rate_per_s).ceil().max(1.0);
+        if start > self.max_replicas as f64 {
+            result.status = Status::Infeasible;
+            result.note = Some(format!(
+                "needs about {start} replicas (more than plan.max_replicas = {})",
+                self.max_replicas
             ));
-            return (result, sims);
+            return Ok((result, None));
+        }
+        let sizing = fleet::size_fleet(
+            &scenario,
+            self.origin,
+            self.target,
+            result.capacity_rate_per_replica,
+            start as u32,
+            self.max_replicas,
+        )?;
+        let Some(sizing) = sizing else {
+            result.status = Status::Infeasible;
+            result.note = Some(format!(
+                "{} replicas do not sustain the target (plan.max_replicas)",
+                self.max_replicas
+            ));
+            return Ok((result, None));
         };
-        result.max_rate_per_replica = lo;
-        let replicas = (target / lo).ceil().max(1.0);
-        if replicas > max_replicas as f64 {
-            result.infeasible = Some(format!(
-                "needs {replicas} replicas (more than plan.max_replicas = {max_replicas})"
-            ));
-        }
-        let replicas = replicas.min(u32::MAX as f64) as u32;
-        result.replicas = replicas;
-        result.gpus = replicas.saturating_mul(c.tp);
-        let out_tps = target * at.total_output_tokens as f64 / at.completed.max(1) as f64;
-        let in_tps = target * mean_input(&at);
-        result.cost_at_target = Some(cost(result.gpus, price, out_tps, in_tps, ratio));
-        result.at_max_rate = Some(at);
-        (result, sims)
+        result.simulations += sizing.simulations;
+        result.status = Status::Feasible;
+        set_fleet(&mut result, sizing.replicas, &sizing.holds, self.ratio);
+        Ok((result, Some(sizing)))
     }
 }
 
-fn mean_input(s: &RunSummary) -> f64 {
-    s.total_input_tokens as f64 / s.completed.max(1) as f64
+/// The order candidates are ranked in: feasible by $/hour, then more spare capacity first
+/// (the rate its replicas sustain together: it carries load spikes better); then pruned by
+/// their bound; then infeasible. Every feasible fleet serves the same target, so its $/M
+/// output tokens follows its $/hour; the measured figure differs only by noise.
+fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
+    let status = match r.status {
+        Status::Feasible => 0,
+        Status::Pruned => 1,
+        Status::Infeasible => 2,
+    };
+    (
+        status,
+        r.cost_at_target.map_or(f64::INFINITY, |c| c.usd_per_hour),
+        -(r.replicas as f64 * r.max_rate_per_replica),
+    )
 }
 
 /// Runs the capacity plan for a base scenario.
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
-    // Validate the base first, so a typo is reported once, with its path.
-    base.resolve(origin)?;
     let target = match base
         .plan
         .target_rate_per_s
@@ -305,6 +512,18 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             ))
         }
     };
+    let space = search_space(base);
+    // The scenario's own deployment is only a default: the search space decides. Report the
+    // base's error only when no candidate resolves (then the input itself is wrong).
+    if let Err(e) = base.resolve(origin) {
+        let any = space
+            .iter()
+            .any(|c| candidate_scenario(base, c, 1.0).resolve(origin).is_ok());
+        if !any {
+            return Err(e);
+        }
+    }
+    base.measure.validate(origin)?;
     let threshold = base.plan.goodput_threshold.unwrap_or(0.9);
     let column: PriceColumn = match &base.pricing.column {
         Some(c) => c
@@ -312,72 +531,113 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             .map_err(|e: String| Error::config(origin, "pricing.column", e))?,
         None => PriceColumn::OnDemand,
     };
-    let ratio = base.pricing.input_output_price_ratio.unwrap_or(0.25);
     let prices = PriceCatalog::embedded()?;
-    let requests = base.plan.requests_per_point.unwrap_or(1000).max(50);
-    let max_replicas = base.plan.max_replicas.unwrap_or(1024);
-    let searcher = Searcher {
+    let ctx = Ctx {
         base,
         origin,
-        requests,
-        threshold,
+        target,
+        ratio: base.pricing.input_output_price_ratio.unwrap_or(0.25),
+        max_replicas: base.plan.max_replicas.unwrap_or(1024).max(1),
+        scale: 1.0 + base.plan.headroom.unwrap_or(0.0),
     };
-    let space = search_space(base);
-    let evaluated: Vec<(CandidateResult, u64)> = space
+
+    // Phase 1: every candidate's capacity, in parallel.
+    let prelim: Vec<Phase1> = space
         .par_iter()
-        .map(|c| searcher.evaluate(c, target, &prices, column, ratio, max_replicas))
+        .map(|c| ctx.prelim(c, &prices, column))
         .collect();
-    let mut sims: u64 = evaluated.iter().map(|(_, n)| n).sum();
-    let mut candidates: Vec<CandidateResult> = evaluated.into_iter().map(|(r, _)| r).collect();
-    // Cheapest first; at equal cost, the one with more spare capacity (the rate its replicas
-    // sustain together) carries load spikes better.
-    candidates.sort_by(|a, b| {
-        let key = |r: &CandidateResult| {
-            (
-                r.infeasible.is_some(),
-                r.cost_at_target.map_or(f64::INFINITY, |c| c.usd_per_hour),
-                r.cost_at_target
-                    .map_or(f64::INFINITY, |c| c.usd_per_million_output_tokens),
-                r.replicas as f64 * r.max_rate_per_replica,
-            )
-        };
-        let (ia, ca, ta, ra) = key(a);
-        let (ib, cb, tb, rb) = key(b);
-        ia.cmp(&ib)
-            .then(ca.total_cmp(&cb))
-            .then(ta.total_cmp(&tb))
-            .then(rb.total_cmp(&ra))
-    });
-    let chosen = candidates
-        .first()
-        .filter(|c| c.infeasible.is_none())
-        .map(|_| 0);
-    let mut verification = None;
-    let mut verification_run = None;
-    let mut chosen_scenario = None;
-    let mut batch_discount = None;
-    if let Some(i) = chosen {
-        let c = &candidates[i];
-        let mut s = candidate_scenario(base, &c.candidate, requests.max(c.replicas as u64 * 200));
-        s.deployment.replicas = c.replicas;
-        if matches!(s.workload.arrival, ArrivalConfig::Offline) {
-            s.workload.arrival = ArrivalConfig::Poisson { rate_per_s: target };
-        } else {
-            s.workload.set_rate(target);
-        }
-        let run = s.resolve(origin)?.run()?;
-        sims += 1;
-        verification = Some(run.summary.clone());
-        verification_run = Some(run);
-        let mut one = s.clone();
-        one.deployment.replicas = 1;
-        chosen_scenario = Some(one);
-        if let (Some(t), Some(sat)) = (c.cost_at_target, c.cost_at_saturation) {
-            if t.usd_per_million_output_tokens > 0.0 {
-                batch_discount =
-                    Some(1.0 - sat.usd_per_million_output_tokens / t.usd_per_million_output_tokens);
+    let mut done: Vec<CandidateResult> = Vec::new();
+    let mut sizings: Vec<Option<FleetSizing>> = Vec::new();
+    let mut queue: Vec<Prelim> = Vec::new();
+    for p in prelim {
+        match p {
+            Phase1::Ready(p) => queue.push(*p),
+            Phase1::Done(r) => {
+                done.push(*r);
+                sizings.push(None);
             }
         }
+    }
+    // Phase 2: in order of the capacity bound, in waves as wide as the thread pool; stop when
+    // the next bound costs more than the best fleet found.
+    queue.sort_by(|a, b| a.bound_usd_per_hour.total_cmp(&b.bound_usd_per_hour));
+    let exhaustive = base.plan.exhaustive.unwrap_or(false);
+    let wave = rayon::current_num_threads().max(2);
+    let mut best = f64::INFINITY;
+    let mut rest = queue.into_iter().peekable();
+    while rest.peek().is_some() {
+        let mut batch = Vec::new();
+        while batch.len() < wave {
+            match rest.peek() {
+                Some(p) if exhaustive || p.bound_usd_per_hour <= best * (1.0 + 1e-9) => {
+                    batch.extend(rest.next());
+                }
+                _ => break,
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let searched: Vec<Result<(CandidateResult, Option<FleetSizing>)>> =
+            batch.into_par_iter().map(|p| ctx.search(p)).collect();
+        for s in searched {
+            let (r, sz) = s?;
+            if let Some(c) = r.cost_at_target.filter(|_| r.status == Status::Feasible) {
+                best = best.min(c.usd_per_hour);
+            }
+            done.push(r);
+            sizings.push(sz);
+        }
+    }
+    for p in rest {
+        let mut r = p.result;
+        r.status = Status::Pruned;
+        r.cost_at_target = Some(cost(r.gpus, r.price_usd_per_gpu_hour, 0.0, 0.0, ctx.ratio));
+        r.note = Some(format!(
+            "not searched: even at capacity it needs {} replica(s), ${:.2}/hour, more than the plan",
+            r.replicas, p.bound_usd_per_hour
+        ));
+        done.push(r);
+        sizings.push(None);
+    }
+    let mut simulations: u64 = done.iter().map(|r| r.simulations).sum();
+
+    // Rank; keep each candidate's sizing beside it.
+    let mut order: Vec<usize> = (0..done.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ka, kb) = (rank_key(&done[a]), rank_key(&done[b]));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(ka.2.total_cmp(&kb.2))
+            .then(a.cmp(&b))
+    });
+    let mut slots: Vec<Option<(CandidateResult, Option<FleetSizing>)>> =
+        done.into_iter().zip(sizings).map(Some).collect();
+    let mut candidates = Vec::with_capacity(order.len());
+    let mut chosen_sizing = None;
+    for (rank, i) in order.into_iter().enumerate() {
+        let (r, sz) = slots[i].take().expect("each index once");
+        if rank == 0 && r.status == Status::Feasible {
+            chosen_sizing = sz;
+        }
+        candidates.push(r);
+    }
+    let chosen = chosen_sizing.as_ref().map(|_| 0);
+    let near_tie = near_tie(&candidates);
+    let nearest_slo = if chosen.is_none() {
+        nearest_slo(base, &candidates)
+    } else {
+        None
+    };
+
+    // Phase 3: what the chosen plan is measured on beyond the search.
+    let mut detail = None;
+    let mut verification_run = None;
+    if let (Some(i), Some(sizing)) = (chosen, chosen_sizing) {
+        let (d, sims) = chosen_detail(&ctx, &mut candidates[i], sizing)?;
+        simulations += sims;
+        verification_run = d.verification.result.clone();
+        detail = Some(d);
     }
     Ok(PlanOutput {
         plan: PlanResult {
@@ -386,32 +646,235 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             price_column: column,
             candidates,
             chosen,
-            verification,
-            batch_discount,
-            simulations: sims,
+            detail,
+            near_tie,
+            nearest_slo,
+            method: Method {
+                analysis: base.measure.analysis(),
+                min_requests_per_replica: base.measure.min_requests,
+                max_requests_per_replica: base.measure.max_requests,
+                fleet_min_requests: FLEET_MIN_REQUESTS,
+                rate_precision: RATE_PRECISION,
+                step_time_scale: ctx.scale,
+            },
+            simulations,
         },
         verification_run,
-        chosen_scenario,
     })
 }
 
-/// Runs one replica of `scenario` at each of `rates` (in parallel): the latency-throughput
-/// curve of a deployment.
-pub fn rate_curve(
-    scenario: &Scenario,
-    origin: &str,
-    rates: &[f64],
-) -> Result<Vec<(f64, RunSummary)>> {
-    rates
-        .par_iter()
-        .map(|&r| {
-            let mut s = scenario.clone();
-            if matches!(s.workload.arrival, ArrivalConfig::Offline) {
-                s.workload.arrival = ArrivalConfig::Poisson { rate_per_s: r };
-            } else {
-                s.workload.set_rate(r);
+/// The chosen plan's verification, headroom, batch point and curve (in parallel); re-sizes
+/// upwards if the longer verification run finds the fleet short.
+fn chosen_detail(
+    ctx: &Ctx<'_>,
+    chosen: &mut CandidateResult,
+    mut sizing: FleetSizing,
+) -> Result<(ChosenDetail, u64)> {
+    let one = candidate_scenario(ctx.base, &chosen.candidate, ctx.scale);
+    let mut sims = 0u64;
+    let capacity = chosen.capacity_rate_per_replica;
+    let verification = loop {
+        let v = fleet::fleet_run(
+            &one,
+            ctx.origin,
+            sizing.replicas,
+            ctx.target,
+            capacity,
+            StopRule::Converged,
+        )?;
+        sims += v.simulations as u64;
+        if v.sustainable() || sizing.replicas >= ctx.max_replicas {
+            break v;
+        }
+        // The longer run misses: size again from one replica more.
+        let again = fleet::size_fleet(
+            &one,
+            ctx.origin,
+            ctx.target,
+            capacity,
+            sizing.replicas + 1,
+            ctx.max_replicas,
+        )?;
+        match again {
+            Some(s) => {
+                sims += s.simulations;
+                sizing = s;
             }
-            Ok((r, s.resolve(origin)?.run()?.summary))
+            None => break v,
+        }
+    };
+    set_fleet(chosen, sizing.replicas, &verification, ctx.ratio);
+    let fleet_sc = fleet::with_replicas(&one, sizing.replicas);
+    let ((headroom, batch), curve) = rayon::join(
+        || {
+            rayon::join(
+                || fleet::model_headroom(&fleet_sc, ctx.origin, ctx.target, capacity),
+                || batch_point(ctx, chosen, &one),
+            )
+        },
+        || curve::rate_curve(&one, ctx.origin, capacity, chosen.price_usd_per_gpu_hour),
+    );
+    let headroom = headroom?;
+    let (batch, batch_sims) = batch?;
+    let (curve, curve_sims) = curve?;
+    sims += headroom.simulations + batch_sims + curve_sims;
+    Ok((
+        ChosenDetail {
+            fleet: sizing,
+            verification,
+            headroom,
+            batch,
+            curve,
+        },
+        sims,
+    ))
+}
+
+/// The batch point of the chosen deployment and the discount as the TPOT SLO moves.
+fn batch_point(ctx: &Ctx<'_>, c: &CandidateResult, one: &Scenario) -> Result<(BatchPoint, u64)> {
+    let price = c.price_usd_per_gpu_hour;
+    let tp = c.candidate.tp;
+    let at_capacity = c
+        .cost_at_capacity
+        .map_or(0.0, |x| x.usd_per_million_output_tokens);
+    let per_m = |s: &SteadyState| {
+        cost(tp, price, s.output_throughput.value, 0.0, ctx.ratio).usd_per_million_output_tokens
+    };
+    let at_slo = c.at_max_rate.as_ref().map_or(0.0, per_m);
+    let discount = |x: f64| if x > 0.0 { 1.0 - at_capacity / x } else { 0.0 };
+    let base_tpot = one.slo.tpot_ms;
+    let tpots: Vec<f64> = match base_tpot {
+        Some(t) => vec![0.25 * t, 0.5 * t, t, 2.0 * t],
+        None => vec![20.0, 40.0, 80.0, 160.0],
+    };
+    let rows: Vec<Result<(TpotRow, u64)>> = tpots
+        .par_iter()
+        .map(|&t| {
+            if base_tpot == Some(t) {
+                return Ok((
+                    TpotRow {
+                        tpot_ms: t,
+                        max_rate_per_replica: c.max_rate_per_replica,
+                        usd_per_million: at_slo,
+                        discount: discount(at_slo),
+                    },
+                    0,
+                ));
+            }
+            let mut s = one.clone();
+            s.slo.tpot_ms = Some(t);
+            let rs = search::max_sustainable_rate(&s, ctx.origin, c.capacity_rate_per_replica)?;
+            let usd = rs.at_max.as_ref().map_or(0.0, |m| per_m(m.steady()));
+            Ok((
+                TpotRow {
+                    tpot_ms: t,
+                    max_rate_per_replica: rs.max_rate_per_s,
+                    usd_per_million: usd,
+                    discount: discount(usd),
+                },
+                rs.simulations,
+            ))
         })
-        .collect()
+        .collect();
+    let mut by_tpot = Vec::new();
+    let mut sims = 0;
+    for r in rows {
+        let (row, n) = r?;
+        by_tpot.push(row);
+        sims += n;
+    }
+    Ok((
+        BatchPoint {
+            usd_per_million_at_capacity: at_capacity,
+            usd_per_million_at_slo: at_slo,
+            discount: discount(at_slo),
+            by_tpot,
+        },
+        sims,
+    ))
+}
+
+/// Spare-capacity margin below which two equally priced plans are within the search's noise.
+const NOISE_SHARE: f64 = 0.03;
+
+fn near_tie(c: &[CandidateResult]) -> Option<String> {
+    let (a, b) = (c.first()?, c.get(1)?);
+    if a.status != Status::Feasible || b.status != Status::Feasible {
+        return None;
+    }
+    let (ca, cb) = (a.cost_at_target?, b.cost_at_target?);
+    if (ca.usd_per_hour - cb.usd_per_hour).abs() > 1e-9 * ca.usd_per_hour.max(1.0) {
+        return None;
+    }
+    let sa = a.replicas as f64 * a.max_rate_per_replica;
+    let sb = b.replicas as f64 * b.max_rate_per_replica;
+    let gap = (sa - sb).abs() / sa.max(sb).max(1e-12);
+    (gap < NOISE_SHARE).then(|| {
+        let name = |r: &CandidateResult| {
+            format!(
+                "{} {} TP{} seqs {}",
+                r.candidate.gpu, r.candidate.dtype, r.candidate.tp, r.candidate.max_num_seqs
+            )
+        };
+        format!(
+            "the top two are within noise: {} and {} both cost ${:.2}/hour, and their fleets sustain {:.2} and {:.2} req/s ({:.1}% apart; the search resolves about {:.0}%)",
+            name(a),
+            name(b),
+            ca.usd_per_hour,
+            sa,
+            sb,
+            100.0 * gap,
+            100.0 * NOISE_SHARE
+        )
+    })
+}
+
+/// When no candidate is feasible: the loosest-needed SLOs, scaled from the scenario's, that
+/// the candidate closest to meeting them reaches at light load.
+fn nearest_slo(base: &Scenario, c: &[CandidateResult]) -> Option<String> {
+    let s = &base.slo;
+    let best = c
+        .iter()
+        .filter_map(|r| r.light_load.map(|l| (r, l)))
+        .map(|(r, l)| {
+            let ratios = [
+                s.ttft_ms.map(|t| l.ttft_ms / t),
+                s.tpot_ms.map(|t| l.tpot_ms / t),
+                s.e2e_ms.map(|t| l.e2e_ms / t),
+            ];
+            let worst = ratios.into_iter().flatten().fold(0.0f64, f64::max);
+            (worst, r, l)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let (_, r, l) = best;
+    let mut parts = Vec::new();
+    if s.ttft_ms.is_some() {
+        parts.push(format!(
+            "p{} TTFT <= {:.0} ms",
+            s.ttft_percentile,
+            l.ttft_ms.ceil()
+        ));
+    }
+    if s.tpot_ms.is_some() {
+        parts.push(format!(
+            "p{} TPOT <= {:.1} ms",
+            s.tpot_percentile, l.tpot_ms
+        ));
+    }
+    if s.e2e_ms.is_some() {
+        parts.push(format!(
+            "p{} E2E <= {:.0} ms",
+            s.e2e_percentile,
+            l.e2e_ms.ceil()
+        ));
+    }
+    Some(format!(
+        "the nearest SLOs any candidate meets: {} ({} {} TP{} seqs {} at light load, {:.3} req/s per replica)",
+        parts.join(", "),
+        r.candidate.gpu,
+        r.candidate.dtype,
+        r.candidate.tp,
+        r.candidate.max_num_seqs,
+        l.rate_per_s
+    ))
 }

@@ -12,6 +12,7 @@
 
 pub mod atomic;
 mod finite;
+pub mod plan;
 pub mod plot;
 mod table;
 pub mod xlsx;

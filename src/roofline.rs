@@ -237,6 +237,8 @@ pub struct StepTimeModel {
     kernels_per_layer: f64,
     /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
     table_ns: Vec<u64>,
+    /// Multiplier on every step time, dimensionless (1 = as modelled; 1.2 = 20% slower).
+    time_scale: f64,
 }
 
 impl StepTimeModel {
@@ -313,6 +315,7 @@ impl StepTimeModel {
             small_kernels_per_layer: 4.0,
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             table_ns: Vec::new(),
+            time_scale: 1.0,
             dep,
         };
         let n = max_tokens as usize + 1;
@@ -508,7 +511,19 @@ impl StepTimeModel {
         let attn = self.attention_time(b);
         let gpu_s = table as f64 * 1e-9 + lm + attn;
         let rest = lm + attn + self.launch_time(b, gpu_s) + self.host_time(b);
-        (table + secs_to_ns(rest)).max(1)
+        let ns = (table + secs_to_ns(rest)).max(1);
+        if self.time_scale == 1.0 {
+            ns
+        } else {
+            ((ns as f64 * self.time_scale).round() as u64).max(1)
+        }
+    }
+
+    /// The same model with every step time multiplied by `scale` (> 0): what-if the GPUs or
+    /// the engine run slower (> 1) or faster (< 1) than modelled.
+    pub fn with_time_scale(mut self, scale: f64) -> Self {
+        self.time_scale = scale;
+        self
     }
 }
 

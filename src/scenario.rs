@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::EngineProfile;
 use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
+use crate::metrics::steady_state::{SteadyStateConfig, Targets};
 use crate::model::load_model;
 use crate::roofline::{plan_memory, Deployment, MemoryPlan, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
@@ -51,10 +52,17 @@ pub struct DeploymentConfig {
     /// Routing policy.
     #[serde(default)]
     pub router: RouterKind,
+    /// Multiplier on every engine step time, dimensionless: 1 runs as modelled, 1.2 runs 20%
+    /// slower (what-if the hardware or the engine is slower than the model says).
+    #[serde(default = "unit_scale")]
+    pub step_time_scale: f64,
 }
 
 fn one() -> u32 {
     1
+}
+fn unit_scale() -> f64 {
+    1.0
 }
 fn default_dtype() -> String {
     "bf16".into()
@@ -202,10 +210,66 @@ pub struct PlanConfig {
     pub max_num_seqs: Option<Vec<u32>>,
     /// Share of requests that must meet every SLO at a sustainable rate, in (0, 1].
     pub goodput_threshold: Option<f64>,
-    /// Requests per simulation of the search.
-    pub requests_per_point: Option<u64>,
     /// Most replicas a plan may use.
     pub max_replicas: Option<u32>,
+    /// Safety margin against model error, dimensionless: size the fleet so that it meets the
+    /// SLOs with every step time `1 + headroom` times the model's (0.2 = GPUs 20% slower).
+    pub headroom: Option<f64>,
+    /// Search every candidate fully (default: skip those whose steady-state capacity alone
+    /// already costs more than the best plan found).
+    pub exhaustive: Option<bool>,
+}
+
+/// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which
+/// extend each run until every judged figure is precise enough, and by `run`'s steady-state
+/// section. docs/capacity-planning.md ("Method") explains each setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasureConfig {
+    /// Relative half-width of a judged figure's confidence interval at which a run stops
+    /// growing, dimensionless.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// Two-sided confidence of the intervals: 0.90, 0.95 or 0.99.
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+    /// Batches of the batch-means intervals (at least 5).
+    #[serde(default = "default_batches")]
+    pub batches: u32,
+    /// Requests of an adaptive measurement's first run, per replica.
+    #[serde(default = "default_min_requests")]
+    pub min_requests: u64,
+    /// Most requests of an adaptive measurement's longest run, per replica.
+    #[serde(default = "default_max_requests")]
+    pub max_requests: u64,
+}
+
+impl Default for MeasureConfig {
+    fn default() -> Self {
+        MeasureConfig {
+            tolerance: default_tolerance(),
+            confidence: default_confidence(),
+            batches: default_batches(),
+            min_requests: default_min_requests(),
+            max_requests: default_max_requests(),
+        }
+    }
+}
+
+fn default_tolerance() -> f64 {
+    0.02
+}
+fn default_confidence() -> f64 {
+    0.95
+}
+fn default_batches() -> u32 {
+    10
+}
+fn default_min_requests() -> u64 {
+    4000
+}
+fn default_max_requests() -> u64 {
+    32000
 }
 
 /// A scenario file.
@@ -240,6 +304,9 @@ pub struct Scenario {
     /// Plan search space.
     #[serde(default)]
     pub plan: PlanConfig,
+    /// Steady-state measurement.
+    #[serde(default)]
+    pub measure: MeasureConfig,
 }
 
 /// A scenario with everything looked up and checked, ready to simulate.
@@ -490,6 +557,18 @@ impl Scenario {
                 ));
             }
         }
+        if !(d.step_time_scale.is_finite() && d.step_time_scale > 0.0) {
+            return Err(err(
+                "deployment.step_time_scale",
+                format!("must be > 0, got {}", d.step_time_scale),
+            ));
+        }
+        if let Some(h) = self.plan.headroom {
+            if !(h.is_finite() && (0.0..=10.0).contains(&h)) {
+                return Err(err("plan.headroom", format!("must be in [0, 10], got {h}")));
+            }
+        }
+        self.measure.validate(origin)?;
         let sim = SimConfig {
             replicas: d.replicas,
             gpus_per_replica: d.tp,
@@ -513,6 +592,7 @@ impl Scenario {
             max_concurrency: self.workload.max_concurrency,
             seed: self.seed,
             frontend_delay_ns: crate::roofline::secs_to_ns(deployment.engine.host.per_request_s),
+            request_log_capacity: 0,
         };
         Ok(Resolved {
             scenario: self.clone(),
@@ -574,13 +654,88 @@ impl Scenario {
     }
 }
 
+impl MeasureConfig {
+    /// Checks every value; errors name the key.
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let err = |key: &str, reason: String| Err(Error::config(origin, key, reason));
+        if !(self.tolerance.is_finite() && self.tolerance > 0.0 && self.tolerance < 1.0) {
+            return err(
+                "measure.tolerance",
+                format!("must be in (0, 1), got {}", self.tolerance),
+            );
+        }
+        if ![0.90, 0.95, 0.99].contains(&self.confidence) {
+            return err(
+                "measure.confidence",
+                format!("must be 0.90, 0.95 or 0.99, got {}", self.confidence),
+            );
+        }
+        if !(5..=100).contains(&self.batches) {
+            return err(
+                "measure.batches",
+                format!("must be in 5..=100, got {}", self.batches),
+            );
+        }
+        if self.min_requests < 100 {
+            return err(
+                "measure.min_requests",
+                format!("must be at least 100, got {}", self.min_requests),
+            );
+        }
+        if self.max_requests < self.min_requests || self.max_requests > 10_000_000 {
+            return err(
+                "measure.max_requests",
+                format!(
+                    "must be in measure.min_requests ({})..=10000000, got {}",
+                    self.min_requests, self.max_requests
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The steady-state analysis settings these keys give.
+    pub fn analysis(&self) -> SteadyStateConfig {
+        SteadyStateConfig {
+            batches: self.batches as usize,
+            confidence: self.confidence,
+            tolerance: self.tolerance,
+            ..SteadyStateConfig::default()
+        }
+    }
+}
+
 impl Resolved {
     /// The step-time model of this deployment, its table sized to the token budget.
     pub fn step_model(&self) -> Result<StepTimeModel> {
-        StepTimeModel::new(
+        Ok(StepTimeModel::new(
             self.deployment.clone(),
             self.sim.scheduler.max_num_batched_tokens + self.sim.scheduler.max_num_seqs,
-        )
+        )?
+        .with_time_scale(self.scenario.deployment.step_time_scale))
+    }
+
+    /// What a steady-state analysis of this scenario judges: its SLOs and the plan's goodput
+    /// threshold (default 0.9).
+    pub fn targets(&self) -> Targets {
+        let s = &self.scenario.slo;
+        Targets {
+            ttft: s.ttft_ms.map(|t| (t, s.ttft_percentile)),
+            tpot: s.tpot_ms.map(|t| (t, s.tpot_percentile)),
+            e2e: s.e2e_ms.map(|t| (t, s.e2e_percentile)),
+            goodput_threshold: self.scenario.plan.goodput_threshold.unwrap_or(0.9),
+        }
+    }
+
+    /// Whether the arrivals are stationary (Poisson, gamma, constant, or a closed loop under
+    /// a client concurrency cap), so that a steady state exists to analyse.
+    pub fn has_steady_state(&self) -> bool {
+        use crate::workload::ArrivalConfig as A;
+        match self.scenario.workload.arrival {
+            A::Poisson { .. } | A::Gamma { .. } | A::Constant { .. } => true,
+            A::Offline => self.sim.max_concurrency.is_some(),
+            A::Schedule { .. } | A::Trace { .. } => false,
+        }
     }
 
     /// GPUs of the whole deployment.

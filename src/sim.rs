@@ -98,6 +98,9 @@ pub struct SimConfig {
     /// Time the engine's API frontend takes between a client's send and the engine queue
     /// (tokenisation, request handling), ns.
     pub frontend_delay_ns: u64,
+    /// Most per-request records kept for the steady-state analysis (0: none, the default;
+    /// the streaming metrics do not need them).
+    pub request_log_capacity: usize,
 }
 
 /// What one simulation produced.

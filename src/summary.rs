@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::borrow::Cow;
 
 use crate::error::{Error, Result};
+use crate::metrics::steady_state::{analyze, SteadyState};
 use crate::metrics::{LatencyHistogram, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
@@ -145,6 +146,9 @@ pub struct RunSummary {
     pub slo: SloReport,
     /// Why the run stopped early, if it did.
     pub truncated: Option<String>,
+    /// The steady state (warm-up and drain removed, with confidence intervals), when the run
+    /// kept a request log and its arrivals are stationary.
+    pub steady_state: Option<SteadyState>,
 }
 
 /// A run's summary with the distributions and time series behind it (for plots).
@@ -197,6 +201,13 @@ impl Resolved {
     /// Simulates the scenario with its own seed.
     pub fn run(&self) -> Result<RunResult> {
         self.run_with_seed(self.scenario.seed)
+    }
+
+    /// The same scenario keeping a log of up to `capacity` requests, so that the summary
+    /// carries the steady state ([`RunSummary::steady_state`]) when the arrivals have one.
+    pub fn with_request_log(mut self, capacity: usize) -> Self {
+        self.sim.request_log_capacity = capacity;
+        self
     }
 
     /// Simulates the scenario with `seed` (for replications).
@@ -311,6 +322,13 @@ impl Resolved {
             kv_capacity_tokens: self.memory.kv_tokens,
             slo,
             truncated: out.truncated.clone(),
+            steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
+                analyze(
+                    m.log.records(),
+                    &self.targets(),
+                    &self.scenario.measure.analysis(),
+                )
+            }),
         };
         RunResult {
             summary,

@@ -511,7 +511,7 @@ fn plan(lvl: Level) -> BoxedStrategy<Vec<String>> {
             ),
             ("tp", Just("[1, 3]".to_string()).boxed()),
             ("goodput_threshold", real(lvl, 0.01, 1.0)),
-            ("requests_per_point", int(lvl, 50, 5000)),
+            ("max_replicas", int(lvl, 1, 64)),
         ],
         0.3,
     )
@@ -593,11 +593,17 @@ fn scenario_text() -> impl Strategy<Value = String> {
 // ---- the property ------------------------------------------------------------------------
 
 /// Keys that are legitimately null in a summary.
-const NULLABLE: [&str; 4] = [".slo.ttft", ".slo.tpot", ".slo.e2e", ".truncated"];
+const NULLABLE: [&str; 5] = [
+    ".slo.ttft",
+    ".slo.tpot",
+    ".slo.e2e",
+    ".truncated",
+    ".steady_state",
+];
 
 fn check_finite(v: &Value, path: &str) -> Result<(), String> {
     match v {
-        Value::Null if NULLABLE.contains(&path) => Ok(()),
+        Value::Null if NULLABLE.contains(&path) || path.ends_with(".half_width") => Ok(()),
         Value::Null => Err(format!("null (NaN or infinity) at {path}")),
         Value::Number(n) if !n.as_f64().is_some_and(f64::is_finite) => {
             Err(format!("non-finite {n} at {path}"))
@@ -656,7 +662,8 @@ fn exercise(text: &str, origin: &str) -> Result<Outcome, String> {
         Ok(r) => r,
         Err(e) => return input("resolve", e).map(|_| Outcome::ResolveError),
     };
-    let result = match resolved.run() {
+    // Keep a request log so that the steady-state analysis runs on every random scenario too.
+    let result = match resolved.with_request_log(1 << 20).run() {
         Ok(r) => r,
         Err(e) => return input("run", e).map(|_| Outcome::RunError),
     };

@@ -6,9 +6,13 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, RunArgs};
+use servesim::report::plan::steady_line;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};
 use servesim::summary::{RunResult, RunSummary, TimeSeriesTable};
+
+/// Most requests whose records `run` keeps for its steady-state section (40 bytes each).
+const STEADY_STATE_LOG_CAP: usize = 4_000_000;
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -22,7 +26,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .map_or("<embedded default>".to_string(), |p| {
             p.display().to_string()
         });
-    let resolved = sc.resolve(&origin)?;
+    let mut resolved = sc.resolve(&origin)?;
+    if resolved.has_steady_state() {
+        resolved = resolved.with_request_log(STEADY_STATE_LOG_CAP);
+    }
     let result = resolved.run()?;
     emit(&resolved, &result, args.format, args.out.as_deref())
 }
@@ -204,6 +211,52 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
                     if o.met { "met" } else { "MISSED" },
                     o.value_ms
                 ),
+            )?;
+        }
+    }
+    match &s.steady_state {
+        Some(st) => {
+            writeln!(
+                w,
+                "Steady state (requests arriving {:.0}-{:.0} s; {} warm-up requests cut by MSER-5, drain excluded):",
+                st.window_start_s, st.window_end_s, st.warmup_requests
+            )?;
+            writeln!(w, "  {}", steady_line(st))?;
+            writeln!(
+                w,
+                "  TTFT p50/p99 {:.1}/{:.1} ms, TPOT p50/p99 {:.2}/{:.2} ms, {:.2} req/s completed in the window",
+                st.ttft.median_ms, st.ttft.p99_ms, st.tpot.median_ms, st.tpot.p99_ms, st.request_throughput
+            )?;
+            writeln!(
+                w,
+                "  verdict: {}{}",
+                if st.sustainable {
+                    "sustainable (every SLO, goodput, stationary queue)".to_string()
+                } else {
+                    format!(
+                        "NOT sustainable: {}",
+                        st.misses
+                            .iter()
+                            .map(|m| m.reason.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                },
+                if st.converged {
+                    String::new()
+                } else {
+                    "; intervals wider than measure.tolerance: a longer run would be more precise"
+                        .to_string()
+                }
+            )?;
+        }
+        None if !r.has_steady_state() => {
+            writeln!(w, "Steady state: not analysed (time-varying arrivals)")?;
+        }
+        None => {
+            writeln!(
+                w,
+                "Steady state: not analysed (more than {STEADY_STATE_LOG_CAP} requests)"
             )?;
         }
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 
-use super::PlanResult;
+use super::{PlanResult, Status};
 use crate::error::{Error, Result};
 use crate::report::xlsx::{cost_workbook_bytes, CostInputs};
 use crate::report::{CellValue, Exporter, TableSheet, ToTable};
@@ -15,46 +15,65 @@ impl ToTable for PlanResult {
     fn to_table(&self) -> Cow<'_, TableSheet> {
         let columns = [
             "rank",
+            "status",
             "gpu",
             "dtype",
             "kv_cache_dtype",
             "tp",
             "max_num_seqs",
+            "capacity_rate_per_replica (req/s)",
             "max_rate_per_replica (req/s)",
-            "saturation_rate_per_replica (req/s)",
+            "binding_constraint",
             "replicas",
             "gpus",
             "usd_per_hour",
             "usd_per_million_output_tokens",
             "p99_ttft_ms at max rate",
             "p99_tpot_ms at max rate",
-            "infeasible",
+            "note",
         ];
+        let nan = f64::NAN;
         let rows = self
             .candidates
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let a = c.at_max_rate.as_ref();
+                let status = match c.status {
+                    Status::Feasible => "feasible",
+                    Status::Infeasible => "infeasible",
+                    Status::Pruned => "pruned",
+                };
                 vec![
                     CellValue::Number((i + 1) as f64),
+                    status.to_string().into(),
                     c.candidate.gpu.clone().into(),
                     c.candidate.dtype.clone().into(),
                     c.candidate.kv_cache_dtype.clone().into(),
                     CellValue::Number(c.candidate.tp as f64),
                     CellValue::Number(c.candidate.max_num_seqs as f64),
-                    CellValue::Number(c.max_rate_per_replica),
-                    CellValue::Number(c.saturation_rate_per_replica),
+                    CellValue::Number(c.capacity_rate_per_replica),
+                    CellValue::Number(if c.status == Status::Pruned {
+                        nan
+                    } else {
+                        c.max_rate_per_replica
+                    }),
+                    c.binding
+                        .as_ref()
+                        .map_or(String::new(), |b| b.constraint.label().to_string())
+                        .into(),
                     CellValue::Number(c.replicas as f64),
                     CellValue::Number(c.gpus as f64),
-                    CellValue::Number(c.cost_at_target.map_or(f64::NAN, |x| x.usd_per_hour)),
-                    CellValue::Number(
+                    CellValue::Number(c.cost_at_target.map_or(nan, |x| x.usd_per_hour)),
+                    CellValue::Number(if c.status == Status::Feasible {
                         c.cost_at_target
-                            .map_or(f64::NAN, |x| x.usd_per_million_output_tokens),
-                    ),
-                    CellValue::Number(a.map_or(f64::NAN, |s| s.p99_ttft_ms)),
-                    CellValue::Number(a.map_or(f64::NAN, |s| s.p99_tpot_ms)),
-                    c.infeasible.clone().unwrap_or_default().into(),
+                            .map_or(nan, |x| x.usd_per_million_output_tokens)
+                    } else {
+                        nan
+                    }),
+                    CellValue::Number(a.map_or(nan, |s| s.ttft.p99_ms)),
+                    CellValue::Number(a.map_or(nan, |s| s.tpot.p99_ms)),
+                    c.note.clone().unwrap_or_default().into(),
                 ]
             })
             .collect();
@@ -76,11 +95,10 @@ impl CostWorkbookExporter {
     pub fn rows(plan: &PlanResult) -> Vec<CostInputs> {
         plan.candidates
             .iter()
-            .filter(|c| c.infeasible.is_none())
+            .filter(|c| c.status == Status::Feasible)
             .take(10)
             .filter_map(|c| {
-                let (cost, at) = (c.cost_at_target?, c.at_max_rate.as_ref()?);
-                let n = at.completed.max(1) as f64;
+                let cost = c.cost_at_target?;
                 Some(CostInputs {
                     label: format!(
                         "{} {} tp{} seqs{} x{}",
@@ -93,8 +111,8 @@ impl CostWorkbookExporter {
                     gpu_name: c.candidate.gpu.clone(),
                     gpus: c.gpus,
                     price_usd_per_gpu_hour: cost.price_usd_per_gpu_hour,
-                    output_tokens_per_s: plan.target_rate_per_s * at.total_output_tokens as f64 / n,
-                    input_tokens_per_s: plan.target_rate_per_s * at.total_input_tokens as f64 / n,
+                    output_tokens_per_s: c.fleet_output_tokens_per_s,
+                    input_tokens_per_s: c.fleet_input_tokens_per_s,
                     utilization: 1.0,
                 })
             })

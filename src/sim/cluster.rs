@@ -10,7 +10,7 @@ use super::replica::Replica;
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::router::Router;
 use super::{SimConfig, SimOutput};
-use crate::metrics::{Metrics, TimeSeries};
+use crate::metrics::{Metrics, Outcome, RequestLog, RequestRecord, TimeSeries};
 use crate::roofline::StepTimeModel;
 use crate::workload::{RequestGenerator, RequestSpec};
 
@@ -27,7 +27,10 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_0f5e_7e00),
     );
     let mut slab = Slab::default();
-    let mut metrics = Metrics::default();
+    let mut metrics = Metrics {
+        log: RequestLog::with_capacity(cfg.request_log_capacity),
+        ..Metrics::default()
+    };
     let mut ts = TimeSeries::new(n_rep as u32);
     let mut events: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
     let mut seq: u64 = 0;
@@ -170,6 +173,14 @@ fn arrive(
                 .ttft_ns
                 .is_some_and(|t| replicas[r].predict_ttft_ns(now, input, step) > t));
     if reject {
+        metrics.log.push(RequestRecord {
+            arrival_ns: start_ns,
+            first_token_ns: now,
+            end_ns: now,
+            input_tokens: input,
+            output_tokens: 0,
+            outcome: Outcome::Rejected,
+        });
         metrics.rejected += 1;
         metrics.last_event_ns = metrics.last_event_ns.max(now);
         return None;

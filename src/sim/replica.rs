@@ -10,7 +10,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
-use crate::metrics::{Metrics, TimeSeries};
+use crate::metrics::{Metrics, Outcome, RequestRecord, TimeSeries};
 use crate::roofline::{BatchShape, StepTimeModel};
 
 /// A cached shared prefix: its blocks, and the requests using it.
@@ -382,6 +382,14 @@ impl Replica {
             self.waiting.pop_front();
             let r = slab.get(id);
             self.pending_prefill_tokens -= (r.prefill_len - r.computed) as u64;
+            metrics.log.push(RequestRecord {
+                arrival_ns: r.arrival_ns,
+                first_token_ns: now,
+                end_ns: now,
+                input_tokens: r.input,
+                output_tokens: 0,
+                outcome: Outcome::TimedOut,
+            });
             metrics.timed_out += 1;
             metrics.last_event_ns = metrics.last_event_ns.max(now);
             slab.remove(id);
@@ -740,6 +748,18 @@ impl Replica {
         if good {
             metrics.good += 1;
         }
+        metrics.log.push(RequestRecord {
+            arrival_ns: r.arrival_ns,
+            first_token_ns: r.first_token_ns,
+            end_ns: now,
+            input_tokens: r.input,
+            output_tokens: r.output,
+            outcome: if good {
+                Outcome::Good
+            } else {
+                Outcome::Completed
+            },
+        });
         metrics.completed += 1;
         metrics.input_tokens += r.input as u64;
         metrics.output_tokens += r.output as u64;

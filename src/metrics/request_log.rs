@@ -1,0 +1,118 @@
+//! An opt-in per-request log: one compact record per request that left the system, for the
+//! steady-state analysis ([`super::steady_state`]), which needs requests in arrival order.
+//!
+//! The streaming metrics stay the default; the log costs 40 bytes per request and is bounded
+//! by [`RequestLog::capacity`]: past it, records are no longer kept and the log says so.
+
+use serde::Serialize;
+
+/// How a request left the system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Completed within every SLO.
+    Good,
+    /// Completed, missing at least one SLO.
+    Completed,
+    /// Rejected at arrival (admission control, or longer than max_model_len).
+    Rejected,
+    /// The client gave up before its first token.
+    TimedOut,
+}
+
+/// One request's life, in nanoseconds since the start of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// When its latency starts counting (arrival, or the client's send under a concurrency
+    /// cap), ns.
+    pub arrival_ns: u64,
+    /// Time of its first output token, ns (equal to `end_ns` when it never got one).
+    pub first_token_ns: u64,
+    /// Time it left: last token, rejection or give-up, ns.
+    pub end_ns: u64,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Output tokens generated for it (0 unless completed).
+    pub output_tokens: u32,
+    /// How it left.
+    pub outcome: Outcome,
+}
+
+impl RequestRecord {
+    /// Whether it completed (within its SLOs or not).
+    pub fn completed(&self) -> bool {
+        matches!(self.outcome, Outcome::Good | Outcome::Completed)
+    }
+
+    /// Time to first token, ns (completed requests).
+    pub fn ttft_ns(&self) -> u64 {
+        self.first_token_ns.saturating_sub(self.arrival_ns)
+    }
+
+    /// End-to-end latency, ns.
+    pub fn e2e_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.arrival_ns)
+    }
+
+    /// Time per output token after the first, ns (`None` with fewer than two tokens).
+    pub fn tpot_ns(&self) -> Option<u64> {
+        (self.completed() && self.output_tokens > 1).then(|| {
+            self.end_ns.saturating_sub(self.first_token_ns) / (self.output_tokens as u64 - 1)
+        })
+    }
+}
+
+/// Records of the requests that left the system, in the order they left.
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog {
+    records: Vec<RequestRecord>,
+    capacity: usize,
+    /// Records not kept because the log was full.
+    dropped: u64,
+}
+
+impl RequestLog {
+    /// A log that keeps at most `capacity` records (0: a disabled log that keeps none and
+    /// reports nothing dropped).
+    pub fn with_capacity(capacity: usize) -> Self {
+        RequestLog {
+            records: Vec::new(),
+            capacity,
+            dropped: 0,
+        }
+    }
+
+    /// Whether this log keeps records at all.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Most records kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Adds a record (counted as dropped when full; nothing when disabled).
+    #[inline]
+    pub fn push(&mut self, r: RequestRecord) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.records.len() < self.capacity {
+            self.records.push(r);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// The records kept, in the order requests left.
+    pub fn records(&self) -> &[RequestRecord] {
+        &self.records
+    }
+
+    /// Records not kept because the log was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}

@@ -1,0 +1,214 @@
+//! Adaptive steady-state measurement of one deployment under one load: run, analyse the
+//! steady state ([`crate::metrics::steady_state`]), and double the run's length until every
+//! judged figure is precise enough (or, when only a verdict is needed, until the verdict is
+//! certain), or the cap of `[measure] max_requests` is reached.
+//!
+//! A longer run re-simulates from the start with the same seed: the first N requests of the
+//! 2N-request run are the same requests at the same times, so a run is extended, not redrawn,
+//! and every rate of a search sees the same random numbers (common random numbers: arrivals
+//! are unit-rate gaps scaled by the rate, lengths come from their own stream).
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::metrics::steady_state::SteadyState;
+use crate::scenario::Scenario;
+use crate::summary::{RunResult, RunSummary};
+use crate::workload::ArrivalConfig;
+
+/// The load a measurement applies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Load {
+    /// Open-loop arrivals at this mean rate, req/s (the scenario's arrival process, rescaled).
+    Rate(f64),
+    /// A closed loop: this many requests outstanding at all times (a saturated system).
+    ClosedLoop(u32),
+}
+
+/// When an adaptive measurement may stop before its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRule {
+    /// When every verdict is certain (each interval on one side of its threshold) or every
+    /// figure is precise: enough to decide sustainable or not.
+    Decided,
+    /// When every judged figure is within the tolerance: for figures that are reported.
+    Converged,
+}
+
+/// Relaxation times a run must span to show a steady state.
+const RELAXATION_TIMES: f64 = 10.0;
+
+/// Requests a run at `load_share` of capacity (arrival rate / capacity, 0..1) needs to show a
+/// steady state: [`RELAXATION_TIMES`] relaxation times of an M/M/1 queue at that load,
+/// rho / (1 - sqrt rho)^2 arrivals each (Morse, 1955). A batching server with many slots
+/// relaxes faster, so the bound is conservative; near saturation it grows without bound,
+/// which is what keeps a finite run from calling a load sustainable when its queue has not
+/// had time to build. Infinite at or above capacity.
+pub fn relaxation_requests(load_share: f64) -> f64 {
+    if load_share.is_nan() || load_share <= 0.0 {
+        return 0.0;
+    }
+    if load_share >= 1.0 {
+        return f64::INFINITY;
+    }
+    let gap = 1.0 - load_share.sqrt();
+    RELAXATION_TIMES * load_share / (gap * gap)
+}
+
+/// One adaptive measurement: its load, its final run and that run's steady state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    /// The load.
+    pub load: Load,
+    /// Replicas of the deployment measured.
+    pub replicas: u32,
+    /// Requests of the final run.
+    pub requests: u64,
+    /// Simulations it took (the run length doubles each time).
+    pub simulations: u32,
+    /// The load as a share of the deployment's capacity (`None` when the capacity is not
+    /// known); a run shorter than its [`relaxation_requests`] is not sustainable.
+    pub load_share: Option<f64>,
+    /// The final run's whole-run summary; its `steady_state` holds the judged figures.
+    pub summary: RunSummary,
+    /// The final run's distributions and time series (not serialised).
+    #[serde(skip)]
+    pub result: Option<RunResult>,
+}
+
+impl Measurement {
+    /// The final run's steady state.
+    pub fn steady(&self) -> &SteadyState {
+        self.summary
+            .steady_state
+            .as_ref()
+            .expect("a measurement always keeps a request log") // measure() enables the log
+    }
+
+    /// Whether the deployment sustains the load: every SLO, goodput, a stationary queue, and
+    /// a run long enough to show it at this load.
+    pub fn sustainable(&self) -> bool {
+        self.steady().sustainable && self.long_enough()
+    }
+
+    /// Requests a run at this load needs to show a steady state (0 when the capacity is not
+    /// known; infinite at or above capacity).
+    pub fn needed_requests(&self) -> f64 {
+        self.load_share.map_or(0.0, relaxation_requests)
+    }
+
+    /// Whether the run spans enough relaxation times for its load.
+    pub fn long_enough(&self) -> bool {
+        self.requests as f64 >= self.needed_requests()
+    }
+
+    /// What failed, for people: the steady state's misses, and a run too short for its load.
+    pub fn misses(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .steady()
+            .misses
+            .iter()
+            .map(|m| m.reason.clone())
+            .collect();
+        if !self.long_enough() {
+            let needed = self.needed_requests();
+            v.push(if needed.is_finite() {
+                format!(
+                    "too close to capacity ({:.1}% of it): showing a steady state takes about {needed:.0} requests, more than measure.max_requests allows",
+                    100.0 * self.load_share.unwrap_or(0.0)
+                )
+            } else {
+                "at or above the measured capacity".to_string()
+            });
+        }
+        v
+    }
+
+    /// Preemptions per arrived request over the whole run.
+    pub fn preemptions_per_request(&self) -> f64 {
+        self.summary.preemptions as f64 / self.summary.arrived.max(1) as f64
+    }
+}
+
+/// `sc` with its arrivals set to `load` and its run length to `requests`.
+pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
+    let mut s = sc.clone();
+    match load {
+        Load::Rate(r) => {
+            if matches!(
+                s.workload.arrival,
+                ArrivalConfig::Offline | ArrivalConfig::Schedule { .. }
+            ) {
+                // A plan sizes for a stationary load at the target rate.
+                s.workload.arrival = ArrivalConfig::Poisson { rate_per_s: r };
+            } else {
+                s.workload.set_rate(r);
+            }
+            s.workload.max_concurrency = None;
+        }
+        Load::ClosedLoop(c) => {
+            s.workload.arrival = ArrivalConfig::Offline;
+            s.workload.max_concurrency = Some(c.max(1));
+        }
+    }
+    s.workload.num_requests = Some(requests);
+    s.workload.duration_s = None;
+    s
+}
+
+/// Measures `sc` (its deployment, replicas included) under `load`, adaptively; the run length
+/// starts at `min_requests` (at least `[measure] min_requests` per replica, and at least the
+/// [`relaxation_requests`] of the load when the deployment's `capacity_rate` (req/s, whole
+/// fleet) is known) and doubles up to `[measure] max_requests` per replica.
+pub fn measure(
+    sc: &Scenario,
+    origin: &str,
+    load: Load,
+    rule: StopRule,
+    min_requests: u64,
+    capacity_rate: Option<f64>,
+) -> Result<Measurement> {
+    let m = &sc.measure;
+    let replicas = sc.deployment.replicas.max(1) as u64;
+    let cap = (m.max_requests * replicas).max(min_requests);
+    let load_share = match (load, capacity_rate) {
+        (Load::Rate(r), Some(c)) if c > 0.0 => Some(r / c),
+        _ => None,
+    };
+    let needed = load_share.map_or(0.0, relaxation_requests);
+    let mut n = (m.min_requests * replicas)
+        .max(min_requests)
+        .max(needed.min(cap as f64).ceil() as u64)
+        .min(cap);
+    let mut simulations = 0;
+    loop {
+        let s = with_load(sc, load, n);
+        let run = s
+            .resolve(origin)?
+            .with_request_log(n.min(usize::MAX as u64) as usize)
+            .run()?;
+        simulations += 1;
+        let steady = run
+            .summary
+            .steady_state
+            .as_ref()
+            .expect("the request log holds every request"); // capacity n >= requests
+        let done = match rule {
+            StopRule::Decided => steady.decided || steady.converged,
+            StopRule::Converged => steady.converged,
+        };
+        if done || n >= cap {
+            return Ok(Measurement {
+                load,
+                replicas: replicas as u32,
+                requests: n,
+                simulations,
+                load_share,
+                summary: run.summary.clone(),
+                result: Some(run),
+            });
+        }
+        n = (n * 2).min(cap);
+    }
+}

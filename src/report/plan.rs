@@ -1,0 +1,602 @@
+//! The plan's report: the terminal table, the charts, and the report folder (plan.json,
+//! candidates.csv, cost.xlsx, PNG/SVG plots, index.html).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+use super::plot::{cdf_series, render, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle};
+use super::{export_all, write_atomic, CsvExporter, JsonExporter};
+use crate::error::{Error, Result};
+use crate::metrics::steady_state::SteadyState;
+use crate::plan::{CostWorkbookExporter, Measurement, PlanOutput, PlanResult, Status};
+use crate::scenario::Scenario;
+
+fn io(e: std::io::Error) -> Error {
+    Error::io("<stdout>", e)
+}
+
+/// One line on a steady-state measurement: the judged figures with their intervals.
+pub fn steady_line(s: &SteadyState) -> String {
+    let pm = |v: f64, h: Option<f64>, digits: usize| match h {
+        Some(h) => format!("{v:.digits$} ± {h:.digits$}"),
+        None => format!("{v:.digits$}"),
+    };
+    let mut parts: Vec<String> = s
+        .slo
+        .iter()
+        .map(|c| {
+            format!(
+                "p{} {} {} ms (SLO {})",
+                c.percentile,
+                c.metric.name(),
+                pm(c.value_ms.value, c.value_ms.half_width, 1),
+                c.threshold_ms
+            )
+        })
+        .collect();
+    parts.push(format!(
+        "goodput {}%",
+        pm(
+            100.0 * s.goodput_share.value,
+            s.goodput_share.half_width.map(|h| 100.0 * h),
+            1
+        )
+    ));
+    parts.push(format!(
+        "{} output tok/s",
+        pm(s.output_throughput.value, s.output_throughput.half_width, 0)
+    ));
+    parts.push(if s.queue.stationary {
+        "queue stationary".to_string()
+    } else {
+        "queue grows".to_string()
+    });
+    parts.join(", ")
+}
+
+fn fleet_line(label: &str, m: &Measurement) -> String {
+    let s = m.steady();
+    let verdict = if s.sustainable {
+        "holds".to_string()
+    } else {
+        format!(
+            "MISSES: {}",
+            s.misses
+                .iter()
+                .map(|x| x.reason.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    format!(
+        "  {label}: {verdict}\n      {} requests, {} cut as warm-up, window {:.0}-{:.0} s: {}",
+        m.requests,
+        s.warmup_requests,
+        s.window_start_s,
+        s.window_end_s,
+        steady_line(s)
+    )
+}
+
+/// Writes the plan as a table and its chosen deployment with the evidence, for people.
+pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
+    let mut t = String::new();
+    let slo = &sc.slo;
+    let fmt_slo =
+        |v: Option<f64>, pct: f64, name: &str| v.map(|ms| format!("p{pct} {name} <= {ms} ms"));
+    let slos: Vec<String> = [
+        fmt_slo(slo.ttft_ms, slo.ttft_percentile, "TTFT"),
+        fmt_slo(slo.tpot_ms, slo.tpot_percentile, "TPOT"),
+        fmt_slo(slo.e2e_ms, slo.e2e_percentile, "E2E"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let _ = writeln!(
+        t,
+        "============ servesim plan: {} ============\n{} at {:.2} req/s; SLOs: {}; goodput >= {:.0}%",
+        sc.name,
+        sc.deployment.model,
+        p.target_rate_per_s,
+        if slos.is_empty() { "none".into() } else { slos.join(", ") },
+        100.0 * p.goodput_threshold
+    );
+    let _ = writeln!(
+        t,
+        "{:>4} {:<14}{:<6}{:>3}{:>5} {:>9}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  note",
+        "rank",
+        "gpu",
+        "dtype",
+        "tp",
+        "seqs",
+        "cap/rep",
+        "max/rep",
+        "binding",
+        "reps",
+        "GPUs",
+        "$/hour",
+        "$/M out"
+    );
+    for (i, c) in p.candidates.iter().enumerate().take(15) {
+        let (usd, per_m) = match (c.status, c.cost_at_target) {
+            (Status::Feasible, Some(x)) => (
+                format!("{:.2}", x.usd_per_hour),
+                format!("{:.3}", x.usd_per_million_output_tokens),
+            ),
+            (Status::Pruned, Some(x)) => (format!(">={:.2}", x.usd_per_hour), "-".into()),
+            _ => ("-".into(), "-".into()),
+        };
+        let reps = match c.status {
+            Status::Feasible => c.replicas.to_string(),
+            Status::Pruned => format!(">={}", c.replicas),
+            Status::Infeasible => "-".into(),
+        };
+        let max = match c.status {
+            Status::Pruned => "-".to_string(),
+            _ => format!("{:.2}", c.max_rate_per_replica),
+        };
+        let _ = writeln!(
+            t,
+            "{:>4} {:<14}{:<6}{:>3}{:>5} {:>9.2}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  {}",
+            i + 1,
+            c.candidate.gpu,
+            c.candidate.dtype,
+            c.candidate.tp,
+            c.candidate.max_num_seqs,
+            c.capacity_rate_per_replica,
+            max,
+            c.binding.as_ref().map_or("-", |b| b.constraint.label()),
+            reps,
+            if c.status == Status::Infeasible {
+                "-".into()
+            } else {
+                c.gpus.to_string()
+            },
+            usd,
+            per_m,
+            c.note.as_deref().unwrap_or("")
+        );
+    }
+    if p.candidates.len() > 15 {
+        let _ = writeln!(
+            t,
+            "     ... {} more in candidates.csv",
+            p.candidates.len() - 15
+        );
+    }
+    let pruned = p
+        .candidates
+        .iter()
+        .filter(|c| c.status == Status::Pruned)
+        .count();
+    if pruned > 0 {
+        let _ = writeln!(
+            t,
+            "({pruned} candidates not searched fully: their steady-state capacity alone needs a fleet dearer than the plan; plan.exhaustive = true searches them)"
+        );
+    }
+    match (p.chosen_candidate(), &p.detail) {
+        (Some(c), Some(d)) => {
+            let cost = c.cost_at_target.unwrap_or_else(|| {
+                crate::plan::pricing::cost(c.gpus, c.price_usd_per_gpu_hour, 0.0, 0.0, 0.0)
+            });
+            let _ = writeln!(
+                t,
+                "\nPlan: {} x {} ({} replicas of TP {}), {} weights, {} KV, max_num_seqs {}",
+                c.gpus,
+                c.candidate.gpu,
+                c.replicas,
+                c.candidate.tp,
+                c.candidate.dtype,
+                if c.candidate.kv_cache_dtype == "auto" {
+                    "16-bit"
+                } else {
+                    &c.candidate.kv_cache_dtype
+                },
+                c.candidate.max_num_seqs
+            );
+            let _ = writeln!(
+                t,
+                "  cost: ${:.2}/hour, ${:.0}/month at ${:.2}/GPU-hour; ${:.3} per M output tokens, ${:.3} per M total tokens",
+                cost.usd_per_hour, cost.usd_per_month, cost.price_usd_per_gpu_hour, cost.usd_per_million_output_tokens, cost.usd_per_million_total_tokens
+            );
+            let _ = writeln!(
+                t,
+                "  blended prices (input at {}x output): ${:.3} per M output, ${:.3} per M input",
+                sc.pricing.input_output_price_ratio.unwrap_or(0.25),
+                cost.usd_per_million_output_blended,
+                cost.usd_per_million_input_blended
+            );
+            let _ = writeln!(
+                t,
+                "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} req/s within the SLOs; binding: {}",
+                c.capacity_rate_per_replica,
+                c.capacity_output_tokens_per_s,
+                c.max_rate_per_replica,
+                c.binding
+                    .as_ref()
+                    .map_or("none found".to_string(), |b| format!(
+                        "{} ({})",
+                        b.constraint.label(),
+                        b.detail
+                    ))
+            );
+            let _ = writeln!(
+                t,
+                "{}",
+                fleet_line(
+                    &format!(
+                        "fleet of {} at {:.2} req/s",
+                        d.fleet.replicas, p.target_rate_per_s
+                    ),
+                    &d.verification
+                )
+            );
+            match &d.fleet.one_fewer {
+                Some(m) => {
+                    let _ = writeln!(
+                        t,
+                        "{}",
+                        fleet_line(&format!("fleet of {} (one fewer)", m.replicas), m)
+                    );
+                }
+                None => {
+                    let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
+                }
+            }
+            let h = &d.headroom;
+            let _ = writeln!(
+                t,
+                "  headroom: holds if the GPUs run up to {:.0}% slower than modelled (every step x{:.2}){}",
+                h.slower_pct,
+                h.max_step_time_scale,
+                if p.method.step_time_scale > 1.0 {
+                    format!(
+                        "; sized with plan.headroom = {:.0}%",
+                        100.0 * (p.method.step_time_scale - 1.0)
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            let b = &d.batch;
+            let _ = writeln!(
+                t,
+                "  batch point: ${:.3} per M output tokens at capacity (no latency SLO) vs ${:.3} at the SLO-bound rate: funds a {:.0}% batch discount",
+                b.usd_per_million_at_capacity,
+                b.usd_per_million_at_slo,
+                100.0 * b.discount
+            );
+            let _ = writeln!(
+                t,
+                "    {:>12}{:>20}{:>12}{:>16}",
+                "TPOT SLO", "max req/s/replica", "$/M out", "batch discount"
+            );
+            for r in &b.by_tpot {
+                if r.max_rate_per_replica > 0.0 {
+                    let _ = writeln!(
+                        t,
+                        "    {:>9.0} ms{:>20.2}{:>12.3}{:>15.0}%",
+                        r.tpot_ms,
+                        r.max_rate_per_replica,
+                        r.usd_per_million,
+                        100.0 * r.discount
+                    );
+                } else {
+                    let _ = writeln!(
+                        t,
+                        "    {:>9.0} ms{:>20}{:>12}{:>16}",
+                        r.tpot_ms, "not reachable", "-", "-"
+                    );
+                }
+            }
+            if let Some(n) = &p.near_tie {
+                let _ = writeln!(t, "  note: {n}");
+            }
+        }
+        _ => {
+            let _ = writeln!(
+                t,
+                "\nNo candidate meets the SLOs at this load within the search space."
+            );
+            let mut bad_input = p
+                .candidates
+                .iter()
+                .filter(|c| c.status == Status::Infeasible)
+                .peekable();
+            if bad_input.peek().is_some() {
+                let _ = writeln!(t, "What stops each candidate:");
+                for c in bad_input.take(15) {
+                    let _ = writeln!(
+                        t,
+                        "  {} {} TP{} seqs {}: {}",
+                        c.candidate.gpu,
+                        c.candidate.dtype,
+                        c.candidate.tp,
+                        c.candidate.max_num_seqs,
+                        c.note.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            if let Some(n) = &p.nearest_slo {
+                let _ = writeln!(t, "  {n}");
+            }
+        }
+    }
+    let m = &p.method;
+    let _ = writeln!(
+        t,
+        "method: steady state (MSER-5 warm-up cut, drain excluded), {:.0}% batch-means intervals over {} batches, runs extended to ±{:.0}% (up to {} requests per replica; fleets at least {}); rates bisected to {:.0}%",
+        100.0 * m.analysis.confidence,
+        m.analysis.batches,
+        100.0 * m.analysis.tolerance,
+        m.max_requests_per_replica,
+        m.fleet_min_requests,
+        100.0 * m.rate_precision
+    );
+    let _ = writeln!(t, "({} simulations)", p.simulations);
+    w.write_all(t.as_bytes()).map_err(io)
+}
+
+/// The plan's charts, by file stem.
+pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)> {
+    let p = &out.plan;
+    let mut charts = Vec::new();
+    if let (Some(c), Some(d)) = (p.chosen_candidate(), &p.detail) {
+        let title = format!(
+            "{} {} TP{} seqs {} (1 replica)",
+            c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
+        );
+        let binding = c.binding.as_ref().map_or(String::new(), |b| {
+            format!(", binding: {}", b.constraint.label())
+        });
+        let split = |f: &dyn Fn(&crate::plan::CurvePoint) -> f64| -> Vec<Series> {
+            let steady: Vec<(f64, f64)> = d
+                .curve
+                .iter()
+                .filter(|q| q.stationary)
+                .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
+                .collect();
+            let saturated: Vec<(f64, f64)> = d
+                .curve
+                .iter()
+                .filter(|q| !q.stationary)
+                .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
+                .collect();
+            let mut v = vec![Series {
+                name: "load sweep (steady state)".into(),
+                points: steady,
+                style: SeriesStyle::LineWithPoints,
+            }];
+            if !saturated.is_empty() {
+                v.push(Series {
+                    name: "past saturation: queue grows".into(),
+                    points: saturated,
+                    style: SeriesStyle::Points,
+                });
+            }
+            v
+        };
+        let gpu_out = |s: &SteadyState| s.output_throughput.value / c.candidate.tp.max(1) as f64;
+        let marker = |x: f64, s: &SteadyState| Marker {
+            x,
+            y: gpu_out(s),
+            label: format!(
+                "plan: {:.2} req/s per replica{binding}",
+                c.max_rate_per_replica
+            ),
+        };
+        for (stem, metric, slo_ms, pct, log_x) in [
+            (
+                "throughput-vs-p99-ttft",
+                "TTFT",
+                sc.slo.ttft_ms,
+                sc.slo.ttft_percentile,
+                true,
+            ),
+            (
+                "throughput-vs-p99-tpot",
+                "TPOT",
+                sc.slo.tpot_ms,
+                sc.slo.tpot_percentile,
+                false,
+            ),
+        ] {
+            let pick = |q: &crate::plan::CurvePoint| {
+                if metric == "TTFT" {
+                    q.p99_ttft_ms
+                } else {
+                    q.p99_tpot_ms
+                }
+            };
+            let at = c.at_max_rate.as_ref();
+            charts.push((
+                stem,
+                Chart {
+                    title: format!("throughput vs p99 {metric}: {title}"),
+                    x_label: format!("p99 {metric} (ms)"),
+                    y_label: "output tokens/s per GPU".into(),
+                    series: split(&pick),
+                    x_rules: slo_ms
+                        .map(|t| Rule {
+                            value: t,
+                            label: format!("SLO p{pct} {metric} {t} ms"),
+                        })
+                        .into_iter()
+                        .collect(),
+                    y_rules: vec![],
+                    markers: at
+                        .map(|s| {
+                            let x = if metric == "TTFT" {
+                                s.ttft.p99_ms
+                            } else {
+                                s.tpot.p99_ms
+                            };
+                            vec![marker(x, s)]
+                        })
+                        .unwrap_or_default(),
+                    log_x,
+                    log_y: false,
+                },
+            ));
+        }
+        charts.push((
+            "cost-vs-load",
+            Chart {
+                title: format!("$ per 1M output tokens vs load: {title}"),
+                x_label: "arrival rate per replica (req/s)".into(),
+                y_label: "$ per 1M output tokens".into(),
+                series: vec![Series {
+                    name: format!(
+                        "{} at ${:.2}/GPU-hour",
+                        c.candidate.gpu, c.price_usd_per_gpu_hour
+                    ),
+                    points: d
+                        .curve
+                        .iter()
+                        .filter(|q| q.usd_per_million_output_tokens > 0.0)
+                        .map(|q| (q.rate_per_s, q.usd_per_million_output_tokens))
+                        .collect(),
+                    style: SeriesStyle::LineWithPoints,
+                }],
+                x_rules: vec![
+                    Rule {
+                        value: c.max_rate_per_replica,
+                        label: format!("max rate within SLOs{binding}"),
+                    },
+                    Rule {
+                        value: c.capacity_rate_per_replica,
+                        label: "capacity (saturated)".into(),
+                    },
+                ],
+                y_rules: vec![],
+                markers: vec![],
+                log_x: false,
+                log_y: true,
+            },
+        ));
+    }
+    if let Some(run) = &out.verification_run {
+        charts.push((
+            "latency-cdf",
+            Chart {
+                title: "verification run of the fleet: TTFT and TPOT CDFs (whole run)".into(),
+                x_label: "latency (ms)".into(),
+                y_label: "fraction of requests".into(),
+                series: vec![
+                    cdf_series("TTFT", &run.ttft_cdf),
+                    cdf_series("TPOT", &run.tpot_cdf),
+                ],
+                x_rules: [sc.slo.ttft_ms, sc.slo.tpot_ms]
+                    .iter()
+                    .flatten()
+                    .map(|&v| Rule {
+                        value: v,
+                        label: format!("SLO {v} ms"),
+                    })
+                    .collect(),
+                y_rules: vec![],
+                markers: vec![],
+                log_x: true,
+                log_y: false,
+            },
+        ));
+        let ts = &run.timeseries;
+        let window = run.summary.steady_state.as_ref();
+        charts.push((
+            "timeseries",
+            Chart {
+                title: "verification run of the fleet: time series".into(),
+                x_label: "simulated time (s)".into(),
+                y_label: "requests; KV use (% of capacity)".into(),
+                series: vec![
+                    Series {
+                        name: "running".into(),
+                        points: ts.iter().map(|p| (p.time_s, p.running)).collect(),
+                        style: SeriesStyle::Line,
+                    },
+                    Series {
+                        name: "waiting".into(),
+                        points: ts.iter().map(|p| (p.time_s, p.waiting)).collect(),
+                        style: SeriesStyle::Line,
+                    },
+                    Series {
+                        name: "KV use %".into(),
+                        points: ts
+                            .iter()
+                            .map(|p| (p.time_s, 100.0 * p.kv_utilization))
+                            .collect(),
+                        style: SeriesStyle::Line,
+                    },
+                ],
+                x_rules: window
+                    .map(|w| {
+                        vec![
+                            Rule {
+                                value: w.window_start_s,
+                                label: "warm-up ends".into(),
+                            },
+                            Rule {
+                                value: w.window_end_s,
+                                label: "last arrival: drain".into(),
+                            },
+                        ]
+                    })
+                    .unwrap_or_default(),
+                y_rules: vec![],
+                markers: vec![],
+                log_x: false,
+                log_y: false,
+            },
+        ));
+    }
+    charts
+}
+
+/// Writes the report folder: plan.json, candidates.csv, cost.xlsx, every chart as PNG and
+/// SVG, and index.html.
+pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<()> {
+    let p = &out.plan;
+    export_all(
+        dir,
+        p,
+        &[
+            &JsonExporter::new("plan.json"),
+            &CsvExporter::new("candidates.csv"),
+            &CostWorkbookExporter,
+        ],
+    )?;
+    let mut images = Vec::new();
+    for (stem, chart) in plan_charts(sc, out) {
+        let png = format!("{stem}.png");
+        let svg = format!("{stem}.svg");
+        render(&chart, &dir.join(&png), ImageFormat::Png)?;
+        render(&chart, &dir.join(&svg), ImageFormat::Svg)?;
+        images.push((png, svg));
+    }
+    let mut html = String::from("<!doctype html><meta charset=\"utf-8\"><title>servesim plan</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}img{max-width:100%;border:1px solid #ddd}pre{overflow-x:auto}</style>\n");
+    let mut text = Vec::new();
+    write_plan_text(&mut text, sc, p)?;
+    let _ = write!(
+        html,
+        "<h1>servesim plan: {}</h1>\n<pre>{}</pre>\n",
+        escape(&sc.name),
+        escape(&String::from_utf8_lossy(&text))
+    );
+    html.push_str("<p>Files: <a href=\"plan.json\">plan.json</a> · <a href=\"candidates.csv\">candidates.csv</a> · <a href=\"cost.xlsx\">cost.xlsx</a> (editable $/GPU-hour, GPUs, tokens/s and utilisation cells; the cost formulas recompute)</p>\n");
+    for (png, svg) in &images {
+        let _ = writeln!(
+            html,
+            "<h2>{}</h2><p><a href=\"{svg}\"><img src=\"{png}\"></a></p>",
+            escape(png.trim_end_matches(".png"))
+        );
+    }
+    write_atomic(&dir.join("index.html"), html.as_bytes())
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
