@@ -353,12 +353,7 @@ fn set_fleet(r: &mut CandidateResult, replicas: u32, m: &Measurement, ratio: f64
 
 impl Ctx<'_> {
     /// Phase 1: price, feasibility and capacity of one candidate.
-    fn prelim(
-        &self,
-        c: &Candidate,
-        prices: &PriceCatalog,
-        column: PriceColumn,
-    ) -> Phase1 {
+    fn prelim(&self, c: &Candidate, prices: &PriceCatalog, column: PriceColumn) -> Phase1 {
         let mut r = empty_result(c);
         let price = match self.base.pricing.price_usd_per_gpu_hour {
             Some(p) => p,

@@ -14,7 +14,13 @@ use servesim::summary::RunSummary;
 
 /// Keys whose value may legitimately be JSON null (optional fields). Any other null is a
 /// non-finite float (serde_json writes NaN and infinities as null).
-const OPTIONAL_KEYS: &[&str] = &["slo.ttft", "slo.tpot", "slo.e2e", "truncated", "steady_state"];
+const OPTIONAL_KEYS: &[&str] = &[
+    "slo.ttft",
+    "slo.tpot",
+    "slo.e2e",
+    "truncated",
+    "steady_state",
+];
 
 fn check_finite(prefix: &str, v: &serde_json::Value, bad: &mut Vec<String>) {
     match v {

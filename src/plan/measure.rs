@@ -131,6 +131,19 @@ impl Measurement {
     }
 }
 
+/// The stationary load `sc`'s own workload applies, if it has one: its mean rate for
+/// Poisson, gamma and constant arrivals; its concurrency for a closed loop (offline arrivals
+/// under `workload.max_concurrency`). `None` for offline bursts, schedules and traces.
+pub fn stationary_load(sc: &Scenario) -> Option<Load> {
+    match &sc.workload.arrival {
+        ArrivalConfig::Poisson { rate_per_s }
+        | ArrivalConfig::Gamma { rate_per_s, .. }
+        | ArrivalConfig::Constant { rate_per_s } => Some(Load::Rate(*rate_per_s)),
+        ArrivalConfig::Offline => sc.workload.max_concurrency.map(Load::ClosedLoop),
+        ArrivalConfig::Schedule { .. } | ArrivalConfig::Trace { .. } => None,
+    }
+}
+
 /// `sc` with its arrivals set to `load` and its run length to `requests`.
 pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
     let mut s = sc.clone();

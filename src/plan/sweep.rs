@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::measure::{measure, stationary_load, StopRule};
 use crate::error::{Error, Result};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Scenario;
@@ -83,8 +84,9 @@ pub struct SweepPoint {
     pub error: Option<String>,
 }
 
-/// Runs the grid (cartesian product of `varies`) over a scenario text, in parallel; `tick`
-/// is called once per finished point (for a progress bar).
+/// Runs the grid (cartesian product of `varies`) over a scenario text, in parallel, each point
+/// measured in steady state where it has one; `tick` is called once per finished point (for a
+/// progress bar).
 pub fn sweep(
     text: &str,
     origin: &str,
@@ -119,14 +121,12 @@ pub fn sweep(
         .map(|point| {
             let mut ov = base_overrides.to_vec();
             ov.extend(point.iter().map(|(k, v)| format!("{k}={v}")));
-            let r = Scenario::parse(text, origin, &ov)
-                .and_then(|s| s.resolve(origin))
-                .and_then(|r| r.run());
+            let r = Scenario::parse(text, origin, &ov).and_then(|s| run_point(&s, origin));
             tick();
             match r {
-                Ok(run) => SweepPoint {
+                Ok(summary) => SweepPoint {
                     overrides: point,
-                    summary: Some(run.summary),
+                    summary: Some(summary),
                     error: None,
                 },
                 Err(e) => SweepPoint {
@@ -137,6 +137,21 @@ pub fn sweep(
             }
         })
         .collect())
+}
+
+/// Runs one grid point: a steady-state measurement when its arrivals are stationary (the run
+/// starts at `workload.num_requests` or `[measure] min_requests` per replica, whichever is
+/// larger, and grows until every judged figure is within `[measure] tolerance`), else one
+/// plain run.
+fn run_point(sc: &Scenario, origin: &str) -> Result<RunSummary> {
+    let resolved = sc.resolve(origin)?;
+    match stationary_load(sc) {
+        Some(load) => {
+            let min = sc.workload.num_requests.unwrap_or(0);
+            Ok(measure(sc, origin, load, StopRule::Converged, min, None)?.summary)
+        }
+        None => Ok(resolved.run()?.summary),
+    }
 }
 
 /// A sweep's points as one table: the varied keys, every summary column, and an error column.
