@@ -11,10 +11,13 @@
 //! - (c) `run-1m-8-replicas-lor`: 8 replicas behind least-outstanding-requests routing at
 //!   8 x 53.2 = 425.6 req/s. Target: >= 300,000 requests per wall second.
 //! - (d) `plan-chat-slo`: `servesim::plan::plan` on the embedded `servesim plan` scenario
-//!   (scenarios/chat-slo.toml). Target: under 5 s (end-to-end CLI time: scripts/perf-bench.sh).
+//!   (scenarios/chat-slo.toml): steady-state capacity of 72 candidates, rate search and fleet
+//!   sizing of the cheapest, verification, headroom, batch point and curve. Target: under 5 s
+//!   (end-to-end CLI time: scripts/perf-bench.sh).
 //! - (e) `sweep-100pt/threads-{1,2}`: a 100-point `servesim::plan::sweep` over
-//!   `workload.arrival.rate_per_s=1..100:100`, 2,000 requests a point, on a local rayon pool of
-//!   1 and 2 threads. Target: >= 1.8x from 1 to 2 threads.
+//!   `workload.arrival.rate_per_s=1..100:100`, each point measured in steady state (from 4,000
+//!   requests, doubling until its intervals are within 2%, at most 32,000), on a local rayon
+//!   pool of 1 and 2 threads. Targets: under 20 s on 2 threads; >= 1.8x from 1 to 2 threads.
 //!
 //! `cargo bench --bench targets` (about 1-2 minutes). Criterion prints time per iteration and,
 //! for (a)-(c), the throughput in elements (simulated requests) per second.
