@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Checks the cost workbook's formulas with LibreOffice (headless), which recalculates them.
+# Checks the cost workbook as a user would, with LibreOffice (headless) recalculating it.
 #
 #   scripts/check-xlsx.sh [WORKBOOK.xlsx]
 #
-# Without an argument, builds one with `cargo run --release --example cost_workbook`.
-# 1. Converts the "Cost" sheet to CSV (raw values, recalculated on load) and checks every
-#    formula cell against the same cost computed here, independently, from the input cells.
-# 2. Doubles the $/GPU-hour input of the first plan (D2) in the sheet XML and poisons every
-#    cached formula result, converts again, and checks the costs follow: D2's plan costs twice
-#    as much per token, the others are unchanged, and no poisoned value survives.
+# Without an argument, builds the sample with `cargo run --release --example cost_workbook`.
+# 1. Recalculates the workbook as written and compares every formula cell, on every sheet,
+#    with the result servesim cached in it (its own value of the same formula): relative 1e-9.
+# 2. Doubles the target load (Inputs!B3) in the sheet XML and poisons every cached formula
+#    result, recalculates, and checks that no poisoned value survives and that the chosen
+#    fleet's replicas and $/hour grow by 1.5-2.5x (a plan that scales; prints both).
 # Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -38,35 +38,46 @@ cat > "$profile/user/registrymodifications.xcu" <<'XCU'
 </oor:items>
 XCU
 
-to_csv() { # $1 = xlsx; writes the first sheet next to it as .csv, raw (unformatted) values
+to_csv() { # $1 = xlsx; writes every sheet next to it as <name>-<sheet>.csv, raw values
     soffice -env:UserInstallation="file://$profile" --headless --norestore \
-        --convert-to 'csv:Text - txt - csv (StarCalc):44,34,76,1,,1033,false,true,false,false,false' \
+        --convert-to 'csv:Text - txt - csv (StarCalc):44,34,76,1,,1033,false,true,false,false,false,-1' \
         --outdir "$work" "$1" >"$work/soffice.log" 2>&1 || { cat "$work/soffice.log" >&2; exit 1; }
-    [[ -s "${1%.xlsx}.csv" ]] || { echo "check-xlsx: no CSV from $1" >&2; cat "$work/soffice.log" >&2; exit 1; }
+    local base; base="$(basename "${1%.xlsx}")"
+    [[ -s "$work/$base-Inputs.csv" ]] || { echo "check-xlsx: no CSV from $1" >&2; cat "$work/soffice.log" >&2; ls "$work" >&2; exit 1; }
 }
 
-echo "== 1. workbook as written (LibreOffice recalculates on load)"
+echo "== 1. workbook as written: LibreOffice's recalculation against servesim's cached values"
 to_csv "$work/base.xlsx"
-python3 "$here/xlsx_check.py" check "$work/base.csv"
+python3 "$here/xlsx_check.py" compare "$work/base.xlsx" "$work" base
 
-echo "== 2. \$/GPU-hour of plan 1 doubled in the file, cached results poisoned"
-price=$(python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1])))[1]; print(float(r[3]))' "$work/base.csv")
-new=$(python3 -c "print($price * 2)")
-python3 "$here/xlsx_check.py" edit "$work/base.xlsx" "$work/edited.xlsx" D2 "$new"
+echo "== 2. target load doubled, cached results poisoned"
+target=$(python3 "$here/xlsx_check.py" label "$work/base-Inputs.csv" "Target load (req/s)")
+new=$(python3 -c "print(2 * float('$target'))")
+python3 "$here/xlsx_check.py" edit "$work/base.xlsx" "$work/edited.xlsx" Inputs B3 "$new"
 to_csv "$work/edited.xlsx"
-python3 "$here/xlsx_check.py" check "$work/edited.csv"
-python3 - "$work/base.csv" "$work/edited.csv" <<'PY'
-import csv, sys
-base = list(csv.reader(open(sys.argv[1])))
-edit = list(csv.reader(open(sys.argv[2])))
-b, e = float(base[1][11]), float(edit[1][11])
-print("plan 1 $/1M output tokens: %.6g -> %.6g (x%.6g)" % (b, e, e / b))
-if abs(e / b - 2) > 1e-9:
-    sys.exit("MISMATCH: doubling $/GPU-hour should double the cost")
-for i in range(2, len(base)):
-    if base[i][:13] != edit[i][:13] and base[i][0] != "":
-        sys.exit("MISMATCH: row %d changed though its inputs did not: %r -> %r" % (i + 1, base[i], edit[i]))
-if any("-999999" in c for row in edit for c in row):
-    sys.exit("MISMATCH: a poisoned cached result was shown: LibreOffice did not recalculate")
+python3 - "$here/xlsx_check.py" "$work" <<'PY'
+import subprocess, sys
+tool, work = sys.argv[1], sys.argv[2]
+def label(base, name):
+    out = subprocess.run([sys.executable, tool, "label", "%s/%s-Inputs.csv" % (work, base), name],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return float(out.replace("$", "").replace(",", "")) if out else None
+for base in ["base", "edited"]:
+    for sheet in ["Inputs", "Candidates", "Curves"]:
+        text = open("%s/%s-%s.csv" % (work, base, sheet), encoding="utf-8").read()
+        if "-999999" in text:
+            sys.exit("MISMATCH: a poisoned cached result was shown in %s: LibreOffice did not recalculate" % sheet)
+rows = [(n, label("base", n), label("edited", n)) for n in ["Target load (req/s)", "Replicas", "Fleet $/hour"]]
+for n, a, b in rows:
+    print("%-22s %12s -> %12s" % (n, a, b))
+(_, t0, t1), (_, r0, r1), (_, u0, u1) = rows
+if not (t1 == 2 * t0):
+    sys.exit("MISMATCH: the target did not double")
+if r0 is None or u0 is None:
+    print("no plan chosen at the written inputs: nothing to scale")
+else:
+    for n, a, b in rows[1:]:
+        if not (1.5 <= b / a <= 2.5):
+            sys.exit("MISMATCH: doubling the target moved %s by x%.3f, not 1.5-2.5x" % (n, b / a))
 PY
 echo "check-xlsx: OK"

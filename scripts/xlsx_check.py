@@ -1,42 +1,63 @@
 #!/usr/bin/env python3
 """Helpers for scripts/check-xlsx.sh (standard library only).
 
-  edit IN.xlsx OUT.xlsx CELL VALUE   set a number cell on the first sheet and poison every
-                                     formula's cached result (so only a recalculation can
-                                     show the right numbers)
-  check COST.csv [--expect-factor F --against BASE.csv]
-                                     recompute each plan's costs from its input cells and
-                                     compare with the formula cells LibreOffice computed
+  sheets IN.xlsx                      print the sheet names, in order
+  edit IN.xlsx OUT.xlsx SHEET CELL VALUE
+                                      set a number cell and poison every formula's cached
+                                      result in every sheet (so only a recalculation can show
+                                      the right numbers)
+  compare IN.xlsx CSVDIR BASENAME     compare every formula cell's cached result (servesim's
+                                      own value) with LibreOffice's recalculation, exported as
+                                      CSVDIR/BASENAME-<sheet>.csv; numbers to a relative 1e-9
+  cell CSV REF                        print one cell of a CSV export (e.g. B3)
+  label CSV LABEL                     print column B of the row whose column A is LABEL
 """
 import csv
+import os
 import re
 import sys
 import zipfile
+import xml.etree.ElementTree as ET
 
 POISON = "-999999"
-SHEET = "xl/worksheets/sheet1.xml"
+NS = {
+    "m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
+    "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+}
+REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 
 
-def edit(src, dst, cell, value):
-    with zipfile.ZipFile(src) as zin:
-        parts = [(i, zin.read(i.filename)) for i in zin.infolist()]
+def sheet_parts(zf):
+    """[(sheet name, part path)] in workbook order."""
+    wb = ET.fromstring(zf.read("xl/workbook.xml"))
+    rels = ET.fromstring(zf.read("xl/_rels/workbook.xml.rels"))
+    target = {r.get("Id"): r.get("Target") for r in rels}
     out = []
-    for info, data in parts:
-        if info.filename == SHEET:
-            xml = data.decode("utf-8")
-            pat = re.compile(r'(<c r="%s"[^>]*>)<v>[^<]*</v>(</c>)' % re.escape(cell))
-            xml, n = pat.subn(lambda m: m.group(1) + "<v>%s</v>" % value + m.group(2), xml)
-            if n != 1:
-                sys.exit("edit: number cell %s not found in %s" % (cell, SHEET))
-            # Poison cached formula results: numbers become -999999, strings stay empty.
-            xml, k = re.subn(r"(</f>)<v>[^<]*</v>", r"\1<v>%s</v>" % POISON, xml)
-            xml = xml.replace(' t="str"><f>', "><f>")
-            print("edit: %s := %s; poisoned %d cached formula results" % (cell, value, k))
-            data = xml.encode("utf-8")
-        out.append((info, data))
-    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
-        for info, data in out:
-            zout.writestr(info, data)
+    for s in wb.find("m:sheets", NS):
+        t = target[s.get(REL)]
+        out.append((s.get("name"), "xl/" + t.lstrip("/").removeprefix("xl/")))
+    return out
+
+
+def col_index(ref):
+    letters = re.match(r"[A-Z]+", ref).group(0)
+    n = 0
+    for ch in letters:
+        n = n * 26 + ord(ch) - 64
+    return n - 1, int(ref[len(letters):]) - 1
+
+
+def formula_cells(zf, part):
+    """{ref: (formula, cached text or None)} of one sheet."""
+    root = ET.fromstring(zf.read(part))
+    out = {}
+    for c in root.iter("{%s}c" % NS["m"]):
+        f = c.find("m:f", NS)
+        if f is None:
+            continue
+        v = c.find("m:v", NS)
+        out[c.get("r")] = (f.text or "", None if v is None else (v.text or ""))
+    return out
 
 
 def num(s):
@@ -44,87 +65,114 @@ def num(s):
     if s == "":
         return None
     # LibreOffice keeps the % of percent-formatted cells even in raw-value CSV export.
-    return float(s[:-1]) / 100 if s.endswith("%") else float(s)
+    if s.endswith("%"):
+        return float(s[:-1]) / 100
+    try:
+        return float(s.replace("$", "").replace(",", ""))
+    except ValueError:
+        return s
 
 
-def plans(path):
+def cmd_sheets(path):
+    with zipfile.ZipFile(path) as zf:
+        for name, _ in sheet_parts(zf):
+            print(name)
+
+
+def cmd_edit(src, dst, sheet, cell, value):
+    with zipfile.ZipFile(src) as zin:
+        parts = dict(sheet_parts(zin))
+        if sheet not in parts:
+            sys.exit("edit: no sheet %r" % sheet)
+        items = [(i, zin.read(i.filename)) for i in zin.infolist()]
+    poisoned = 0
+    out = []
+    for info, data in items:
+        if info.filename in parts.values():
+            xml = data.decode("utf-8")
+            if info.filename == parts[sheet]:
+                pat = re.compile(r'(<c r="%s"[^>]*>)<v>[^<]*</v>(</c>)' % re.escape(cell))
+                xml, n = pat.subn(lambda m: m.group(1) + "<v>%s</v>" % value + m.group(2), xml)
+                if n != 1:
+                    sys.exit("edit: number cell %s not found in %s" % (cell, sheet))
+            # Poison cached formula results: numbers become -999999, text results too.
+            xml, k = re.subn(r"(</f>)<v>[^<]*</v>", r"\1<v>%s</v>" % POISON, xml)
+            xml = re.sub(r' t="str"(>\s*<f>)', r"\1", xml)
+            poisoned += k
+            data = xml.encode("utf-8")
+        out.append((info, data))
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info, data in out:
+            zout.writestr(info, data)
+    print("edit: %s!%s := %s; poisoned %d cached formula results" % (sheet, cell, value, poisoned))
+
+
+def read_csv(path):
     with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    header, body = rows[0], rows[1:]
-    if len(header) < 13 or "GPUs" not in header[2] or "1M output" not in header[11]:
-        sys.exit("check: %s does not look like the Cost sheet: %r" % (path, header))
-    got = []
-    for r in body:
-        if not r or r[0] == "" or len(r) < 13 or r[2].strip() == "":
-            break  # the notes rows follow a blank row
-        got.append(r)
-    return header, got
+        return list(csv.reader(f))
 
 
-def close(a, b):
-    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+def csv_cell(rows, ref):
+    c, r = col_index(ref)
+    if r >= len(rows) or c >= len(rows[r]):
+        return ""
+    return rows[r][c]
 
 
-def check(path, factor=None, base=None):
-    header, rows = plans(path)
-    base_rows = plans(base)[1] if base else None
-    bad = 0
-    for i, r in enumerate(rows):
-        gpus, price, out_tps, in_tps, util = (num(r[c]) or 0.0 for c in range(2, 7))
-        per_hour = gpus * price
-        out_tph = out_tps * 3600 * util
-        tot_tph = (out_tps + in_tps) * 3600 * util
-        expect = {
-            7: per_hour,
-            8: per_hour * 730,
-            9: out_tph,
-            10: tot_tph,
-            11: per_hour / out_tph * 1e6 if out_tph else None,
-            12: per_hour / tot_tph * 1e6 if tot_tph else None,
-        }
-        for c, e in expect.items():
-            cell = r[c].strip()
-            if e is None:
-                ok = cell == ""
-                shown = "(empty)"
-            else:
-                try:
-                    ok = close(float(cell), e)
-                except ValueError:
-                    ok = False
-                shown = "%.6g" % e
-            if not ok:
-                bad += 1
-                print("MISMATCH row %d '%s' %s: sheet %r, expected %s" % (i + 2, r[0], header[c], cell, shown))
-        cost = r[11].strip()
-        line = "row %d %-34s $/GPU-h=%-6g $/1M output tokens: sheet=%s independent=%s" % (
-            i + 2, r[0], price, cost or "(empty)", "(empty)" if expect[11] is None else "%.6g" % expect[11])
-        if base_rows is not None and factor is not None and expect[11] is not None:
-            was = float(base_rows[i][11])
-            ratio = float(cost) / was if cost else float("nan")
-            line += "  ratio to base=%.6g (want %g)" % (ratio, factor)
-            if not close(ratio, factor):
-                bad += 1
-                print("MISMATCH row %d: cost changed by %r, expected x%g" % (i + 2, ratio, factor))
-        print(line)
-    if not rows:
-        bad += 1
-        print("MISMATCH: no plan rows found in %s" % path)
-    if bad:
-        sys.exit("check: %d mismatches in %s" % (bad, path))
-    print("check: %s OK (%d plans)" % (path, len(rows)))
+def cmd_compare(path, csvdir, base):
+    checked = 0
+    bad = []
+    with zipfile.ZipFile(path) as zf:
+        for name, part in sheet_parts(zf):
+            cells = formula_cells(zf, part)
+            if not cells:
+                continue
+            export = os.path.join(csvdir, "%s-%s.csv" % (base, name))
+            if not os.path.exists(export):
+                sys.exit("compare: LibreOffice wrote no %s" % export)
+            rows = read_csv(export)
+            for ref, (formula, cached) in sorted(cells.items()):
+                got = num(csv_cell(rows, ref))
+                want = None if cached is None else num(cached)
+                checked += 1
+                if isinstance(want, float) and isinstance(got, float):
+                    tol = 1e-9 * max(abs(want), abs(got)) + 1e-12
+                    if abs(want - got) > tol:
+                        bad.append((name, ref, formula, cached, got))
+                elif want != got:
+                    bad.append((name, ref, formula, cached, got))
+    for name, ref, formula, cached, got in bad[:20]:
+        print("MISMATCH %s!%s =%s: servesim %r, LibreOffice %r" % (name, ref, formula, cached, got))
+    print("compare: %d formula cells, %d mismatches" % (checked, len(bad)))
+    if bad or checked == 0:
+        sys.exit(1)
+
+
+def cmd_cell(path, ref):
+    print(csv_cell(read_csv(path), ref))
+
+
+def cmd_label(path, label):
+    for row in read_csv(path):
+        if row and row[0] == label:
+            print(row[1] if len(row) > 1 else "")
+            return
+    sys.exit("label: no row %r in %s" % (label, path))
 
 
 def main(argv):
-    if len(argv) == 5 and argv[0] == "edit":
-        edit(argv[1], argv[2], argv[3], argv[4])
-    elif len(argv) == 2 and argv[0] == "check":
-        check(argv[1])
-    elif len(argv) == 6 and argv[0] == "check" and argv[2] == "--expect-factor" and argv[4] == "--against":
-        check(argv[1], float(argv[3]), argv[5])
-    else:
+    cmds = {
+        "label": (cmd_label, 2),
+        "sheets": (cmd_sheets, 1),
+        "edit": (cmd_edit, 5),
+        "compare": (cmd_compare, 3),
+        "cell": (cmd_cell, 2),
+    }
+    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         sys.exit(__doc__)
+    f, _ = cmds[argv[1]]
+    f(*argv[2:])
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv)

@@ -105,6 +105,13 @@ pub struct CandidateResult {
     pub at_max_rate: Option<SteadyState>,
     /// The best latencies it reaches, when no load meets the SLOs.
     pub light_load: Option<LightLoad>,
+    /// Sustained rate per replica inside its sized fleet, req/s: one replica's maximum rate,
+    /// adjusted so that the fleet servesim verified is what a linear model gives: at least
+    /// target / R (R replicas hold at the target) and below target / (R - 1) (R - 1 do not).
+    /// 0 unless feasible.
+    pub rate_in_fleet_per_replica: f64,
+    /// One replica's steady state across load (the cheapest feasible candidates only).
+    pub curve: Vec<CurvePoint>,
     /// Replicas: sized and verified when feasible; the capacity bound when pruned.
     pub replicas: u32,
     /// GPUs of those replicas.
@@ -162,8 +169,19 @@ pub struct ChosenDetail {
     pub headroom: ModelHeadroom,
     /// The batch point and the discount table.
     pub batch: BatchPoint,
-    /// One replica's steady state across load, past saturation.
-    pub curve: Vec<CurvePoint>,
+}
+
+/// One GPU type's prices, $/GPU-hour.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuPriceRow {
+    /// GPU profile name.
+    pub gpu: String,
+    /// On-demand.
+    pub on_demand: f64,
+    /// Reserved (on-demand when the catalog has none).
+    pub reserved: f64,
+    /// Spot (on-demand when the catalog has none).
+    pub spot: f64,
 }
 
 /// How the plan measured (for the report).
@@ -203,6 +221,16 @@ pub struct PlanResult {
     pub near_tie: Option<String>,
     /// When nothing is feasible: the nearest SLOs some candidate meets at light load.
     pub nearest_slo: Option<String>,
+    /// $/GPU-hour of every GPU type in the search space, by price column (the workbook's
+    /// price table; every column holds the override when `pricing.price_usd_per_gpu_hour` is
+    /// set).
+    pub gpu_prices: Vec<GpuPriceRow>,
+    /// Mean prompt tokens per request of the workload (the chosen fleet's steady window).
+    pub input_tokens_per_request: f64,
+    /// Mean output tokens per request of the workload (the chosen fleet's steady window).
+    pub output_tokens_per_request: f64,
+    /// Price of an input token relative to an output token.
+    pub input_output_price_ratio: f64,
     /// How it was measured.
     pub method: Method,
     /// Simulations run.
@@ -312,6 +340,8 @@ fn empty_result(c: &Candidate) -> CandidateResult {
         binding: None,
         at_max_rate: None,
         light_load: None,
+        rate_in_fleet_per_replica: 0.0,
+        curve: Vec::new(),
         replicas: 0,
         gpus: 0,
         fleet_output_tokens_per_s: 0.0,
@@ -343,8 +373,16 @@ fn cost_of(gpus: u32, price: f64, m: &Measurement, ratio: f64) -> Cost {
     cost(gpus, price, out, input, ratio)
 }
 
-/// Books the fleet measured at the target onto `r`: GPUs, throughput and cost.
-fn set_fleet(r: &mut CandidateResult, replicas: u32, m: &Measurement, ratio: f64) {
+/// Books the fleet of `replicas` measured at `target` onto `r`: GPUs, throughput, cost, and
+/// the per-replica rate that reproduces the fleet linearly.
+fn set_fleet(r: &mut CandidateResult, replicas: u32, target: f64, m: &Measurement, ratio: f64) {
+    // In [target / R, target / (R - 1)), a hair inside so that ROUNDUP(target / rate) = R.
+    let lo = target / replicas as f64 * (1.0 + 1e-9);
+    let mut rate = r.max_rate_per_replica.max(lo);
+    if replicas > 1 {
+        rate = rate.min(target / (replicas - 1) as f64 * (1.0 - 1e-9));
+    }
+    r.rate_in_fleet_per_replica = rate;
     r.replicas = replicas;
     r.gpus = replicas.saturating_mul(r.candidate.tp);
     (r.fleet_output_tokens_per_s, r.fleet_input_tokens_per_s) = window_tokens_per_s(m);
@@ -469,7 +507,13 @@ impl Ctx<'_> {
         };
         result.simulations += sizing.simulations;
         result.status = Status::Feasible;
-        set_fleet(&mut result, sizing.replicas, &sizing.holds, self.ratio);
+        set_fleet(
+            &mut result,
+            sizing.replicas,
+            self.target,
+            &sizing.holds,
+            self.ratio,
+        );
         Ok((result, Some(sizing)))
     }
 }
@@ -589,7 +633,7 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         r.status = Status::Pruned;
         r.cost_at_target = Some(cost(r.gpus, r.price_usd_per_gpu_hour, 0.0, 0.0, ctx.ratio));
         r.note = Some(format!(
-            "not searched: even at capacity it needs {} replica(s), ${:.2}/hour, more than the plan",
+            "not searched: at capacity {} replica(s), ${:.2}/hour, already cost more than the plan",
             r.replicas, p.bound_usd_per_hour
         ));
         done.push(r);
@@ -625,15 +669,52 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         None
     };
 
-    // Phase 3: what the chosen plan is measured on beyond the search.
+    // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
+    // cheapest feasible candidates, in parallel.
     let mut detail = None;
     let mut verification_run = None;
+    let curves: Vec<Result<(usize, Vec<CurvePoint>, u64)>> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.status == Status::Feasible)
+        .take(CURVES)
+        .map(|(i, c)| {
+            (
+                i,
+                c.candidate.clone(),
+                c.capacity_rate_per_replica,
+                c.price_usd_per_gpu_hour,
+            )
+        })
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(i, c, capacity, price)| {
+            let one = candidate_scenario(base, &c, ctx.scale);
+            let (curve, sims) = curve::rate_curve(&one, origin, capacity, price)?;
+            Ok((i, curve, sims))
+        })
+        .collect();
     if let (Some(i), Some(sizing)) = (chosen, chosen_sizing) {
         let (d, sims) = chosen_detail(&ctx, &mut candidates[i], sizing)?;
         simulations += sims;
         verification_run = d.verification.result.clone();
         detail = Some(d);
     }
+    for c in curves {
+        let (i, curve, sims) = c?;
+        candidates[i].curve = curve;
+        simulations += sims;
+    }
+    // Tokens per request as the chosen fleet's cost figures count them: its window's
+    // tokens/s over the target.
+    let (input_tokens_per_request, output_tokens_per_request) = match chosen {
+        Some(i) => (
+            candidates[i].fleet_input_tokens_per_s / target,
+            candidates[i].fleet_output_tokens_per_s / target,
+        ),
+        None => (0.0, 0.0),
+    };
+    let gpu_prices = price_table(base, &space, &prices);
     Ok(PlanOutput {
         plan: PlanResult {
             target_rate_per_s: target,
@@ -644,6 +725,10 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             detail,
             near_tie,
             nearest_slo,
+            gpu_prices,
+            input_tokens_per_request,
+            output_tokens_per_request,
+            input_output_price_ratio: ctx.ratio,
             method: Method {
                 analysis: base.measure.analysis(),
                 min_requests_per_replica: base.measure.min_requests,
@@ -698,28 +783,27 @@ fn chosen_detail(
             None => break v,
         }
     };
-    set_fleet(chosen, sizing.replicas, &verification, ctx.ratio);
+    set_fleet(
+        chosen,
+        sizing.replicas,
+        ctx.target,
+        &verification,
+        ctx.ratio,
+    );
     let fleet_sc = fleet::with_replicas(&one, sizing.replicas);
-    let ((headroom, batch), curve) = rayon::join(
-        || {
-            rayon::join(
-                || fleet::model_headroom(&fleet_sc, ctx.origin, ctx.target, capacity),
-                || batch_point(ctx, chosen, &one),
-            )
-        },
-        || curve::rate_curve(&one, ctx.origin, capacity, chosen.price_usd_per_gpu_hour),
+    let (headroom, batch) = rayon::join(
+        || fleet::model_headroom(&fleet_sc, ctx.origin, ctx.target, capacity),
+        || batch_point(ctx, chosen, &one),
     );
     let headroom = headroom?;
     let (batch, batch_sims) = batch?;
-    let (curve, curve_sims) = curve?;
-    sims += headroom.simulations + batch_sims + curve_sims;
+    sims += headroom.simulations + batch_sims;
     Ok((
         ChosenDetail {
             fleet: sizing,
             verification,
             headroom,
             batch,
-            curve,
         },
         sims,
     ))
@@ -787,6 +871,31 @@ fn batch_point(ctx: &Ctx<'_>, c: &CandidateResult, one: &Scenario) -> Result<(Ba
         },
         sims,
     ))
+}
+
+/// Feasible candidates whose one-replica curve is measured (the cheapest first).
+const CURVES: usize = 10;
+
+/// Prices of every GPU type of the search space that has one.
+fn price_table(base: &Scenario, space: &[Candidate], prices: &PriceCatalog) -> Vec<GpuPriceRow> {
+    let mut gpus: Vec<&str> = space.iter().map(|c| c.gpu.as_str()).collect();
+    gpus.dedup();
+    gpus.sort_unstable();
+    gpus.dedup();
+    gpus.into_iter()
+        .filter_map(|g| {
+            let at = |col| match base.pricing.price_usd_per_gpu_hour {
+                Some(p) => Some(p),
+                None => prices.price(g, col).ok(),
+            };
+            Some(GpuPriceRow {
+                gpu: g.to_string(),
+                on_demand: at(PriceColumn::OnDemand)?,
+                reserved: at(PriceColumn::Reserved)?,
+                spot: at(PriceColumn::Spot)?,
+            })
+        })
+        .collect()
 }
 
 /// Spare-capacity margin below which two equally priced plans are within the search's noise.

@@ -1,42 +1,27 @@
-//! The cost workbook recalculated by LibreOffice: each cost equals its formula's result and an
-//! edited $/GPU-hour changes it (scripts/check-xlsx.sh). Skipped, with a notice, without
-//! `soffice` on PATH.
+//! The cost workbook as a user would check it: LibreOffice recalculates every formula of the
+//! default plan's cost.xlsx and gets servesim's own values (relative 1e-9), and doubling the
+//! target load moves the chosen fleet's replicas and $/hour by 1.5-2.5x
+//! (scripts/check-xlsx.sh). Skipped, with a notice, without `soffice` on PATH; `.ci/run`
+//! installs LibreOffice so CI always runs it.
+
+mod common;
 
 use std::process::Command;
 
-use servesim::report::xlsx::{write_cost_workbook, CostInputs};
+use common::servesim;
 
-#[test]
-fn libreoffice_recalculates_the_cost_workbook() {
-    let has_soffice = Command::new("sh")
+fn has_soffice() -> bool {
+    Command::new("sh")
         .args(["-c", "command -v soffice"])
         .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_soffice {
-        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cost.xlsx");
-    let plan = |label: &str, gpus, price, out, util| CostInputs {
-        label: label.into(),
-        gpu_name: "H100 SXM".into(),
-        gpus,
-        price_usd_per_gpu_hour: price,
-        output_tokens_per_s: out,
-        input_tokens_per_s: out * 2.5,
-        utilization: util,
-    };
-    let plans = [
-        plan("70b tp4 x2", 8, 2.49, 5200.0, 0.65),
-        plan("8b tp1 x4", 4, 3.10, 21000.0, 1.0),
-        plan("no throughput", 1, 2.0, 0.0, 0.5),
-    ];
-    write_cost_workbook(&path, &plans, &[]).unwrap();
+        .is_ok_and(|o| o.status.success())
+}
+
+fn check(workbook: &std::path::Path) -> String {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-xlsx.sh");
     let out = Command::new("bash")
         .arg(script)
-        .arg(&path)
+        .arg(workbook)
         .output()
         .unwrap();
     let text = format!(
@@ -47,4 +32,37 @@ fn libreoffice_recalculates_the_cost_workbook() {
     println!("{text}");
     assert!(out.status.success(), "check-xlsx failed:\n{text}");
     assert!(text.contains("check-xlsx: OK"), "{text}");
+    text
+}
+
+#[test]
+fn libreoffice_recalculates_the_default_plans_workbook() {
+    if !has_soffice() {
+        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let (code, _, err) = servesim(&["plan", "--out", report.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = check(&report.join("cost.xlsx"));
+    assert!(text.contains(", 0 mismatches"), "{text}");
+    assert!(text.contains("Replicas"), "{text}");
+}
+
+#[test]
+fn libreoffice_recalculates_the_sample_workbook() {
+    if !has_soffice() {
+        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cost.xlsx");
+    servesim::report::xlsx::write_cost_workbook(
+        &path,
+        &servesim::report::xlsx::sample_model(),
+        &[],
+    )
+    .unwrap();
+    check(&path);
 }

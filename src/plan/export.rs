@@ -1,5 +1,5 @@
 //! The plan as documents for the report exporters: a candidates table (CSV) and the cost
-//! workbook (XLSX) whose cells finance can edit.
+//! workbook (XLSX), a live model finance can edit.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -7,8 +7,18 @@ use std::path::Path;
 
 use super::{PlanResult, Status};
 use crate::error::{Error, Result};
-use crate::report::xlsx::{cost_workbook_bytes, CostInputs};
+use crate::report::xlsx::{
+    cost_workbook_bytes, CandidateRow, CostModel, CurveRow, GpuPrices, PRICE_COLUMNS,
+};
 use crate::report::{CellValue, Exporter, TableSheet, ToTable};
+
+fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Feasible => "feasible",
+        Status::Infeasible => "infeasible",
+        Status::Pruned => "pruned",
+    }
+}
 
 /// Every candidate, ranked, with its search result (candidates.csv, and a workbook sheet).
 impl ToTable for PlanResult {
@@ -39,14 +49,9 @@ impl ToTable for PlanResult {
             .enumerate()
             .map(|(i, c)| {
                 let a = c.at_max_rate.as_ref();
-                let status = match c.status {
-                    Status::Feasible => "feasible",
-                    Status::Infeasible => "infeasible",
-                    Status::Pruned => "pruned",
-                };
                 vec![
                     CellValue::Number((i + 1) as f64),
-                    status.to_string().into(),
+                    status_name(c.status).into(),
                     c.candidate.gpu.clone().into(),
                     c.candidate.dtype.clone().into(),
                     c.candidate.kv_cache_dtype.clone().into(),
@@ -78,45 +83,88 @@ impl ToTable for PlanResult {
             })
             .collect();
         Cow::Owned(TableSheet {
-            name: "Candidates".into(),
+            name: "Search".into(),
             columns: columns.iter().map(|s| s.to_string()).collect(),
             rows,
         })
     }
 }
 
-/// The cost workbook (cost.xlsx): one editable row per feasible candidate (the ten cheapest)
-/// serving the target load, and the candidates table as a second sheet.
+/// The cost workbook (cost.xlsx): the plan as a live model (sheets Inputs, Candidates, Curves;
+/// src/report/xlsx.rs) and the candidates table as a last sheet.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CostWorkbookExporter;
 
 impl CostWorkbookExporter {
-    /// The workbook's cost rows.
-    pub fn rows(plan: &PlanResult) -> Vec<CostInputs> {
-        plan.candidates
+    /// The workbook's model of `plan`: its inputs as written give the plan's chosen fleet.
+    pub fn model(plan: &PlanResult) -> CostModel {
+        let label = |c: &super::Candidate| {
+            format!("{} {} TP{} seqs{}", c.gpu, c.dtype, c.tp, c.max_num_seqs)
+        };
+        let candidates = plan
+            .candidates
             .iter()
-            .filter(|c| c.status == Status::Feasible)
-            .take(10)
-            .filter_map(|c| {
-                let cost = c.cost_at_target?;
-                Some(CostInputs {
-                    label: format!(
-                        "{} {} tp{} seqs{} x{}",
-                        c.candidate.gpu,
-                        c.candidate.dtype,
-                        c.candidate.tp,
-                        c.candidate.max_num_seqs,
-                        c.replicas
-                    ),
-                    gpu_name: c.candidate.gpu.clone(),
-                    gpus: c.gpus,
-                    price_usd_per_gpu_hour: cost.price_usd_per_gpu_hour,
-                    output_tokens_per_s: c.fleet_output_tokens_per_s,
-                    input_tokens_per_s: c.fleet_input_tokens_per_s,
-                    utilization: 1.0,
+            .map(|c| CandidateRow {
+                label: label(&c.candidate),
+                gpu: c.candidate.gpu.clone(),
+                dtype: c.candidate.dtype.clone(),
+                tp: c.candidate.tp,
+                max_num_seqs: c.candidate.max_num_seqs,
+                status: status_name(c.status).to_string(),
+                rate_alone_per_s: (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
+                    .then_some(c.max_rate_per_replica),
+                rate_in_fleet_per_s: (c.status == Status::Feasible)
+                    .then_some(c.rate_in_fleet_per_replica),
+                note: c.note.clone().unwrap_or_default(),
+            })
+            .collect();
+        let curves = plan
+            .candidates
+            .iter()
+            .flat_map(|c| {
+                c.curve.iter().map(|p| CurveRow {
+                    label: label(&c.candidate),
+                    gpu: c.candidate.gpu.clone(),
+                    rate_per_s: p.rate_per_s,
+                    p50_ttft_ms: p.p50_ttft_ms,
+                    p99_ttft_ms: p.p99_ttft_ms,
+                    p99_tpot_ms: p.p99_tpot_ms,
+                    output_tokens_per_s_per_gpu: p.output_tokens_per_s_per_gpu,
+                    sustainable: p.sustainable,
                 })
             })
-            .collect()
+            .collect();
+        let price_column = PRICE_COLUMNS
+            .iter()
+            .position(|c| *c == plan.price_column.name())
+            .unwrap_or(0);
+        CostModel {
+            title: format!(
+                "servesim cost model: {:.2} req/s, plan of {} candidates",
+                plan.target_rate_per_s,
+                plan.candidates.len()
+            ),
+            target_rate_per_s: plan.target_rate_per_s,
+            input_tokens_per_request: plan.input_tokens_per_request,
+            output_tokens_per_request: plan.output_tokens_per_request,
+            price_column,
+            paid_hours_per_month: super::pricing::HOURS_PER_MONTH,
+            headroom: 0.0,
+            batch_discount: plan.detail.as_ref().map_or(0.0, |d| d.batch.discount),
+            input_output_price_ratio: plan.input_output_price_ratio,
+            gpu_prices: plan
+                .gpu_prices
+                .iter()
+                .map(|p| GpuPrices {
+                    gpu: p.gpu.clone(),
+                    on_demand: p.on_demand,
+                    reserved: p.reserved,
+                    spot: p.spot,
+                })
+                .collect(),
+            candidates,
+            curves,
+        }
     }
 }
 
@@ -129,7 +177,7 @@ impl Exporter<PlanResult> for CostWorkbookExporter {
     }
     fn write(&self, plan: &PlanResult, out: &mut dyn Write) -> Result<()> {
         let table = plan.to_table().into_owned();
-        let bytes = cost_workbook_bytes(&Self::rows(plan), &[table], Path::new("cost.xlsx"))?;
+        let bytes = cost_workbook_bytes(&Self::model(plan), &[table], Path::new("cost.xlsx"))?;
         out.write_all(&bytes).map_err(|e| Error::io("cost.xlsx", e))
     }
 }

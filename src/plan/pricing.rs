@@ -42,6 +42,17 @@ pub enum PriceColumn {
     Spot,
 }
 
+impl PriceColumn {
+    /// The column's name, as the catalog and the scenario spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PriceColumn::OnDemand => "on_demand",
+            PriceColumn::Reserved => "reserved",
+            PriceColumn::Spot => "spot",
+        }
+    }
+}
+
 impl std::str::FromStr for PriceColumn {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {

@@ -1,6 +1,10 @@
 //! The plan's report: the terminal table, the charts, and the report folder (plan.json,
 //! candidates.csv, cost.xlsx, PNG/SVG plots, index.html).
 
+mod html;
+
+pub use html::escape;
+
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
@@ -343,7 +347,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
 pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)> {
     let p = &out.plan;
     let mut charts = Vec::new();
-    if let (Some(c), Some(d)) = (p.chosen_candidate(), &p.detail) {
+    if let (Some(c), Some(_)) = (p.chosen_candidate(), &p.detail) {
         let title = format!(
             "{} {} TP{} seqs {} (1 replica)",
             c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
@@ -352,13 +356,13 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
             format!(", binding: {}", b.constraint.label())
         });
         let split = |f: &dyn Fn(&crate::plan::CurvePoint) -> f64| -> Vec<Series> {
-            let steady: Vec<(f64, f64)> = d
+            let steady: Vec<(f64, f64)> = c
                 .curve
                 .iter()
                 .filter(|q| q.stationary)
                 .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
                 .collect();
-            let saturated: Vec<(f64, f64)> = d
+            let saturated: Vec<(f64, f64)> = c
                 .curve
                 .iter()
                 .filter(|q| !q.stationary)
@@ -452,7 +456,7 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
                         "{} at ${:.2}/GPU-hour",
                         c.candidate.gpu, c.price_usd_per_gpu_hour
                     ),
-                    points: d
+                    points: c
                         .curve
                         .iter()
                         .filter(|q| q.usd_per_million_output_tokens > 0.0)
@@ -575,28 +579,6 @@ pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<
         render(&chart, &dir.join(&svg), ImageFormat::Svg)?;
         images.push((png, svg));
     }
-    let mut html = String::from("<!doctype html><meta charset=\"utf-8\"><title>servesim plan</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}img{max-width:100%;border:1px solid #ddd}pre{overflow-x:auto}</style>\n");
-    let mut text = Vec::new();
-    write_plan_text(&mut text, sc, p)?;
-    let _ = write!(
-        html,
-        "<h1>servesim plan: {}</h1>\n<pre>{}</pre>\n",
-        escape(&sc.name),
-        escape(&String::from_utf8_lossy(&text))
-    );
-    html.push_str("<p>Files: <a href=\"plan.json\">plan.json</a> · <a href=\"candidates.csv\">candidates.csv</a> · <a href=\"cost.xlsx\">cost.xlsx</a> (editable $/GPU-hour, GPUs, tokens/s and utilisation cells; the cost formulas recompute)</p>\n");
-    for (png, svg) in &images {
-        let _ = writeln!(
-            html,
-            "<h2>{}</h2><p><a href=\"{svg}\"><img src=\"{png}\"></a></p>",
-            escape(png.trim_end_matches(".png"))
-        );
-    }
-    write_atomic(&dir.join("index.html"), html.as_bytes())
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let page = html::page(sc, p, &images);
+    write_atomic(&dir.join("index.html"), page.as_bytes())
 }

@@ -1,124 +1,250 @@
-//! The cost workbook for finance: editable inputs and live formulas, so a changed $/GPU-hour or
-//! utilisation recomputes the cost per million tokens in Excel or LibreOffice.
+//! The cost workbook: a live model of the plan that finance can edit. Change the target load,
+//! the price column, a $/GPU-hour, the headroom or the paid hours and the fleet, the winner
+//! and the $ per million tokens follow, in Excel or LibreOffice.
 //!
-//! Every formula cell also carries its cached result, computed here the same way, so viewers
-//! that do not recalculate still show the numbers. No cell holds NaN or an infinity, and a
-//! zero throughput gives an empty cost cell (`IFERROR`), never `#DIV/0!`.
+//! Sheets:
+//! - `Inputs`: labels in column A, values in column B (the target load, tokens per request,
+//!   the price column picked from a list, paid hours, headroom, batch discount, price ratio),
+//!   the $/GPU-hour table by GPU type, and the chosen plan at these inputs, by formula.
+//! - `Candidates`: one row per candidate; its sustained rate per replica is simulation data,
+//!   everything after it is a formula of the inputs; the cheapest eligible row wins.
+//! - `Curves`: each candidate's rate sweep from the simulation, with its $/M by formula, and
+//!   two native charts (the throughput-latency trade-off, $/M against load).
+//! - any extra tables (the plan's candidate table).
+//!
+//! Every formula cell also carries its cached result, computed by [`evaluate`] the same way,
+//! so viewers that do not recalculate still show the numbers, and a test can compare the two.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use rust_xlsxwriter::{
-    Color, DataValidation, DataValidationRule, Format, FormatAlign, FormatBorder, Formula,
-    Workbook, Worksheet, XlsxError,
+    Chart, ChartType, Color, DataValidation, DataValidationRule, Format, FormatAlign, FormatBorder,
+    Formula, Workbook, Worksheet, XlsxError,
 };
 
 use super::atomic::write_atomic;
 pub use super::table::{CellValue, TableSheet};
 use crate::error::{Error, Result};
 
-/// Hours in the average month (8760 / 12), the basis of "$/month".
-pub const HOURS_PER_MONTH: f64 = 730.0;
+/// The price columns of the GPU price table, in sheet order.
+pub const PRICE_COLUMNS: [&str; 3] = ["on_demand", "reserved", "spot"];
 
-/// Name of the sheet with the cost model.
-pub const COST_SHEET: &str = "Cost";
-
-/// One deployment plan's inputs to the cost model: one row of the "Cost" sheet.
+/// $/GPU-hour of one GPU type, by price column.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CostInputs {
-    /// The plan's name, e.g. `"llama-3.1-70b tp4 x3"`.
-    pub label: String,
-    /// GPU model, e.g. `"H100 SXM"`.
-    pub gpu_name: String,
-    /// GPUs in the whole deployment.
-    pub gpus: u32,
-    /// Price of one GPU for one hour, in US dollars.
-    pub price_usd_per_gpu_hour: f64,
-    /// Output tokens per second of the whole deployment while busy.
-    pub output_tokens_per_s: f64,
-    /// Input (prompt) tokens per second of the whole deployment while busy.
-    pub input_tokens_per_s: f64,
-    /// Share of paid hours the fleet is busy, 0..=1.
-    pub utilization: f64,
+pub struct GpuPrices {
+    /// GPU profile name, e.g. `"h100-sxm"`.
+    pub gpu: String,
+    /// On-demand, $/GPU-hour.
+    pub on_demand: f64,
+    /// Reserved, $/GPU-hour.
+    pub reserved: f64,
+    /// Spot, $/GPU-hour.
+    pub spot: f64,
 }
 
-/// The formulas of one plan row, with their cached results.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CostRow {
-    /// Fleet $/hour = GPUs × $/GPU-hour.
-    pub usd_per_hour: f64,
-    /// Fleet $/month = $/hour × 730.
-    pub usd_per_month: f64,
-    /// Effective output tokens/hour = output tokens/s × 3600 × utilisation.
-    pub output_tokens_per_hour: f64,
-    /// Effective total tokens/hour = (input + output tokens/s) × 3600 × utilisation.
-    pub total_tokens_per_hour: f64,
-    /// $ per million output tokens; `None` where the formula shows an empty cell.
-    pub usd_per_million_output: Option<f64>,
-    /// $ per million input + output tokens; `None` where the formula shows an empty cell.
-    pub usd_per_million_total: Option<f64>,
-}
-
-/// Computes a plan's cost row exactly as the workbook's formulas do (non-finite inputs count
-/// as the empty cells they are written as, i.e. zero).
-pub fn cost_row(p: &CostInputs) -> CostRow {
-    let f = |v: f64| if v.is_finite() { v } else { 0.0 };
-    let usd_per_hour = f64::from(p.gpus) * f(p.price_usd_per_gpu_hour);
-    let usd_per_month = usd_per_hour * HOURS_PER_MONTH;
-    let util = f(p.utilization);
-    let output_tokens_per_hour = f(p.output_tokens_per_s) * 3600.0 * util;
-    let total_tokens_per_hour =
-        (f(p.output_tokens_per_s) + f(p.input_tokens_per_s)) * 3600.0 * util;
-    // IFERROR(x / y * 1e6, ""): empty where the division fails.
-    let per_million = |tokens: f64| {
-        let v = usd_per_hour / tokens * 1e6;
-        (tokens != 0.0 && v.is_finite()).then_some(v)
-    };
-    CostRow {
-        usd_per_hour,
-        usd_per_month,
-        output_tokens_per_hour,
-        total_tokens_per_hour,
-        usd_per_million_output: per_million(output_tokens_per_hour),
-        usd_per_million_total: per_million(total_tokens_per_hour),
+impl GpuPrices {
+    fn by_column(&self, i: usize) -> f64 {
+        [self.on_demand, self.reserved, self.spot][i.min(2)]
     }
 }
 
-/// The "Cost" sheet's columns: header (with unit), column width.
-const COST_COLUMNS: [(&str, f64); 13] = [
-    ("Plan", 28.0),
-    ("GPU", 14.0),
-    ("GPUs", 8.0),
-    ("$/GPU-hour", 12.0),
-    ("Output tokens/s (busy)", 14.0),
-    ("Input tokens/s (busy)", 14.0),
-    ("Utilisation (% of hours busy)", 14.0),
-    ("Fleet $/hour", 13.0),
-    ("Fleet $/month (730 h)", 15.0),
-    ("Effective output tokens/hour", 17.0),
-    ("Effective total tokens/hour", 17.0),
-    ("$ per 1M output tokens", 14.0),
-    ("$ per 1M total tokens", 14.0),
-];
+/// One candidate row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateRow {
+    /// Short name, e.g. `"h100-sxm fp8 TP2 seqs256"`.
+    pub label: String,
+    /// GPU profile name (a row of the price table).
+    pub gpu: String,
+    /// Weight format.
+    pub dtype: String,
+    /// GPUs per replica.
+    pub tp: u32,
+    /// max_num_seqs.
+    pub max_num_seqs: u32,
+    /// `feasible`, `pruned` or `infeasible`.
+    pub status: String,
+    /// Highest rate one replica alone sustains within the SLOs, req/s (`None`: not searched).
+    pub rate_alone_per_s: Option<f64>,
+    /// Sustained rate per replica inside the sized fleet, req/s: what the replicas formula
+    /// divides by. `None` when the candidate cannot compete (not searched, or infeasible).
+    pub rate_in_fleet_per_s: Option<f64>,
+    /// Why it is infeasible or pruned.
+    pub note: String,
+}
 
-/// Writes the cost workbook to `path`, atomically: the "Cost" sheet (one row per plan) and one
-/// sheet per table in `extra_sheets` (sheet names are made valid and unique for Excel).
-pub fn write_cost_workbook(
-    path: &Path,
-    plans: &[CostInputs],
-    extra_sheets: &[TableSheet],
-) -> Result<()> {
-    let bytes = cost_workbook_bytes(plans, extra_sheets, path)?;
+/// One point of a candidate's rate sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurveRow {
+    /// The candidate's label.
+    pub label: String,
+    /// GPU profile name (for its price).
+    pub gpu: String,
+    /// Arrival rate per replica, req/s.
+    pub rate_per_s: f64,
+    /// p50 TTFT, ms.
+    pub p50_ttft_ms: f64,
+    /// p99 TTFT, ms.
+    pub p99_ttft_ms: f64,
+    /// p99 TPOT, ms.
+    pub p99_tpot_ms: f64,
+    /// Output tokens/s per GPU.
+    pub output_tokens_per_s_per_gpu: f64,
+    /// Whether the load was sustainable.
+    pub sustainable: bool,
+}
+
+/// Everything the workbook holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostModel {
+    /// Title of the Inputs sheet.
+    pub title: String,
+    /// Target load, req/s.
+    pub target_rate_per_s: f64,
+    /// Mean prompt tokens per request.
+    pub input_tokens_per_request: f64,
+    /// Mean output tokens per request.
+    pub output_tokens_per_request: f64,
+    /// Index into [`PRICE_COLUMNS`] of the price column in use.
+    pub price_column: usize,
+    /// Paid hours per month.
+    pub paid_hours_per_month: f64,
+    /// Extra load the fleet is sized for, as a share of the target (0.2 = 20% more).
+    pub headroom: f64,
+    /// Discount a batch tier can be sold at, 0..1.
+    pub batch_discount: f64,
+    /// Price of an input token relative to an output token.
+    pub input_output_price_ratio: f64,
+    /// $/GPU-hour by GPU type.
+    pub gpu_prices: Vec<GpuPrices>,
+    /// Candidates, in the plan's rank order (ties go to the earlier row).
+    pub candidates: Vec<CandidateRow>,
+    /// Rate sweeps.
+    pub curves: Vec<CurveRow>,
+}
+
+/// The formula results of one candidate row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CandidateCost {
+    /// Replicas = ROUNDUP(target x (1 + headroom) / rate in fleet).
+    pub replicas: f64,
+    /// GPUs = replicas x TP.
+    pub gpus: f64,
+    /// $/GPU-hour in the chosen price column.
+    pub price_usd_per_gpu_hour: f64,
+    /// Fleet $/hour.
+    pub usd_per_hour: f64,
+    /// Fleet $/month (paid hours).
+    pub usd_per_month: f64,
+    /// $ per million output tokens at the target.
+    pub usd_per_million_output: f64,
+}
+
+/// Every formula's result, as the workbook computes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostResults {
+    /// Selected $/GPU-hour per GPU type (price table order).
+    pub selected_prices: Vec<f64>,
+    /// Per candidate (`None` for rows that cannot compete: their cells are empty).
+    pub candidates: Vec<Option<CandidateCost>>,
+    /// Index of the cheapest eligible candidate.
+    pub chosen: Option<usize>,
+    /// $ per million output tokens of each curve point.
+    pub curve_usd_per_million: Vec<f64>,
+    /// The chosen plan's blended $ per million output tokens (input priced at the ratio).
+    pub blended_output: f64,
+    /// The matching blended $ per million input tokens.
+    pub blended_input: f64,
+    /// The chosen plan's batch-tier $ per million output tokens.
+    pub batch_usd_per_million: f64,
+}
+
+fn price_of(m: &CostModel, gpu: &str) -> f64 {
+    m.gpu_prices
+        .iter()
+        .find(|p| p.gpu == gpu)
+        .map_or(0.0, |p| p.by_column(m.price_column))
+}
+
+/// Computes every formula of the workbook exactly as Excel does.
+pub fn evaluate(m: &CostModel) -> CostResults {
+    let selected_prices = m
+        .gpu_prices
+        .iter()
+        .map(|p| p.by_column(m.price_column))
+        .collect();
+    let tokens_per_hour = m.target_rate_per_s * m.output_tokens_per_request * 3600.0;
+    let candidates: Vec<Option<CandidateCost>> = m
+        .candidates
+        .iter()
+        .map(|c| {
+            let rate = c.rate_in_fleet_per_s.filter(|r| *r > 0.0)?;
+            let replicas = (m.target_rate_per_s * (1.0 + m.headroom) / rate).ceil();
+            let gpus = replicas * c.tp as f64;
+            let price = price_of(m, &c.gpu);
+            let usd_per_hour = gpus * price;
+            Some(CandidateCost {
+                replicas,
+                gpus,
+                price_usd_per_gpu_hour: price,
+                usd_per_hour,
+                usd_per_month: usd_per_hour * m.paid_hours_per_month,
+                usd_per_million_output: usd_per_hour / tokens_per_hour * 1e6,
+            })
+        })
+        .collect();
+    let chosen = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (i, c.usd_per_hour)))
+        .fold(None, |best: Option<(usize, f64)>, (i, v)| match best {
+            Some((_, b)) if b <= v => best,
+            _ => Some((i, v)),
+        })
+        .map(|(i, _)| i);
+    let curve_usd_per_million = m
+        .curves
+        .iter()
+        .map(|p| price_of(m, &p.gpu) / (p.output_tokens_per_s_per_gpu * 3600.0) * 1e6)
+        .collect();
+    let (blended_output, blended_input, batch) = match chosen.and_then(|i| candidates[i]) {
+        Some(c) => {
+            let weighted = m.output_tokens_per_request
+                + m.input_output_price_ratio * m.input_tokens_per_request;
+            let out = c.usd_per_hour / (m.target_rate_per_s * weighted * 3600.0) * 1e6;
+            (
+                out,
+                out * m.input_output_price_ratio,
+                c.usd_per_million_output * (1.0 - m.batch_discount),
+            )
+        }
+        None => (0.0, 0.0, 0.0),
+    };
+    CostResults {
+        selected_prices,
+        candidates,
+        chosen,
+        curve_usd_per_million,
+        blended_output,
+        blended_input,
+        batch_usd_per_million: batch,
+    }
+}
+
+/// Writes the workbook to `path`, atomically, with `extra_sheets` after the model's.
+pub fn write_cost_workbook(path: &Path, m: &CostModel, extra_sheets: &[TableSheet]) -> Result<()> {
+    let bytes = cost_workbook_bytes(m, extra_sheets, path)?;
     write_atomic(path, &bytes)
 }
 
-/// The cost workbook as the bytes of an .xlsx file; `name` labels errors.
+/// The workbook as the bytes of an .xlsx file; `name` labels errors.
 pub fn cost_workbook_bytes(
-    plans: &[CostInputs],
+    m: &CostModel,
     extra_sheets: &[TableSheet],
     name: &Path,
 ) -> Result<Vec<u8>> {
-    build_workbook(plans, extra_sheets)
+    check(m, name)?;
+    build_workbook(m, extra_sheets)
         .and_then(|mut wb| wb.save_to_buffer())
         .map_err(|e| xlsx_error(name, e))
 }
@@ -127,28 +253,92 @@ fn xlsx_error(path: &Path, e: XlsxError) -> Error {
     Error::Internal(format!("{}: writing the workbook: {e}", path.display()))
 }
 
-/// The most data rows a sheet holds below its header.
-const MAX_DATA_ROWS: usize = 1_048_575;
+/// Refuses a model whose numbers a workbook cannot hold (NaN, infinities) or whose rows would
+/// not fit a sheet.
+fn check(m: &CostModel, name: &Path) -> Result<()> {
+    let bad = |what: &str| {
+        Err(Error::Internal(format!(
+            "{}: {what} is not a finite number",
+            name.display()
+        )))
+    };
+    for (what, v) in [
+        ("the target load", m.target_rate_per_s),
+        ("input tokens per request", m.input_tokens_per_request),
+        ("output tokens per request", m.output_tokens_per_request),
+        ("paid hours per month", m.paid_hours_per_month),
+        ("the headroom", m.headroom),
+        ("the batch discount", m.batch_discount),
+        ("the price ratio", m.input_output_price_ratio),
+    ] {
+        if !v.is_finite() {
+            return bad(what);
+        }
+    }
+    let prices = m
+        .gpu_prices
+        .iter()
+        .flat_map(|p| [p.on_demand, p.reserved, p.spot]);
+    let rates = m
+        .candidates
+        .iter()
+        .flat_map(|c| [c.rate_alone_per_s, c.rate_in_fleet_per_s])
+        .flatten();
+    let curve = m.curves.iter().flat_map(|p| {
+        [
+            p.rate_per_s,
+            p.p50_ttft_ms,
+            p.p99_ttft_ms,
+            p.p99_tpot_ms,
+            p.output_tokens_per_s_per_gpu,
+        ]
+    });
+    if prices.chain(rates).chain(curve).any(|v| !v.is_finite()) {
+        return bad("a price, rate or curve figure");
+    }
+    if m.candidates.len() + m.gpu_prices.len() + m.curves.len() > 100_000 {
+        return Err(Error::Internal(format!(
+            "{}: too many rows for a workbook",
+            name.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The longest text an Excel cell holds.
 const MAX_TEXT: usize = 32_767;
+/// What a formula shows where it has no number (no eligible candidate, zero throughput).
+/// Text, not an empty string: a cached empty result reads as 0 in viewers that do not
+/// recalculate.
+const NA: &str = "n/a";
+/// The most data rows a sheet holds below its header.
+const MAX_DATA_ROWS: usize = 1_048_575;
 
-fn build_workbook(
-    plans: &[CostInputs],
-    extra_sheets: &[TableSheet],
-) -> std::result::Result<Workbook, XlsxError> {
-    let mut wb = Workbook::new();
-    let ws = wb.add_worksheet();
-    ws.set_name(COST_SHEET)?;
-    write_cost_sheet(ws, plans)?;
+/// Rows of the Inputs sheet (0-based) and what they hold.
+mod layout {
+    /// Target load.
+    pub const TARGET: u32 = 2;
+    /// Input tokens per request.
+    pub const INPUT: u32 = 3;
+    /// Output tokens per request.
+    pub const OUTPUT: u32 = 4;
+    /// Price column.
+    pub const COLUMN: u32 = 5;
+    /// Paid hours per month.
+    pub const HOURS: u32 = 6;
+    /// Headroom.
+    pub const HEADROOM: u32 = 7;
+    /// Batch discount.
+    pub const DISCOUNT: u32 = 8;
+    /// Input:output price ratio.
+    pub const RATIO: u32 = 9;
+    /// Header row of the price table.
+    pub const PRICE_HEADER: u32 = 11;
+}
 
-    let mut used: HashSet<String> = HashSet::from([COST_SHEET.to_lowercase()]);
-    for (i, t) in extra_sheets.iter().enumerate() {
-        let name = sheet_name(&t.name, i + 2, &mut used);
-        let ws = wb.add_worksheet();
-        ws.set_name(name)?;
-        write_table_sheet(ws, t)?;
-    }
-    Ok(wb)
+/// `Inputs!$B$<row + 1>`.
+fn input_ref(row: u32) -> String {
+    format!("Inputs!$B${}", row + 1)
 }
 
 fn header_format() -> Format {
@@ -161,127 +351,465 @@ fn header_format() -> Format {
         .set_border_bottom(FormatBorder::Thin)
 }
 
-fn write_cost_sheet(
+fn input_format(num: &str) -> Format {
+    Format::new()
+        .set_background_color(Color::RGB(0xFFF2CC))
+        .set_border(FormatBorder::Hair)
+        .set_border_color(Color::RGB(0xBFBFBF))
+        .set_unlocked()
+        .set_num_format(num)
+}
+
+/// A formula with its cached numeric result.
+fn num_formula(f: String, v: f64) -> Formula {
+    Formula::new(f).set_result(format!("{v}"))
+}
+
+fn build_workbook(m: &CostModel, extra: &[TableSheet]) -> std::result::Result<Workbook, XlsxError> {
+    let r = evaluate(m);
+    let mut wb = Workbook::new();
+    let mut used: HashSet<String> = HashSet::new();
+    for name in ["Inputs", "Candidates", "Curves"] {
+        used.insert(name.to_lowercase());
+    }
+    let price_rows = m.gpu_prices.len() as u32;
+    let ws = wb.add_worksheet();
+    ws.set_name("Inputs")?;
+    write_inputs(ws, m, &r)?;
+    printable(ws);
+    let ws = wb.add_worksheet();
+    ws.set_name("Candidates")?;
+    write_candidates(ws, m, &r, price_rows)?;
+    printable(ws);
+    let ws = wb.add_worksheet();
+    ws.set_name("Curves")?;
+    write_curves(ws, m, &r, price_rows)?;
+    printable(ws);
+    for (i, t) in extra.iter().enumerate() {
+        let name = sheet_name(&t.name, i + 4, &mut used);
+        let ws = wb.add_worksheet();
+        ws.set_name(name)?;
+        write_table_sheet(ws, t)?;
+    }
+    Ok(wb)
+}
+
+/// Landscape, one page wide: the sheet prints (and converts to PDF) readably.
+fn printable(ws: &mut Worksheet) {
+    ws.set_landscape();
+    ws.set_print_fit_to_pages(1, 0);
+}
+
+/// The price-table range the candidates look their GPU up in: `Inputs!$A$13:$E$<last>`.
+fn price_table(price_rows: u32) -> String {
+    let first = layout::PRICE_HEADER + 2;
+    let last = layout::PRICE_HEADER + 1 + price_rows.max(1);
+    format!("Inputs!$A${first}:$E${last}")
+}
+
+fn write_inputs(
     ws: &mut Worksheet,
-    plans: &[CostInputs],
+    m: &CostModel,
+    r: &CostResults,
 ) -> std::result::Result<(), XlsxError> {
-    let header = header_format();
-    let input = |num: &str| {
-        Format::new()
-            .set_background_color(Color::RGB(0xFFF2CC))
-            .set_border(FormatBorder::Hair)
-            .set_border_color(Color::RGB(0xBFBFBF))
-            .set_unlocked()
-            .set_num_format(num)
-    };
-    let text_in = input("@");
-    let int_in = input("#,##0");
-    let usd_in = input("$#,##0.00");
-    let pct_in = input("0%");
-    let usd = Format::new().set_num_format("$#,##0.00");
-    let usd0 = Format::new().set_num_format("$#,##0");
-    let int = Format::new().set_num_format("#,##0");
-    let usd_bold = Format::new().set_num_format("$#,##0.00").set_bold();
-
-    for (c, (title, width)) in COST_COLUMNS.iter().enumerate() {
-        let c = c as u16;
-        ws.write_string_with_format(0, c, *title, &header)?;
-        ws.set_column_width(c, *width)?;
-    }
-    ws.set_row_height(0, 48)?;
-    ws.set_freeze_panes(1, 0)?;
-
-    let plans = &plans[..plans.len().min(MAX_DATA_ROWS - 3)];
-    for (i, p) in plans.iter().enumerate() {
-        let r = i as u32 + 1;
-        let n = r + 1; // Excel's 1-based row number
-        ws.write_string_with_format(r, 0, clip(&p.label), &text_in)?;
-        ws.write_string_with_format(r, 1, clip(&p.gpu_name), &text_in)?;
-        ws.write_number_with_format(r, 2, f64::from(p.gpus), &int_in)?;
-        write_input(ws, r, 3, p.price_usd_per_gpu_hour, &usd_in)?;
-        write_input(ws, r, 4, p.output_tokens_per_s, &int_in)?;
-        write_input(ws, r, 5, p.input_tokens_per_s, &int_in)?;
-        write_input(ws, r, 6, p.utilization, &pct_in)?;
-
-        let row = cost_row(p);
-        let cached = |v: Option<f64>| match v {
-            Some(v) if v.is_finite() => format!("{v}"),
-            _ => String::new(),
-        };
-        let formulas = [
-            (7, format!("C{n}*D{n}"), Some(row.usd_per_hour), &usd),
-            (8, format!("H{n}*730"), Some(row.usd_per_month), &usd0),
-            (
-                9,
-                format!("E{n}*3600*G{n}"),
-                Some(row.output_tokens_per_hour),
-                &int,
-            ),
-            (
-                10,
-                format!("(E{n}+F{n})*3600*G{n}"),
-                Some(row.total_tokens_per_hour),
-                &int,
-            ),
-            (
-                11,
-                format!("IFERROR(H{n}/J{n}*1000000,\"\")"),
-                row.usd_per_million_output,
-                &usd_bold,
-            ),
-            (
-                12,
-                format!("IFERROR(H{n}/K{n}*1000000,\"\")"),
-                row.usd_per_million_total,
-                &usd,
-            ),
-        ];
-        for (c, f, v, fmt) in formulas {
-            ws.write_formula_with_format(r, c, Formula::new(f).set_result(cached(v)), fmt)?;
-        }
-    }
-    if !plans.is_empty() {
-        let last = plans.len() as u32;
-        let dv = DataValidation::new()
-            .allow_decimal_number(DataValidationRule::Between(0.0, 1.0))
-            .set_error_message("Utilisation is a share of hours, between 0% and 100%.")?;
-        ws.add_data_validation(1, 6, last, 6, &dv)?;
-    }
-
-    let notes_row = plans.len() as u32 + 2;
+    use layout::*;
+    let title = Format::new().set_bold().set_font_size(14);
+    let bold = Format::new().set_bold();
     let note = Format::new()
         .set_italic()
         .set_font_color(Color::RGB(0x595959));
-    let notes = [
-        "Shaded cells are inputs: edit them and the costs recompute. Throughputs are the whole \
-         fleet's while busy; utilisation is the share of paid hours it is busy.",
-        "Fleet $/hour = GPUs × $/GPU-hour.   Fleet $/month = $/hour × 730 (hours in an average \
-         month).",
-        "Effective output tokens/hour = output tokens/s × 3600 × utilisation.   Effective total \
-         tokens/hour = (input + output tokens/s) × 3600 × utilisation.",
-        "$ per 1M output tokens = $/hour ÷ effective output tokens/hour × 1,000,000 (every paid \
-         hour counts, busy or idle).   $ per 1M total tokens uses input + output tokens.   Empty \
-         when the throughput is zero.",
+    let header = header_format();
+    ws.set_column_width(0, 50)?;
+    ws.set_column_width(1, 30)?;
+    for c in 2..5 {
+        ws.set_column_width(c, 12)?;
+    }
+    ws.write_string_with_format(0, 0, clip(&m.title), &title)?;
+    ws.write_string_with_format(
+        1,
+        0,
+        "Shaded cells are inputs: edit them and the fleet, the winner and the costs follow.",
+        &note,
+    )?;
+    let num = input_format("#,##0.00");
+    let int = input_format("#,##0");
+    let pct = input_format("0%");
+    let text = input_format("@");
+    ws.write_string(TARGET, 0, "Target load (req/s)")?;
+    ws.write_number_with_format(TARGET, 1, m.target_rate_per_s, &num)?;
+    ws.write_string(INPUT, 0, "Input tokens per request")?;
+    ws.write_number_with_format(INPUT, 1, m.input_tokens_per_request, &num)?;
+    ws.write_string(OUTPUT, 0, "Output tokens per request")?;
+    ws.write_number_with_format(OUTPUT, 1, m.output_tokens_per_request, &num)?;
+    ws.write_string(COLUMN, 0, "Price column (on_demand, reserved, spot)")?;
+    ws.write_string_with_format(COLUMN, 1, PRICE_COLUMNS[m.price_column.min(2)], &text)?;
+    let list = DataValidation::new()
+        .allow_list_strings(&PRICE_COLUMNS)?
+        .set_error_message("Pick on_demand, reserved or spot.")?;
+    ws.add_data_validation(COLUMN, 1, COLUMN, 1, &list)?;
+    ws.write_string(HOURS, 0, "Paid hours per month")?;
+    ws.write_number_with_format(HOURS, 1, m.paid_hours_per_month, &int)?;
+    ws.write_string(HEADROOM, 0, "Headroom (extra load the fleet is sized for)")?;
+    ws.write_number_with_format(HEADROOM, 1, m.headroom, &pct)?;
+    let share = DataValidation::new()
+        .allow_decimal_number(DataValidationRule::Between(0.0, 10.0))
+        .set_error_message("Headroom is a share of the target load, 0% to 1000%.")?;
+    ws.add_data_validation(HEADROOM, 1, HEADROOM, 1, &share)?;
+    ws.write_string(DISCOUNT, 0, "Batch discount")?;
+    ws.write_number_with_format(DISCOUNT, 1, m.batch_discount, &pct)?;
+    ws.write_string(
+        RATIO,
+        0,
+        "Input:output price ratio (input token / output token)",
+    )?;
+    ws.write_number_with_format(RATIO, 1, m.input_output_price_ratio, &num)?;
+
+    // $/GPU-hour by GPU type; the selected column by formula.
+    ws.write_string_with_format(PRICE_HEADER - 1, 0, "$/GPU-hour by GPU type", &bold)?;
+    for (c, h) in ["GPU"]
+        .iter()
+        .chain(PRICE_COLUMNS.iter())
+        .chain(["selected"].iter())
+        .enumerate()
+    {
+        ws.write_string_with_format(PRICE_HEADER, c as u16, *h, &header)?;
+    }
+    let usd_in = input_format("$#,##0.00");
+    let usd = Format::new().set_num_format("$#,##0.00");
+    for (i, p) in m.gpu_prices.iter().enumerate() {
+        let row = PRICE_HEADER + 1 + i as u32;
+        let n = row + 1;
+        ws.write_string(row, 0, clip(&p.gpu))?;
+        for (c, v) in [p.on_demand, p.reserved, p.spot].into_iter().enumerate() {
+            ws.write_number_with_format(row, 1 + c as u16, v, &usd_in)?;
+        }
+        let f = format!(
+            "INDEX(B{n}:D{n},MATCH({},$B${}:$D${},0))",
+            input_ref(COLUMN),
+            PRICE_HEADER + 1,
+            PRICE_HEADER + 1
+        );
+        ws.write_formula_with_format(row, 4, num_formula(f, r.selected_prices[i]), &usd)?;
+    }
+
+    // The chosen plan at these inputs.
+    let at = PRICE_HEADER + 3 + m.gpu_prices.len() as u32;
+    ws.write_string_with_format(
+        at,
+        0,
+        "Chosen plan: the cheapest eligible candidate at these inputs",
+        &bold,
+    )?;
+    let n = m.candidates.len().max(1) as u32;
+    let elig = format!("Candidates!$P$2:$P${}", n + 1);
+    let idx = format!("MATCH(MIN({elig}),{elig},0)");
+    let chosen = r.chosen.and_then(|i| r.candidates[i].map(|c| (i, c)));
+    let pick = |col: &str| {
+        format!(
+            "IFERROR(INDEX(Candidates!${col}$2:${col}${},{idx}),\"{NA}\")",
+            n + 1
+        )
+    };
+    let rows: [(&str, String, Option<CellValue>, &Format); 6] = [
+        (
+            "Candidate",
+            pick("A"),
+            chosen.map(|(i, _)| CellValue::Text(m.candidates[i].label.clone())),
+            &Format::new(),
+        ),
+        (
+            "Replicas",
+            pick("J"),
+            chosen.map(|(_, c)| CellValue::Number(c.replicas)),
+            &Format::new().set_num_format("#,##0"),
+        ),
+        (
+            "GPUs",
+            pick("K"),
+            chosen.map(|(_, c)| CellValue::Number(c.gpus)),
+            &Format::new().set_num_format("#,##0"),
+        ),
+        (
+            "Fleet $/hour",
+            pick("M"),
+            chosen.map(|(_, c)| CellValue::Number(c.usd_per_hour)),
+            &usd,
+        ),
+        (
+            "Fleet $/month",
+            pick("N"),
+            chosen.map(|(_, c)| CellValue::Number(c.usd_per_month)),
+            &usd,
+        ),
+        (
+            "$ per 1M output tokens",
+            pick("O"),
+            chosen.map(|(_, c)| CellValue::Number(c.usd_per_million_output)),
+            &Format::new().set_num_format("$#,##0.000").set_bold(),
+        ),
     ];
-    for (i, text) in notes.iter().enumerate() {
-        ws.write_string_with_format(notes_row + i as u32, 0, *text, &note)?;
+    let cached = |v: &Option<CellValue>| match v {
+        Some(CellValue::Number(x)) => format!("{x}"),
+        Some(CellValue::Text(s)) => s.clone(),
+        None => NA.to_string(),
+    };
+    for (k, (label, f, v, fmt)) in rows.iter().enumerate() {
+        let row = at + 1 + k as u32;
+        ws.write_string(row, 0, *label)?;
+        ws.write_formula_with_format(row, 1, Formula::new(f).set_result(cached(v)), fmt)?;
+    }
+    // Blended prices and the batch tier, from the chosen row.
+    let usd3 = Format::new().set_num_format("$#,##0.000");
+    let hour = at + 5; // the $/hour row
+    let per_m = at + 6;
+    let weighted = format!(
+        "({}+{}*{})",
+        input_ref(OUTPUT),
+        input_ref(RATIO),
+        input_ref(INPUT)
+    );
+    let extra: [(&str, String, f64); 3] = [
+        (
+            "$ per 1M output tokens, blended (input at the ratio)",
+            format!(
+                "IFERROR(B{}/({}*{weighted}*3600)*1000000,\"{NA}\")",
+                hour,
+                input_ref(TARGET)
+            ),
+            r.blended_output,
+        ),
+        (
+            "$ per 1M input tokens, blended",
+            format!("IFERROR(B{}*{},\"{NA}\")", at + 8, input_ref(RATIO)),
+            r.blended_input,
+        ),
+        (
+            "Batch tier $ per 1M output tokens (after the discount)",
+            format!(
+                "IFERROR(B{}*(1-{}),\"{NA}\")",
+                per_m + 1,
+                input_ref(DISCOUNT)
+            ),
+            r.batch_usd_per_million,
+        ),
+    ];
+    for (k, (label, f, v)) in extra.into_iter().enumerate() {
+        let row = at + 7 + k as u32;
+        ws.write_string(row, 0, label)?;
+        let res = if chosen.is_some() {
+            format!("{v}")
+        } else {
+            NA.to_string()
+        };
+        ws.write_formula_with_format(row, 1, Formula::new(f).set_result(res), &usd3)?;
+    }
+    let notes = [
+        "Replicas = ROUNDUP(target x (1 + headroom) / sustained rate per replica in the fleet), per candidate (sheet Candidates).",
+        "The sustained rates come from the simulation: one replica's highest rate within the SLOs, adjusted to the fleet servesim sized and verified (R replicas hold at the target, R - 1 do not).",
+        "Scaling linearly from those rates is the spreadsheet's approximation; rerun servesim plan with --set plan.target_rate_per_s=... to size and verify a new target by simulation.",
+        "$ per 1M output tokens = fleet $/hour / (target x output tokens per request x 3600) x 1,000,000.",
+    ];
+    for (k, t) in notes.iter().enumerate() {
+        ws.write_string_with_format(at + 11 + k as u32, 0, *t, &note)?;
     }
     Ok(())
 }
 
-/// An input number; a non-finite one is left empty (still shaded and editable).
-fn write_input(
+/// Candidates columns: header (with unit) and width.
+const CANDIDATE_COLUMNS: [(&str, f64); 17] = [
+    ("Candidate", 30.0),
+    ("GPU", 14.0),
+    ("dtype", 7.0),
+    ("TP", 5.0),
+    ("max_num_seqs", 8.0),
+    ("status", 10.0),
+    ("note", 24.0),
+    ("one replica alone (req/s)", 12.0),
+    ("sustained rate per replica in the fleet (req/s)", 14.0),
+    ("replicas", 9.0),
+    ("GPUs", 7.0),
+    ("$/GPU-hour", 10.0),
+    ("fleet $/hour", 11.0),
+    ("fleet $/month", 12.0),
+    ("$ per 1M output tokens", 11.0),
+    ("eligible $/hour", 10.0),
+    ("chosen", 8.0),
+];
+
+fn write_candidates(
     ws: &mut Worksheet,
-    r: u32,
-    c: u16,
-    v: f64,
-    fmt: &Format,
+    m: &CostModel,
+    r: &CostResults,
+    price_rows: u32,
 ) -> std::result::Result<(), XlsxError> {
-    if v.is_finite() {
-        ws.write_number_with_format(r, c, v, fmt)?;
-    } else {
-        ws.write_blank(r, c, fmt)?;
+    let header = header_format();
+    for (c, (t, w)) in CANDIDATE_COLUMNS.iter().enumerate() {
+        ws.write_string_with_format(0, c as u16, *t, &header)?;
+        ws.set_column_width(c as u16, *w)?;
     }
+    ws.set_row_height(0, 60)?;
+    ws.set_freeze_panes(1, 1)?;
+    let rate_in = input_format("0.00");
+    let int = Format::new().set_num_format("#,##0");
+    let usd = Format::new().set_num_format("$#,##0.00");
+    let usd3 = Format::new().set_num_format("$#,##0.000");
+    let target = input_ref(layout::TARGET);
+    let headroom = input_ref(layout::HEADROOM);
+    let hours = input_ref(layout::HOURS);
+    let out = input_ref(layout::OUTPUT);
+    let table = price_table(price_rows);
+    let n_rows = m.candidates.len().max(1) as u32;
+    let elig = format!("$P$2:$P${}", n_rows + 1);
+    for (i, c) in m.candidates.iter().enumerate() {
+        let row = i as u32 + 1;
+        let n = row + 1;
+        ws.write_string(row, 0, clip(&c.label))?;
+        ws.write_string(row, 1, clip(&c.gpu))?;
+        ws.write_string(row, 2, clip(&c.dtype))?;
+        ws.write_number(row, 3, c.tp as f64)?;
+        ws.write_number(row, 4, c.max_num_seqs as f64)?;
+        ws.write_string(row, 5, clip(&c.status))?;
+        ws.write_string(row, 6, clip(&c.note))?;
+        if let Some(v) = c.rate_alone_per_s {
+            ws.write_number_with_format(row, 7, v, &Format::new().set_num_format("0.00"))?;
+        }
+        let Some(cost) = r.candidates[i] else {
+            continue;
+        };
+        let rate = c.rate_in_fleet_per_s.unwrap_or(0.0);
+        ws.write_number_with_format(row, 8, rate, &rate_in)?;
+        let cells: [(u16, String, f64, &Format); 7] = [
+            (
+                9,
+                format!("ROUNDUP({target}*(1+{headroom})/I{n},0)"),
+                cost.replicas,
+                &int,
+            ),
+            (10, format!("J{n}*D{n}"), cost.gpus, &int),
+            (
+                11,
+                format!("VLOOKUP(B{n},{table},5,FALSE)"),
+                cost.price_usd_per_gpu_hour,
+                &usd,
+            ),
+            (12, format!("K{n}*L{n}"), cost.usd_per_hour, &usd),
+            (13, format!("M{n}*{hours}"), cost.usd_per_month, &usd),
+            (
+                14,
+                format!("M{n}/({target}*{out}*3600)*1000000"),
+                cost.usd_per_million_output,
+                &usd3,
+            ),
+            (15, format!("M{n}"), cost.usd_per_hour, &usd),
+        ];
+        for (col, f, v, fmt) in cells {
+            ws.write_formula_with_format(row, col, num_formula(f, v), fmt)?;
+        }
+        let mark = if r.chosen == Some(i) { "chosen" } else { "-" };
+        ws.write_formula(
+            row,
+            16,
+            Formula::new(format!(
+                "IF(ROW()-1=MATCH(MIN({elig}),{elig},0),\"chosen\",\"-\")"
+            ))
+            .set_result(mark),
+        )?;
+    }
+    Ok(())
+}
+
+fn write_curves(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    r: &CostResults,
+    price_rows: u32,
+) -> std::result::Result<(), XlsxError> {
+    let header = header_format();
+    let cols = [
+        ("Candidate", 30.0),
+        ("GPU", 12.0),
+        ("rate per replica (req/s)", 11.0),
+        ("p50 TTFT (ms)", 10.0),
+        ("p99 TTFT (ms)", 10.0),
+        ("p99 TPOT (ms)", 10.0),
+        ("output tokens/s per GPU", 11.0),
+        ("sustainable", 10.0),
+        ("$ per 1M output tokens", 11.0),
+    ];
+    for (c, (t, w)) in cols.iter().enumerate() {
+        ws.write_string_with_format(0, c as u16, *t, &header)?;
+        ws.set_column_width(c as u16, *w)?;
+    }
+    ws.set_row_height(0, 48)?;
+    ws.set_freeze_panes(1, 0)?;
+    let table = price_table(price_rows);
+    let usd3 = Format::new().set_num_format("$#,##0.000");
+    let rate = Format::new().set_num_format("0.00");
+    let ms = Format::new().set_num_format("#,##0.0");
+    let tps = Format::new().set_num_format("#,##0");
+    let rows = &m.curves[..m.curves.len().min(MAX_DATA_ROWS)];
+    for (i, p) in rows.iter().enumerate() {
+        let row = i as u32 + 1;
+        let n = row + 1;
+        ws.write_string(row, 0, clip(&p.label))?;
+        ws.write_string(row, 1, clip(&p.gpu))?;
+        for (c, v, fmt) in [
+            (2, p.rate_per_s, &rate),
+            (3, p.p50_ttft_ms, &ms),
+            (4, p.p99_ttft_ms, &ms),
+            (5, p.p99_tpot_ms, &ms),
+            (6, p.output_tokens_per_s_per_gpu, &tps),
+        ] {
+            ws.write_number_with_format(row, c, v, fmt)?;
+        }
+        ws.write_string(row, 7, if p.sustainable { "yes" } else { "no" })?;
+        let f = format!("IFERROR(VLOOKUP(B{n},{table},5,FALSE)/(G{n}*3600)*1000000,\"{NA}\")");
+        let v = r.curve_usd_per_million[i];
+        let res = if v.is_finite() {
+            format!("{v}")
+        } else {
+            NA.to_string()
+        };
+        ws.write_formula_with_format(row, 8, Formula::new(f).set_result(res), &usd3)?;
+    }
+    // Charts: one series per candidate, over its block of rows.
+    let mut blocks: Vec<(String, u32, u32)> = Vec::new();
+    for (i, p) in rows.iter().enumerate() {
+        let row = i as u32 + 1;
+        match blocks.last_mut() {
+            Some((label, _, last)) if *label == p.label => *last = row,
+            _ => blocks.push((p.label.clone(), row, row)),
+        }
+    }
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    let mut trade = Chart::new(ChartType::ScatterStraightWithMarkers);
+    trade
+        .title()
+        .set_name("Throughput vs p99 TTFT (one replica, steady state)");
+    trade.x_axis().set_name("p99 TTFT (ms)").set_log_base(10);
+    trade.y_axis().set_name("output tokens/s per GPU");
+    let mut cost = Chart::new(ChartType::ScatterStraightWithMarkers);
+    cost.title()
+        .set_name("$ per 1M output tokens vs load (one replica)");
+    cost.x_axis().set_name("arrival rate per replica (req/s)");
+    cost.y_axis()
+        .set_name("$ per 1M output tokens")
+        .set_log_base(10);
+    for (_, first, last) in blocks.iter().take(12) {
+        trade
+            .add_series()
+            .set_name(("Curves", *first, 0))
+            .set_categories(("Curves", *first, 4, *last, 4))
+            .set_values(("Curves", *first, 6, *last, 6));
+        cost.add_series()
+            .set_name(("Curves", *first, 0))
+            .set_categories(("Curves", *first, 2, *last, 2))
+            .set_values(("Curves", *first, 8, *last, 8));
+    }
+    ws.insert_chart(1, 10, &trade)?;
+    ws.insert_chart(18, 10, &cost)?;
     Ok(())
 }
 
@@ -349,91 +877,154 @@ fn sheet_name(wanted: &str, position: usize, used: &mut HashSet<String>) -> Stri
     name
 }
 
+/// A small model for examples and tests: three candidates on two GPU types, two with curves.
+pub fn sample_model() -> CostModel {
+    let curve = |label: &str, gpu: &str, tps: f64| -> Vec<CurveRow> {
+        (1..=6)
+            .map(|k| CurveRow {
+                label: label.into(),
+                gpu: gpu.into(),
+                rate_per_s: 2.0 * k as f64,
+                p50_ttft_ms: 40.0 + 5.0 * k as f64,
+                p99_ttft_ms: 90.0 * (1.0 + 0.3 * k as f64),
+                p99_tpot_ms: 15.0 + 4.0 * k as f64,
+                output_tokens_per_s_per_gpu: tps * k as f64,
+                sustainable: k < 6,
+            })
+            .collect()
+    };
+    let mut curves = curve("h100-sxm fp8 TP2 seqs256", "h100-sxm", 200.0);
+    curves.extend(curve("h200-sxm bf16 TP4 seqs128", "h200-sxm", 150.0));
+    CostModel {
+        title: "servesim cost model: sample".into(),
+        target_rate_per_s: 40.0,
+        input_tokens_per_request: 230.0,
+        output_tokens_per_request: 200.0,
+        price_column: 0,
+        paid_hours_per_month: 730.0,
+        headroom: 0.0,
+        batch_discount: 0.3,
+        input_output_price_ratio: 0.25,
+        gpu_prices: vec![
+            GpuPrices {
+                gpu: "h100-sxm".into(),
+                on_demand: 3.0,
+                reserved: 2.2,
+                spot: 1.35,
+            },
+            GpuPrices {
+                gpu: "h200-sxm".into(),
+                on_demand: 4.0,
+                reserved: 3.1,
+                spot: 2.0,
+            },
+        ],
+        candidates: vec![
+            CandidateRow {
+                label: "h100-sxm fp8 TP2 seqs256".into(),
+                gpu: "h100-sxm".into(),
+                dtype: "fp8".into(),
+                tp: 2,
+                max_num_seqs: 256,
+                status: "feasible".into(),
+                rate_alone_per_s: Some(26.9),
+                rate_in_fleet_per_s: Some(26.9),
+                note: String::new(),
+            },
+            CandidateRow {
+                label: "h200-sxm bf16 TP4 seqs128".into(),
+                gpu: "h200-sxm".into(),
+                dtype: "bf16".into(),
+                tp: 4,
+                max_num_seqs: 128,
+                status: "feasible".into(),
+                rate_alone_per_s: Some(30.0),
+                rate_in_fleet_per_s: Some(31.5),
+                note: String::new(),
+            },
+            CandidateRow {
+                label: "a100-sxm-80gb bf16 TP2 seqs64".into(),
+                gpu: "a100-sxm-80gb".into(),
+                dtype: "bf16".into(),
+                tp: 2,
+                max_num_seqs: 64,
+                status: "infeasible".into(),
+                rate_alone_per_s: None,
+                rate_in_fleet_per_s: None,
+                note: "does not fit".into(),
+            },
+        ],
+        curves,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
 
-    fn plan(price: f64, out_tps: f64) -> CostInputs {
-        CostInputs {
-            label: "llama-70b tp4 x2".into(),
-            gpu_name: "H100 SXM".into(),
-            gpus: 8,
-            price_usd_per_gpu_hour: price,
-            output_tokens_per_s: out_tps,
-            input_tokens_per_s: 3.0 * out_tps,
-            utilization: 0.5,
-        }
+    #[test]
+    fn the_cheapest_eligible_candidate_wins_and_follows_the_target() {
+        let mut m = sample_model();
+        let r = evaluate(&m);
+        // 40 req/s: 2 x TP2 H100 at $3 = $12/h against 2 x TP4 H200 at $4 = $32/h.
+        assert_eq!(r.chosen, Some(0));
+        let c = r.candidates[0].unwrap();
+        assert_eq!((c.replicas, c.gpus, c.usd_per_hour), (2.0, 4.0, 12.0));
+        let expect = 12.0 / (40.0 * 200.0 * 3600.0) * 1e6;
+        assert!((c.usd_per_million_output - expect).abs() < 1e-12);
+        assert!(r.candidates[2].is_none());
+        // Spot prices, headroom and a price ratio feed through.
+        m.price_column = 2;
+        m.headroom = 0.5;
+        let r = evaluate(&m);
+        let c = r.candidates[0].unwrap();
+        assert_eq!((c.replicas, c.usd_per_hour), (3.0, 3.0 * 2.0 * 1.35));
+        assert!((r.batch_usd_per_million - c.usd_per_million_output * 0.7).abs() < 1e-12);
+        // A target the H100 row needs 4 replicas for and the H200 row 3: still the H100 row.
+        m.target_rate_per_s = 80.0;
+        m.headroom = 0.0;
+        let r = evaluate(&m);
+        assert_eq!(r.candidates[0].unwrap().replicas, 3.0);
+        assert_eq!(r.chosen, Some(0));
     }
 
     #[test]
-    fn cost_row_matches_the_formulas() {
-        let r = cost_row(&plan(2.5, 1000.0));
-        assert_eq!(r.usd_per_hour, 20.0);
-        assert_eq!(r.usd_per_month, 20.0 * 730.0);
-        assert_eq!(r.output_tokens_per_hour, 1000.0 * 3600.0 * 0.5);
-        let expect = 20.0 / 1_800_000.0 * 1e6;
-        assert!((r.usd_per_million_output.unwrap() - expect).abs() < 1e-9);
-        assert!((r.usd_per_million_total.unwrap() - expect / 4.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn zero_or_nan_throughput_gives_empty_cost() {
-        let r = cost_row(&plan(2.5, 0.0));
-        assert_eq!(r.usd_per_million_output, None);
-        assert_eq!(r.usd_per_million_total, None);
-        let r = cost_row(&plan(f64::NAN, f64::INFINITY));
-        assert_eq!(r.usd_per_hour, 0.0);
-        assert_eq!(r.usd_per_million_output, None);
-    }
-
-    #[test]
-    fn writes_a_valid_xlsx_with_extra_sheets() {
+    fn writes_a_valid_xlsx_and_refuses_nan() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cost.xlsx");
-        let extra = vec![
-            TableSheet {
-                name: "Sweep: rate/p99?".into(),
-                columns: vec!["rate (req/s)".into(), "p99 (ms)".into()],
-                rows: vec![vec![1.0.into(), f64::NAN.into()], vec!["x".into()]],
-            },
-            TableSheet {
-                name: "cost".into(),
-                columns: vec![],
-                rows: vec![],
-            },
-            TableSheet {
-                name: String::new(),
-                columns: vec![],
-                rows: vec![],
-            },
-        ];
-        let plans = vec![plan(2.5, 1000.0), plan(f64::NAN, 0.0)];
-        write_cost_workbook(&path, &plans, &extra).unwrap();
-        let mut bytes = Vec::new();
-        std::fs::File::open(&path)
-            .unwrap()
-            .read_to_end(&mut bytes)
-            .unwrap();
+        let extra = vec![TableSheet {
+            name: "Candidates".into(),
+            columns: vec!["rate (req/s)".into()],
+            rows: vec![vec![1.0.into()], vec![f64::NAN.into()]],
+        }];
+        write_cost_workbook(&path, &sample_model(), &extra).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[..4], b"PK\x03\x04");
-        // No temporary file left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let mut bad = sample_model();
+        bad.candidates[0].rate_in_fleet_per_s = Some(f64::NAN);
+        let err = write_cost_workbook(&dir.path().join("bad.xlsx"), &bad, &[]).unwrap_err();
+        assert!(err.to_string().contains("not a finite number"), "{err}");
+        assert!(!dir.path().join("bad.xlsx").exists());
     }
 
     #[test]
-    fn empty_workbook_is_fine() {
+    fn an_empty_model_is_fine() {
+        let mut m = sample_model();
+        m.candidates.clear();
+        m.curves.clear();
+        let r = evaluate(&m);
+        assert_eq!(r.chosen, None);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cost.xlsx");
-        write_cost_workbook(&path, &[], &[]).unwrap();
-        assert!(path.metadata().unwrap().len() > 0);
+        write_cost_workbook(&dir.path().join("cost.xlsx"), &m, &[]).unwrap();
     }
 
     #[test]
     fn sheet_names_are_valid_and_unique() {
-        let mut used = HashSet::from(["cost".to_string()]);
+        let mut used = HashSet::from(["inputs".to_string()]);
         assert_eq!(sheet_name("a/b:c", 2, &mut used), "a_b_c");
         assert_eq!(sheet_name("A/B:C", 3, &mut used), "A_B_C (2)");
-        assert_eq!(sheet_name("Cost", 4, &mut used), "Cost (2)");
+        assert_eq!(sheet_name("Inputs", 4, &mut used), "Inputs (2)");
         assert_eq!(sheet_name("''", 5, &mut used), "Sheet5");
         let long = sheet_name(&"x".repeat(40), 6, &mut used);
         assert_eq!(long.chars().count(), 31);

@@ -1,0 +1,392 @@
+//! index.html: the plan as a page people read. A summary card (the plan, its cost, its
+//! evidence, its headroom and binding constraint), a sortable candidates table, the plots and
+//! the method in a few lines. Self-contained: inline CSS and JavaScript, images beside it.
+//!
+//! The table sorts on a click on its header, and at load by the page's URL fragment,
+//! `#sort=COLUMN:asc|desc` (a shareable view; the browser test uses it). When the script has
+//! run, `<html data-ready="1">`; a script error sets `data-script-error`.
+
+use std::fmt::Write as _;
+
+use crate::metrics::steady_state::SteadyState;
+use crate::plan::{Measurement, PlanResult, Status};
+use crate::scenario::Scenario;
+
+/// HTML-escapes text for element content and attribute values.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#1f2328;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
+.sub{color:#57606a;margin-top:0}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:1em 1.4em;background:#f6f8fa}
+.card.none{background:#fff8f0;border-color:#e8a33d}
+.kpis{display:flex;flex-wrap:wrap;gap:1.6em;margin:.6em 0 1em}
+.kpi .v{font-size:1.5em;font-weight:600}.kpi .l{color:#57606a;font-size:.85em}
+.ok{color:#1a7f37;font-weight:600}.miss{color:#cf222e;font-weight:600}
+table{border-collapse:collapse;font-size:.88em;width:100%}
+th,td{border-bottom:1px solid #d8dee4;padding:.3em .5em;text-align:right;white-space:nowrap}
+th{background:#eaeef2;cursor:pointer;user-select:none;position:sticky;top:0}
+th.text,td.text{text-align:left}td.note{white-space:normal;text-align:left;color:#57606a;min-width:18em}
+th[aria-sort=ascending]::after{content:" \25B2"}th[aria-sort=descending]::after{content:" \25BC"}
+tr.chosen td{background:#dafbe1;font-weight:600}tr.pruned td{color:#6e7781}
+.wrap{max-height:32em;overflow:auto;border:1px solid #d0d7de;border-radius:6px}
+figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #d0d7de;border-radius:4px}
+figcaption{color:#57606a;font-size:.9em}
+code{background:#eaeef2;padding:0 .25em;border-radius:3px}
+.small{font-size:.9em;color:#57606a}
+"#;
+
+const SCRIPT: &str = r#"
+(function(){
+  var root=document.documentElement;
+  window.addEventListener('error',function(e){root.setAttribute('data-script-error',String(e.message||e));});
+  var table=document.getElementById('candidates');
+  var heads=table.tHead.rows[0].cells;
+  function key(cell,numeric){
+    var v=cell.getAttribute('data-v');
+    if(numeric){var x=parseFloat(v);return isNaN(x)?Infinity:x;}
+    return (v===null?cell.textContent:v).toLowerCase();
+  }
+  function sortBy(col,dir){
+    var th=heads[col],numeric=th.getAttribute('data-type')==='num',body=table.tBodies[0];
+    var rows=Array.prototype.slice.call(body.rows);
+    rows.sort(function(a,b){
+      var x=key(a.cells[col],numeric),y=key(b.cells[col],numeric);
+      var c=x<y?-1:x>y?1:0;
+      if(c===0){c=parseFloat(a.getAttribute('data-rank'))-parseFloat(b.getAttribute('data-rank'));return c;}
+      return dir==='desc'?-c:c;
+    });
+    rows.forEach(function(r){body.appendChild(r);});
+    for(var i=0;i<heads.length;i++){heads[i].removeAttribute('aria-sort');}
+    th.setAttribute('aria-sort',dir==='desc'?'descending':'ascending');
+  }
+  for(var i=0;i<heads.length;i++){(function(i){
+    heads[i].addEventListener('click',function(){
+      var cur=heads[i].getAttribute('aria-sort');
+      sortBy(i,cur==='ascending'?'desc':'asc');
+    });
+  })(i);}
+  var m=/sort=([a-z0-9_]+)(?::(asc|desc))?/.exec(location.hash);
+  if(m){for(var j=0;j<heads.length;j++){if(heads[j].getAttribute('data-key')===m[1]){sortBy(j,m[2]||'asc');}}}
+  root.setAttribute('data-ready','1');
+})();
+"#;
+
+fn kpi(out: &mut String, value: &str, label: &str) {
+    let _ = write!(
+        out,
+        "<div class=\"kpi\"><div class=\"v\">{}</div><div class=\"l\">{}</div></div>",
+        escape(value),
+        escape(label)
+    );
+}
+
+fn evidence(s: &SteadyState) -> String {
+    let mut parts: Vec<String> = s
+        .slo
+        .iter()
+        .map(|c| {
+            let hw = c
+                .value_ms
+                .half_width
+                .map_or(String::new(), |h| format!(" ± {h:.1}"));
+            format!(
+                "p{} {} {:.1}{hw} ms (SLO {})",
+                c.percentile,
+                c.metric.name(),
+                c.value_ms.value,
+                c.threshold_ms
+            )
+        })
+        .collect();
+    parts.push(format!("goodput {:.1}%", 100.0 * s.goodput_share.value));
+    parts.push(format!("{:.0} output tok/s", s.output_throughput.value));
+    parts.join(", ")
+}
+
+fn fleet_row(out: &mut String, label: &str, m: &Measurement) {
+    let s = m.steady();
+    let verdict = if m.sustainable() {
+        "<span class=\"ok\">holds</span>".to_string()
+    } else {
+        format!(
+            "<span class=\"miss\">misses</span>: {}",
+            escape(&m.misses().join("; "))
+        )
+    };
+    let _ = write!(
+        out,
+        "<li><b>{}</b>: {verdict}<br><span class=\"small\">{} requests, {} cut as warm-up; {}</span></li>",
+        escape(label),
+        m.requests,
+        s.warmup_requests,
+        escape(&evidence(s))
+    );
+}
+
+/// Columns of the candidates table: key (for `#sort=`), header, numeric.
+const COLUMNS: [(&str, &str, bool); 14] = [
+    ("rank", "rank", true),
+    ("status", "status", false),
+    ("gpu", "GPU", false),
+    ("dtype", "dtype", false),
+    ("tp", "TP", true),
+    ("seqs", "max_num_seqs", true),
+    ("capacity", "capacity/replica (req/s)", true),
+    ("max_rate", "max rate/replica (req/s)", true),
+    ("binding", "binding", false),
+    ("replicas", "replicas", true),
+    ("gpus", "GPUs", true),
+    ("usd_per_hour", "$/hour", true),
+    ("usd_per_million", "$/M output", true),
+    ("note", "note", false),
+];
+
+fn table(out: &mut String, p: &PlanResult) {
+    out.push_str("<div class=\"wrap\"><table id=\"candidates\"><thead><tr>");
+    for (key, title, num) in COLUMNS {
+        let _ = write!(
+            out,
+            "<th data-key=\"{key}\" data-type=\"{}\"{}>{}</th>",
+            if num { "num" } else { "text" },
+            if num { "" } else { " class=\"text\"" },
+            escape(title)
+        );
+    }
+    out.push_str("</tr></thead><tbody>");
+    for (i, c) in p.candidates.iter().enumerate() {
+        let class = if p.chosen == Some(i) {
+            "chosen"
+        } else {
+            match c.status {
+                Status::Pruned => "pruned",
+                Status::Infeasible => "infeasible",
+                Status::Feasible => "feasible",
+            }
+        };
+        let status = match c.status {
+            Status::Feasible => "feasible",
+            Status::Pruned => "pruned",
+            Status::Infeasible => "infeasible",
+        };
+        let feasible = c.status == Status::Feasible;
+        let num = |v: Option<f64>, digits: usize| match v {
+            Some(x) if x.is_finite() => format!("<td data-v=\"{x}\">{x:.digits$}</td>"),
+            _ => "<td data-v=\"\">-</td>".to_string(),
+        };
+        let cost = c.cost_at_target.filter(|_| c.status != Status::Infeasible);
+        let _ = write!(
+            out,
+            "<tr class=\"{class}\" data-rank=\"{}\">{}<td class=\"text\">{status}</td><td class=\"text\">{}</td><td class=\"text\">{}</td>{}{}{}{}<td class=\"text\">{}</td>{}{}{}{}<td class=\"note\">{}</td></tr>",
+            i + 1,
+            num(Some((i + 1) as f64), 0),
+            escape(&c.candidate.gpu),
+            escape(&c.candidate.dtype),
+            num(Some(c.candidate.tp as f64), 0),
+            num(Some(c.candidate.max_num_seqs as f64), 0),
+            num((c.capacity_rate_per_replica > 0.0).then_some(c.capacity_rate_per_replica), 2),
+            num(
+                (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
+                    .then_some(c.max_rate_per_replica),
+                2
+            ),
+            escape(c.binding.as_ref().map_or("-", |b| b.constraint.label())),
+            num((c.status != Status::Infeasible).then_some(c.replicas as f64), 0),
+            num((c.status != Status::Infeasible).then_some(c.gpus as f64), 0),
+            num(cost.map(|x| x.usd_per_hour), 2),
+            num(
+                cost.filter(|_| feasible)
+                    .map(|x| x.usd_per_million_output_tokens),
+                3
+            ),
+            escape(c.note.as_deref().unwrap_or(""))
+        );
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// Captions of the plots, by file stem.
+fn caption(stem: &str) -> &'static str {
+    match stem {
+        "throughput-vs-p99-ttft" => "One replica across load, each point a steady-state measurement, past saturation: output tokens/s per GPU against p99 TTFT, the SLO line and the plan's operating point.",
+        "throughput-vs-p99-tpot" => "The same load sweep against p99 TPOT.",
+        "cost-vs-load" => "$ per million output tokens against the load on one replica, with the maximum rate within the SLOs and the capacity.",
+        "latency-cdf" => "The chosen fleet's verification run at the target: TTFT and TPOT distributions with the SLOs.",
+        "timeseries" => "The verification run over simulated time: running and waiting requests and KV use, with the warm-up and the drain marked.",
+        _ => "",
+    }
+}
+
+/// The whole page; `images` are (png, svg) file names beside it, in order.
+pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> String {
+    let mut h = String::with_capacity(64 * 1024);
+    let title = if sc.name.is_empty() { "plan" } else { &sc.name };
+    let _ = write!(
+        h,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>servesim plan: {}</title><style>{STYLE}</style></head><body>",
+        escape(title)
+    );
+    let slo = &sc.slo;
+    let slos: Vec<String> = [
+        slo.ttft_ms
+            .map(|t| format!("p{} TTFT ≤ {t} ms", slo.ttft_percentile)),
+        slo.tpot_ms
+            .map(|t| format!("p{} TPOT ≤ {t} ms", slo.tpot_percentile)),
+        slo.e2e_ms
+            .map(|t| format!("p{} E2E ≤ {t} ms", slo.e2e_percentile)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let _ = write!(
+        h,
+        "<h1>servesim plan: {}</h1><p class=\"sub\">{} at {:.2} req/s; SLOs: {}; goodput ≥ {:.0}%. {}</p>",
+        escape(title),
+        escape(&sc.deployment.model),
+        p.target_rate_per_s,
+        escape(&if slos.is_empty() { "none".to_string() } else { slos.join(", ") }),
+        100.0 * p.goodput_threshold,
+        escape(&sc.description)
+    );
+    match (p.chosen_candidate(), &p.detail) {
+        (Some(c), Some(d)) => {
+            let cost = c.cost_at_target;
+            h.push_str("<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan</h2>");
+            let _ = write!(
+                h,
+                "<p><b>{} × {}</b>: {} replica(s) of TP {}, {} weights, {} KV, max_num_seqs {}.</p><div class=\"kpis\">",
+                c.gpus,
+                escape(&c.candidate.gpu),
+                c.replicas,
+                c.candidate.tp,
+                escape(&c.candidate.dtype),
+                escape(if c.candidate.kv_cache_dtype == "auto" { "16-bit" } else { &c.candidate.kv_cache_dtype }),
+                c.candidate.max_num_seqs
+            );
+            if let Some(x) = cost {
+                kpi(&mut h, &format!("${:.2}", x.usd_per_hour), "per hour");
+                kpi(
+                    &mut h,
+                    &format!("${:.0}", x.usd_per_month),
+                    "per month (730 h)",
+                );
+                kpi(
+                    &mut h,
+                    &format!("${:.3}", x.usd_per_million_output_tokens),
+                    "per million output tokens",
+                );
+            }
+            kpi(
+                &mut h,
+                &format!("{:.0}%", d.headroom.slower_pct),
+                "headroom: GPUs may run this much slower",
+            );
+            kpi(
+                &mut h,
+                c.binding.as_ref().map_or("none", |b| b.constraint.label()),
+                "binding constraint per replica",
+            );
+            h.push_str("</div><ul>");
+            fleet_row(
+                &mut h,
+                &format!(
+                    "{} replica(s) at {:.2} req/s",
+                    d.fleet.replicas, p.target_rate_per_s
+                ),
+                &d.verification,
+            );
+            match &d.fleet.one_fewer {
+                Some(m) => fleet_row(&mut h, &format!("{} replica(s), one fewer", m.replicas), m),
+                None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
+            }
+            if let Some(b) = &c.binding {
+                let _ = write!(
+                    h,
+                    "<li>One replica sustains {:.2} req/s (capacity {:.2}); just above, <b>{}</b> binds: {}.</li>",
+                    c.max_rate_per_replica,
+                    c.capacity_rate_per_replica,
+                    escape(b.constraint.label()),
+                    escape(&b.detail)
+                );
+            }
+            let b = &d.batch;
+            let _ = write!(
+                h,
+                "<li>Batch point: ${:.3} per million output tokens at capacity (no latency SLO) against ${:.3} at the SLO-bound rate: a {:.0}% batch discount.</li></ul>",
+                b.usd_per_million_at_capacity,
+                b.usd_per_million_at_slo,
+                100.0 * b.discount
+            );
+            if let Some(n) = &p.near_tie {
+                let _ = write!(h, "<p class=\"small\">Note: {}</p>", escape(n));
+            }
+            h.push_str("<table style=\"width:auto\"><thead><tr><th>TPOT SLO</th><th>max req/s per replica</th><th>$/M output</th><th>batch discount</th></tr></thead><tbody>");
+            for r in &b.by_tpot {
+                if r.max_rate_per_replica > 0.0 {
+                    let _ = write!(
+                        h,
+                        "<tr><td>{:.0} ms</td><td>{:.2}</td><td>${:.3}</td><td>{:.0}%</td></tr>",
+                        r.tpot_ms,
+                        r.max_rate_per_replica,
+                        r.usd_per_million,
+                        100.0 * r.discount
+                    );
+                } else {
+                    let _ = write!(
+                        h,
+                        "<tr><td>{:.0} ms</td><td>not reachable</td><td>-</td><td>-</td></tr>",
+                        r.tpot_ms
+                    );
+                }
+            }
+            h.push_str("</tbody></table></div>");
+        }
+        _ => {
+            h.push_str("<div class=\"card none\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">No plan</h2><p>No candidate meets the SLOs at this load within the search space. The table says what stops each one.</p>");
+            if let Some(n) = &p.nearest_slo {
+                let _ = write!(h, "<p>{}</p>", escape(n));
+            }
+            h.push_str("</div>");
+        }
+    }
+    let _ = write!(
+        h,
+        "<h2>Candidates</h2><p class=\"small\">{} candidates; click a column to sort. Pruned candidates were not searched fully: their steady-state capacity alone needs a fleet dearer than the plan.</p>",
+        p.candidates.len()
+    );
+    table(&mut h, p);
+    if !images.is_empty() {
+        h.push_str("<h2>Plots</h2>");
+    }
+    for (png, svg) in images {
+        let stem = png.trim_end_matches(".png");
+        let _ = write!(
+            h,
+            "<figure><a href=\"{}\"><img src=\"{}\" alt=\"{}\"></a><figcaption>{}</figcaption></figure>",
+            escape(svg),
+            escape(png),
+            escape(stem),
+            escape(caption(stem))
+        );
+    }
+    let m = &p.method;
+    let _ = write!(
+        h,
+        "<h2>Method</h2><p>Every figure is measured in steady state: the warm-up is cut by MSER-5 on TTFT and TPOT, the drain after the last arrival is excluded, and each judged figure carries a {:.0}% batch-means interval over {} batches; runs grow (same seed, doubled length) until the intervals are within ±{:.0}% or the verdict is certain, up to {} requests per replica, and a run must span ten queue relaxation times at its load. A candidate's capacity is a saturated closed loop; its maximum rate is bracketed and bisected to {:.0}% with common random numbers; its fleet is the smallest that holds at the target, router included, with one replica fewer shown failing. {} simulations. See docs/capacity-planning.md.</p>",
+        100.0 * m.analysis.confidence,
+        m.analysis.batches,
+        100.0 * m.analysis.tolerance,
+        m.max_requests_per_replica,
+        100.0 * m.rate_precision,
+        p.simulations
+    );
+    h.push_str("<p>Files: <a href=\"plan.json\">plan.json</a> · <a href=\"candidates.csv\">candidates.csv</a> · <a href=\"cost.xlsx\">cost.xlsx</a> (a live cost model: edit the target load, prices or headroom and the fleet and $/M follow).</p>");
+    let _ = writeln!(h, "<script>{SCRIPT}</script></body></html>");
+    h
+}
