@@ -11,6 +11,7 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod fit;
+pub mod kernels;
 pub mod measurement;
 pub mod validate;
 
@@ -20,6 +21,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 
+pub use kernels::KV_BLOCK_TOKENS;
 pub use measurement::{KernelClass, Measurement};
 
 /// GEMM element type of a calibration run.
@@ -117,9 +119,6 @@ pub struct AttentionShape {
     /// Head dimension.
     pub head_dim: u64,
 }
-
-/// KV-cache block size of the paged attention kernel, tokens.
-pub const KV_BLOCK_TOKENS: u64 = 16;
 
 /// The kernel suite's operations. Every timing is the median etc. of at least
 /// [`SuiteConfig::runs`] runs after warm-up, with inputs rotated over more than the L2 cache.
