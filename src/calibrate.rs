@@ -8,11 +8,13 @@
 //! measurement format ([`measurement`]), the fitter ([`fit`]) and the validation ([`validate`])
 //! are plain code and are tested without a GPU. See docs/calibration.md.
 
+pub mod compat;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod fit;
 pub mod kernels;
 pub mod measurement;
+pub mod timing;
 pub mod validate;
 
 use std::io::Write;
