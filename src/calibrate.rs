@@ -14,6 +14,8 @@ mod cuda;
 pub mod fit;
 pub mod kernels;
 pub mod measurement;
+#[cfg(any(feature = "cuda", test))]
+pub mod nvrtc;
 pub mod timing;
 pub mod validate;
 
