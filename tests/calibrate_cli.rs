@@ -31,6 +31,24 @@ fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {
 }
 
 #[test]
+fn calibrate_check_without_a_gpu_exits_2_saying_so() {
+    let (code, out, err) = servesim(&["calibrate", "--check"]);
+    assert_eq!(code, 2, "{out}{err}");
+    if cfg!(feature = "cuda") {
+        assert!(err.contains("no CUDA driver was found"), "{err}");
+    } else {
+        assert!(err.contains("built without CUDA support"), "{err}");
+    }
+    // --check measures nothing, so it takes no output file; a run needs one.
+    let (code, _, err) = servesim(&["calibrate", "--check", "--out", "m.csv"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = servesim(&["calibrate"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out"), "{err}");
+}
+
+#[test]
 fn fit_and_validate_run_on_the_reference_rows() {
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("fitted.toml");
