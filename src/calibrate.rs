@@ -5,13 +5,20 @@
 //! One seam: [`KernelBackend`] is the suite's operations. `cuda.rs` implements it with cudarc
 //! (the only code behind `#[cfg(feature = "cuda")]`); [`NoGpuBackend`] stands in everywhere else
 //! and answers every call with [`Error::Unavailable`]. The suite driver ([`run_suite`]), the
-//! measurement format ([`measurement`]), the fitter ([`fit`]) and the validation ([`validate`])
-//! are plain code and are tested without a GPU. See docs/calibration.md.
+//! kernels' sources and CPU references ([`kernels`]), the timing arithmetic ([`timing`]), the
+//! driver and library checks ([`compat`]), the measurement format ([`measurement`]), the fitter
+//! ([`fit`]) and the validation ([`validate`]) are plain code and are tested without a GPU;
+//! [`nvrtc`] compiles the kernels without one. See docs/calibration.md.
 
+pub mod compat;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod fit;
+pub mod kernels;
 pub mod measurement;
+#[cfg(any(feature = "cuda", test))]
+pub mod nvrtc;
+pub mod timing;
 pub mod validate;
 
 use std::io::Write;
@@ -20,6 +27,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 
+pub use kernels::KV_BLOCK_TOKENS;
 pub use measurement::{KernelClass, Measurement};
 
 /// GEMM element type of a calibration run.
@@ -56,8 +64,14 @@ pub struct DeviceInfo {
     pub name: String,
     /// Driver API version as the driver reports it, e.g. `13000`.
     pub driver: String,
-    /// Whether the GPU has FP8 tensor cores (compute capability 8.9 or later).
+    /// Libraries and versions the backend uses (driver, NVRTC, cuBLASLt, timing symbol), for
+    /// the measurement file's header.
+    pub software: String,
+    /// Whether fp8 GEMMs are measured: FP8 tensor cores (compute capability 8.9 or later) and
+    /// a cuBLASLt fp8 algorithm that passed verification.
     pub supports_fp8: bool,
+    /// Why fp8 GEMMs are not measured, when they are not.
+    pub fp8_note: Option<String>,
     /// L2 cache size, bytes (input buffers rotate over more than this).
     pub l2_bytes: u64,
     /// Free device memory when the backend opened, bytes.
@@ -118,17 +132,101 @@ pub struct AttentionShape {
     pub head_dim: u64,
 }
 
-/// KV-cache block size of the paged attention kernel, tokens.
-pub const KV_BLOCK_TOKENS: u64 = 16;
+/// The outcome of one item of `servesim calibrate --check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    /// Checked and right.
+    Ok,
+    /// Not available on this machine, and the suite goes on without it (e.g. fp8 GEMMs).
+    Unsupported,
+    /// Wrong or missing: the suite cannot run (or would time a wrong kernel).
+    Failed,
+}
+
+/// One item of `servesim calibrate --check`: a library, a symbol set, a module, or one tiny
+/// launch of a kernel against its CPU reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckItem {
+    /// What was checked, e.g. `paged_decode_attention hd128 g8`.
+    pub what: String,
+    /// The outcome.
+    pub status: CheckStatus,
+    /// Versions, sizes, measured values, or why it failed.
+    pub detail: String,
+}
+
+impl CheckItem {
+    /// An item with `status`.
+    pub fn new(what: impl Into<String>, status: CheckStatus, detail: impl Into<String>) -> Self {
+        CheckItem {
+            what: what.into(),
+            status,
+            detail: detail.into(),
+        }
+    }
+
+    /// An item from a check's result: `Ok(detail)` or `Err(why)` (failed).
+    pub fn from_result(what: impl Into<String>, r: std::result::Result<String, String>) -> Self {
+        match r {
+            Ok(d) => Self::new(what, CheckStatus::Ok, d),
+            Err(e) => Self::new(what, CheckStatus::Failed, e),
+        }
+    }
+}
+
+/// The check items as a plain-text table (item, status, detail).
+pub fn check_table(items: &[CheckItem]) -> String {
+    let w = items.iter().map(|i| i.what.len()).max().unwrap_or(4).max(4);
+    let mut s = format!("{:<w$}  {:<11}  detail\n", "item", "status");
+    for i in items {
+        let st = match i.status {
+            CheckStatus::Ok => "ok",
+            CheckStatus::Unsupported => "unsupported",
+            CheckStatus::Failed => "FAILED",
+        };
+        s.push_str(&format!("{:<w$}  {:<11}  {}\n", i.what, st, i.detail));
+    }
+    s
+}
+
+/// `Ok` when no item failed, else an [`Error::Internal`] naming the first failure.
+pub fn first_failure(items: &[CheckItem]) -> Result<()> {
+    match items.iter().find(|i| i.status == CheckStatus::Failed) {
+        None => Ok(()),
+        Some(i) => Err(Error::Internal(format!(
+            "calibration check failed: {}: {}",
+            i.what, i.detail
+        ))),
+    }
+}
+
+/// The check item of the fp8 GEMM's verification. cuBLASLt answering that it has no fp8
+/// algorithm ([`Error::Unavailable`]) makes fp8 unsupported, and the suite goes on with bf16;
+/// an fp8 GEMM that ran and disagreed with the CPU reference fails.
+pub fn fp8_item(res: Result<()>) -> CheckItem {
+    let what = "gemm fp8 16x64x48";
+    match res {
+        Ok(()) => CheckItem::new(what, CheckStatus::Ok, "matches the CPU reference"),
+        Err(Error::Unavailable(why)) => CheckItem::new(what, CheckStatus::Unsupported, why),
+        Err(e) => CheckItem::new(what, CheckStatus::Failed, e.to_string()),
+    }
+}
 
 /// The kernel suite's operations. Every timing is the median etc. of at least
-/// [`SuiteConfig::runs`] runs after warm-up, with inputs rotated over more than the L2 cache.
+/// [`SuiteConfig::runs`] samples after warm-up, with inputs rotated over more than twice the L2
+/// cache (see [`timing`]).
 pub trait KernelBackend {
-    /// The device the backend runs on.
+    /// The device the backend runs on (after [`Self::check`], with fp8 support as verified).
     fn device(&self) -> Result<DeviceInfo>;
-    /// Checks every kernel's output against a CPU reference on small inputs; an error names
-    /// the kernel that disagrees.
-    fn verify(&mut self) -> Result<()>;
+    /// Everything that can be checked before timing: libraries and versions, driver symbols,
+    /// module loads, and one tiny launch of each kernel against its CPU reference. Failures are
+    /// items, not errors; an error means nothing could be checked.
+    fn check(&mut self) -> Result<Vec<CheckItem>>;
+    /// [`Self::check`], as an error naming the first failed item.
+    fn verify(&mut self) -> Result<()> {
+        let items = self.check()?;
+        first_failure(&items)
+    }
     /// Device-to-device copy of `bytes / 2` bytes (so `bytes` counts reads + writes).
     fn stream_copy(&mut self, bytes: u64, runs: usize) -> Result<Timing>;
     /// Read-only reduction over `bytes` bytes.
@@ -171,7 +269,7 @@ impl KernelBackend for NoGpuBackend {
     fn device(&self) -> Result<DeviceInfo> {
         self.err()
     }
-    fn verify(&mut self) -> Result<()> {
+    fn check(&mut self) -> Result<Vec<CheckItem>> {
         self.err()
     }
     fn stream_copy(&mut self, _: u64, _: usize) -> Result<Timing> {
@@ -192,12 +290,28 @@ impl KernelBackend for NoGpuBackend {
 }
 
 /// Opens the kernel backend on GPU `device`. Without feature `cuda` this is an
-/// [`Error::Unavailable`] saying so; with it, an [`Error::Unavailable`] when no CUDA driver
-/// (or NVRTC / cuBLASLt library) can be loaded, checked before any CUDA call.
+/// [`Error::Unavailable`] saying so; with it, an [`Error::Unavailable`] when no CUDA driver or
+/// GPU is found, or when a library the suite needs is missing or does not suit the driver
+/// (checked before any kernel runs).
 pub fn open_backend(device: usize) -> Result<Box<dyn KernelBackend>> {
     #[cfg(feature = "cuda")]
     {
         Ok(Box::new(cuda::CudaBackend::open(device)?))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        Err(Error::Unavailable(NoGpuBackend::default().reason))
+    }
+}
+
+/// `servesim calibrate --check` on GPU `device`: the items of opening the backend (driver,
+/// symbols, libraries, module load) and, when it opened, of [`KernelBackend::check`]. An
+/// [`Error::Unavailable`] when there is no CUDA build, driver or GPU to check.
+pub fn check_device(device: usize) -> Result<Vec<CheckItem>> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::check(device)
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -310,10 +424,11 @@ pub fn layer_gemms(model: &ModelSpec, tp: u64) -> Result<Vec<GemmShape>> {
     ])
 }
 
-/// Bytes and FLOPs of a GEMM as the model counts them (weights + activations in and out).
+/// Bytes and FLOPs of one calibration GEMM as the kernel moves them: weights and input
+/// activations in `dtype` (fp8 inputs are one byte each, as cuBLASLt reads them), bf16 output.
 pub fn gemm_bytes_flops(m: u64, k: u64, n: u64, dtype: GemmDtype) -> (f64, f64) {
     let (m, k, n) = (m as f64, k as f64, n as f64);
-    let bytes = k * n * dtype.bytes() + m * (k + n) * crate::roofline::ACT_BYTES;
+    let bytes = (k * n + m * k) * dtype.bytes() + m * n * crate::roofline::ACT_BYTES;
     (bytes, 2.0 * m * k * n)
 }
 
@@ -327,14 +442,25 @@ pub fn attention_bytes_flops(s: AttentionShape) -> (f64, f64) {
     )
 }
 
-/// Runs the suite on `backend`: verifies every kernel first, then measures each part.
-/// `progress` receives one line per measurement. Shapes that do not fit in
-/// [`SuiteConfig::max_alloc_bytes`] or in free device memory are skipped with a progress note.
+/// What a suite run produced: the measurement rows, and every shape it skipped with the reason.
+#[derive(Debug, Clone, Default)]
+pub struct SuiteOutput {
+    /// One row per kernel x shape x dtype measured.
+    pub rows: Vec<Measurement>,
+    /// One line per skipped shape or group of shapes: what, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Runs the suite on `backend`: checks every kernel first (an error when one fails), then
+/// measures each part. `progress` receives one line per measurement. Shapes that do not fit in
+/// [`SuiteConfig::max_alloc_bytes`] or in free device memory, attention shapes the kernel does
+/// not support, and fp8 GEMMs cuBLASLt has no algorithm for are skipped, with a progress line
+/// and a line in [`SuiteOutput::skipped`]; the rest of the suite runs.
 pub fn run_suite(
     backend: &mut dyn KernelBackend,
     cfg: &SuiteConfig,
     progress: &mut dyn FnMut(&str),
-) -> Result<Vec<Measurement>> {
+) -> Result<SuiteOutput> {
     if cfg.runs < 20 {
         return Err(Error::config(
             "--runs",
@@ -342,17 +468,23 @@ pub fn run_suite(
             format!("at least 20 timed runs per kernel, got {}", cfg.runs),
         ));
     }
+    backend.verify()?;
     let dev = backend.device()?;
     progress(&format!(
-        "device: {} (driver {}, L2 {} MB, {:.1} GB free, fp8 {})",
+        "device: {} (driver {}, L2 {} MB, {:.1} GB free, fp8 {}); {}",
         dev.name,
         dev.driver,
         dev.l2_bytes / 1_000_000,
         dev.free_bytes as f64 / 1e9,
-        if dev.supports_fp8 { "yes" } else { "no" }
+        if dev.supports_fp8 { "yes" } else { "no" },
+        dev.software
     ));
-    backend.verify()?;
     progress("verified every kernel against its CPU reference");
+    let mut out = SuiteOutput::default();
+    fn skip(out: &mut SuiteOutput, progress: &mut dyn FnMut(&str), line: String) {
+        progress(&format!("{line}: skipped"));
+        out.skipped.push(line);
+    }
     let budget = cfg.max_alloc_bytes.min(dev.free_bytes / 10 * 8);
     let source = "servesim calibrate";
     let row = |class: KernelClass, dtype: &str, t: Timing| {
@@ -363,7 +495,6 @@ pub fn run_suite(
         r.source = source.to_string();
         r
     };
-    let mut out = Vec::new();
     let has = |p: Part| cfg.parts.contains(&p);
 
     if has(Part::Launch) {
@@ -372,13 +503,17 @@ pub fn run_suite(
         r.bytes = Some(0.0);
         r.flops = Some(0.0);
         progress(&format!("empty_kernel: {:.2} us", t.median_us));
-        out.push(r);
+        out.rows.push(r);
     }
     if has(Part::Stream) {
         for &b in &cfg.stream_bytes {
             // Copy holds a source and a destination of b/2 each; the reduction holds b.
             if b > budget {
-                progress(&format!("stream {b} B: skipped (over the memory budget)"));
+                skip(
+                    &mut out,
+                    progress,
+                    format!("stream {b} B (over the memory budget)"),
+                );
                 continue;
             }
             for class in [KernelClass::StreamCopy, KernelClass::StreamReduce] {
@@ -395,7 +530,7 @@ pub fn run_suite(
                     t.median_us,
                     b as f64 / t.median_us * 1e-3
                 ));
-                out.push(r);
+                out.rows.push(r);
             }
         }
     }
@@ -403,6 +538,12 @@ pub fn run_suite(
         let mut dtypes = vec![GemmDtype::Bf16];
         if dev.supports_fp8 {
             dtypes.push(GemmDtype::Fp8);
+        } else {
+            let why = dev
+                .fp8_note
+                .clone()
+                .unwrap_or_else(|| "not supported".into());
+            skip(&mut out, progress, format!("gemm fp8, every shape ({why})"));
         }
         let mut seen = std::collections::HashSet::new();
         for model in &cfg.models {
@@ -414,17 +555,15 @@ pub fn run_suite(
                                 continue;
                             }
                             let (bytes, flops) = gemm_bytes_flops(m, g.k, g.n, dt);
+                            let shape = format!("gemm {} m={m} k={} n={}", dt.name(), g.k, g.n);
                             if bytes * 2.0 > budget as f64 {
-                                progress(&format!("gemm {m}x{}x{}: skipped (memory)", g.k, g.n));
+                                skip(&mut out, progress, format!("{shape} (memory)"));
                                 continue;
                             }
                             let t = match backend.gemm(m, g.k, g.n, dt, cfg.runs) {
                                 // cuBLASLt may have no fp8 algorithm for a skinny shape.
                                 Err(Error::Unavailable(why)) if dt == GemmDtype::Fp8 => {
-                                    progress(&format!(
-                                        "gemm fp8 {m}x{}x{}: skipped ({why})",
-                                        g.k, g.n
-                                    ));
+                                    skip(&mut out, progress, format!("{shape} ({why})"));
                                     continue;
                                 }
                                 r => r?,
@@ -443,7 +582,7 @@ pub fn run_suite(
                                 t.median_us,
                                 flops / t.median_us * 1e-6
                             ));
-                            out.push(r);
+                            out.rows.push(r);
                         }
                     }
                 }
@@ -454,10 +593,23 @@ pub fn run_suite(
         let mut seen = std::collections::HashSet::new();
         for model in &cfg.models {
             for &tp in &cfg.tp {
-                if model.num_kv_heads % tp != 0 || model.num_attention_heads % tp != 0 {
+                let what = format!("paged_decode_attention {} TP{tp}", model.name);
+                if tp == 0 || model.num_kv_heads % tp != 0 || model.num_attention_heads % tp != 0 {
+                    skip(
+                        &mut out,
+                        progress,
+                        format!(
+                            "{what} ({} query / {} KV heads do not split over {tp} GPUs)",
+                            model.num_attention_heads, model.num_kv_heads
+                        ),
+                    );
                     continue;
                 }
                 let (q_heads, kv_heads) = (model.num_attention_heads / tp, model.num_kv_heads / tp);
+                if let Err(why) = kernels::attention_supported(model.head_dim, q_heads / kv_heads) {
+                    skip(&mut out, progress, format!("{what}, every shape ({why})"));
+                    continue;
+                }
                 for &batch in &cfg.attention_batches {
                     for &context in &cfg.attention_contexts {
                         let s = AttentionShape {
@@ -470,14 +622,19 @@ pub fn run_suite(
                         if !seen.insert((batch, context, q_heads, kv_heads, s.head_dim)) {
                             continue;
                         }
+                        let shape = format!("{what} batch {batch} context {context}");
                         let (bytes, flops) = attention_bytes_flops(s);
                         if bytes > budget as f64 {
-                            progress(&format!(
-                                "attention batch {batch} context {context}: skipped (memory)"
-                            ));
+                            skip(&mut out, progress, format!("{shape} (memory)"));
                             continue;
                         }
-                        let t = backend.paged_decode_attention(s, cfg.runs)?;
+                        let t = match backend.paged_decode_attention(s, cfg.runs) {
+                            Err(Error::Unavailable(why)) => {
+                                skip(&mut out, progress, format!("{shape} ({why})"));
+                                continue;
+                            }
+                            r => r?,
+                        };
                         let mut r = row(KernelClass::PagedDecodeAttention, "bf16", t);
                         r.batch = Some(batch);
                         r.context = Some(context);
@@ -487,12 +644,11 @@ pub fn run_suite(
                         r.bytes = Some(bytes);
                         r.flops = Some(flops);
                         progress(&format!(
-                            "paged_decode_attention {} batch {batch} context {context}: {:.2} us ({:.0} GB/s)",
-                            model.name,
+                            "{shape}: {:.2} us ({:.0} GB/s)",
                             t.median_us,
                             bytes / t.median_us * 1e-3
                         ));
-                        out.push(r);
+                        out.rows.push(r);
                     }
                 }
             }
@@ -560,7 +716,7 @@ mod tests {
         assert!(matches!(e, Error::Unavailable(_)));
         assert!(e.to_string().contains("built without CUDA support"), "{e}");
         assert!(e.is_input_error());
-        assert!(b.device().is_err() && b.verify().is_err());
+        assert!(b.device().is_err() && b.verify().is_err() && b.check().is_err());
     }
 
     #[cfg(not(feature = "cuda"))]
@@ -603,32 +759,60 @@ mod tests {
     }
 
     /// A backend that answers with the model's own predictions: exercises the suite driver.
-    struct ModelBackend(GpuProfile);
+    /// `fp8`: what verifying the fp8 GEMM gives (`Ok`, or cuBLASLt without an algorithm);
+    /// `fp8_shapes_fail`: every timed fp8 GEMM answers that cuBLASLt has no algorithm.
+    struct ModelBackend {
+        gpu: GpuProfile,
+        fp8: CheckStatus,
+        fp8_shapes_fail: bool,
+    }
+    impl ModelBackend {
+        fn new(gpu: GpuProfile) -> Self {
+            ModelBackend {
+                gpu,
+                fp8: CheckStatus::Ok,
+                fp8_shapes_fail: false,
+            }
+        }
+    }
     impl KernelBackend for ModelBackend {
         fn device(&self) -> Result<DeviceInfo> {
             Ok(DeviceInfo {
                 name: "Model GPU".into(),
                 driver: "0".into(),
-                supports_fp8: true,
+                software: "model".into(),
+                supports_fp8: self.fp8 == CheckStatus::Ok,
+                fp8_note: (self.fp8 != CheckStatus::Ok).then(|| "no fp8 algorithm".into()),
                 l2_bytes: 50 << 20,
                 free_bytes: 80 << 30,
             })
         }
-        fn verify(&mut self) -> Result<()> {
-            Ok(())
+        fn check(&mut self) -> Result<Vec<CheckItem>> {
+            let fp8 = match self.fp8 {
+                CheckStatus::Ok => Ok(()),
+                CheckStatus::Unsupported => Err(Error::Unavailable("no fp8 algorithm".into())),
+                CheckStatus::Failed => Err(Error::Internal("D[0,0] = 3, CPU reference 2".into())),
+            };
+            Ok(vec![
+                CheckItem::new("copy_kernel", CheckStatus::Ok, "matches"),
+                fp8_item(fp8),
+            ])
         }
         fn stream_copy(&mut self, b: u64, _: usize) -> Result<Timing> {
-            t(crate::roofline::kernels::stream_s(&self.0, b as f64))
+            t(crate::roofline::kernels::stream_s(&self.gpu, b as f64))
         }
         fn stream_reduce(&mut self, b: u64, _: usize) -> Result<Timing> {
-            t(crate::roofline::kernels::stream_s(&self.0, b as f64))
+            t(crate::roofline::kernels::stream_s(&self.gpu, b as f64))
         }
         fn gemm(&mut self, m: u64, k: u64, n: u64, d: GemmDtype, _: usize) -> Result<Timing> {
+            if d == GemmDtype::Fp8 && self.fp8_shapes_fail {
+                return Err(Error::Unavailable("cuBLASLt has no fp8 algorithm".into()));
+            }
             let rate = match d {
-                GemmDtype::Bf16 => self.0.gemm.bf16_flops_per_s,
-                GemmDtype::Fp8 => self.0.gemm.fp8_flops_per_s,
+                GemmDtype::Bf16 => self.gpu.gemm.bf16_flops_per_s,
+                GemmDtype::Fp8 => self.gpu.gemm.fp8_flops_per_s,
             };
-            let g = &self.0;
+            let g = &self.gpu;
             t(
                 crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), rate)
                     .0,
@@ -637,7 +821,7 @@ mod tests {
         fn paged_decode_attention(&mut self, s: AttentionShape, _: usize) -> Result<Timing> {
             let tokens = (s.batch * s.context) as f64;
             t(crate::roofline::kernels::decode_attention_s(
-                &self.0,
+                &self.gpu,
                 tokens,
                 tokens,
                 4.0 * (s.kv_heads * s.head_dim) as f64,
@@ -645,7 +829,7 @@ mod tests {
             ))
         }
         fn empty_kernel(&mut self, _: usize) -> Result<Timing> {
-            t(self.0.small_ops.launch_s)
+            t(self.gpu.small_ops.launch_s)
         }
     }
     fn t(s: f64) -> Result<Timing> {
@@ -657,7 +841,9 @@ mod tests {
         let gpu = GpuProfile::load("h100-sxm").unwrap();
         let mut cfg = SuiteConfig::new(vec![load_model("llama-3.1-8b").unwrap()]);
         cfg.max_alloc_bytes = 64 << 30;
-        let rows = run_suite(&mut ModelBackend(gpu.clone()), &cfg, &mut |_| {}).unwrap();
+        let out = run_suite(&mut ModelBackend::new(gpu.clone()), &cfg, &mut |_| {}).unwrap();
+        let rows = out.rows;
+        assert!(out.skipped.is_empty(), "{:?}", out.skipped);
         let text = measurement::to_csv(&rows, &[]).unwrap();
         let back = measurement::parse_measurements(&text, "suite.csv").unwrap();
         assert_eq!(back.len(), rows.len());
@@ -668,7 +854,100 @@ mod tests {
         assert!(back.iter().any(|r| r.dtype == "fp8"));
         let mut few = cfg.clone();
         few.runs = 5;
-        assert!(run_suite(&mut ModelBackend(gpu), &few, &mut |_| {}).is_err());
+        assert!(run_suite(&mut ModelBackend::new(gpu), &few, &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn an_unsupported_attention_shape_is_skipped_and_reported() {
+        // Llama-3.1-405B has 16 query heads per KV head at any TP: beyond the kernel's 8.
+        let gpu = GpuProfile::load("h100-sxm").unwrap();
+        let mut cfg = SuiteConfig::new(vec![
+            load_model("llama-3.1-405b").unwrap(),
+            load_model("llama-3.1-8b").unwrap(),
+        ]);
+        cfg.parts = vec![Part::Attention];
+        cfg.tp = vec![1, 3];
+        let mut lines = Vec::new();
+        let out = run_suite(&mut ModelBackend::new(gpu), &cfg, &mut |l| {
+            lines.push(l.to_string())
+        })
+        .unwrap();
+        // Every 8B shape at TP 1 is measured; 405B (group 16) and TP 3 are skipped with a reason.
+        assert_eq!(out.rows.len(), 5 * 4);
+        assert!(out.rows.iter().all(|r| r.q_heads == Some(32)));
+        assert_eq!(out.skipped.len(), 3, "{:?}", out.skipped);
+        assert!(out.skipped[0].contains("llama-3.1-405b TP1, every shape"));
+        assert!(out.skipped[0].contains("group 16"), "{}", out.skipped[0]);
+        assert!(out.skipped.iter().any(|s| s.contains("llama-3.1-8b TP3")));
+        assert!(lines.iter().any(|l| l.ends_with(": skipped")));
+    }
+
+    #[test]
+    fn fp8_without_an_algorithm_is_skipped_and_bf16_goes_on() {
+        let gpu = GpuProfile::load("h100-sxm").unwrap();
+        let mut cfg = SuiteConfig::new(vec![load_model("llama-3.1-8b").unwrap()]);
+        cfg.parts = vec![Part::Gemm];
+        cfg.batches = vec![1, 64];
+        // Verification finds no fp8 algorithm: fp8 is unsupported, the suite runs bf16.
+        let mut b = ModelBackend::new(gpu.clone());
+        b.fp8 = CheckStatus::Unsupported;
+        let out = run_suite(&mut b, &cfg, &mut |_| {}).unwrap();
+        assert_eq!(out.rows.len(), 4 * 2);
+        assert!(out.rows.iter().all(|r| r.dtype == "bf16"));
+        assert_eq!(
+            out.skipped,
+            ["gemm fp8, every shape (no fp8 algorithm)".to_string()]
+        );
+        // Verification passes, but timed shapes have no algorithm: each is skipped.
+        let mut b = ModelBackend::new(gpu.clone());
+        b.fp8_shapes_fail = true;
+        let out = run_suite(&mut b, &cfg, &mut |_| {}).unwrap();
+        assert_eq!(out.rows.len(), 4 * 2);
+        assert_eq!(out.skipped.len(), 4 * 2);
+        assert!(
+            out.skipped[0].starts_with("gemm fp8 m=1 k=4096"),
+            "{:?}",
+            out.skipped
+        );
+        // An fp8 GEMM that runs and disagrees with the CPU reference stops the suite.
+        let mut b = ModelBackend::new(gpu);
+        b.fp8 = CheckStatus::Failed;
+        let e = run_suite(&mut b, &cfg, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("gemm fp8 16x64x48"), "{e}");
+    }
+
+    #[test]
+    fn check_items_and_table() {
+        let items = vec![
+            CheckItem::new("driver", CheckStatus::Ok, "CUDA 12.4"),
+            fp8_item(Err(Error::Unavailable("no algorithm".into()))),
+            CheckItem::from_result("copy_kernel", Err("differs".into())),
+        ];
+        assert_eq!(items[1].status, CheckStatus::Unsupported);
+        let t = check_table(&items);
+        assert!(t.contains("unsupported") && t.contains("FAILED") && t.contains("CUDA 12.4"));
+        let e = first_failure(&items).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "calibration check failed: copy_kernel: differs"
+        );
+        assert!(first_failure(&items[..2]).is_ok());
+        assert_eq!(fp8_item(Ok(())).status, CheckStatus::Ok);
+        assert_eq!(
+            fp8_item(Err(Error::Internal("x".into()))).status,
+            CheckStatus::Failed
+        );
+    }
+
+    #[test]
+    fn gemm_bytes_count_what_the_kernel_moves() {
+        // bf16: weights, activations in and out at 2 bytes.
+        let (b, f) = gemm_bytes_flops(16, 4096, 1024, GemmDtype::Bf16);
+        assert_eq!(b, (4096.0 * 1024.0 + 16.0 * 4096.0 + 16.0 * 1024.0) * 2.0);
+        assert_eq!(f, 2.0 * 16.0 * 4096.0 * 1024.0);
+        // fp8: weights and input activations at 1 byte (the kernel reads e4m3), bf16 output.
+        let (b, _) = gemm_bytes_flops(16, 4096, 1024, GemmDtype::Fp8);
+        assert_eq!(b, 4096.0 * 1024.0 + 16.0 * 4096.0 + 16.0 * 1024.0 * 2.0);
     }
 
     #[test]

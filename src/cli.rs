@@ -225,9 +225,13 @@ pub struct CalibrateArgs {
     /// Timed runs per kernel x shape (at least 20).
     #[arg(long, default_value_t = 20)]
     pub runs: usize,
-    /// Output CSV.
-    #[arg(long)]
-    pub out: PathBuf,
+    /// Only check what can be checked before timing (driver and library versions, symbols,
+    /// module loads, one tiny launch of each kernel against its CPU reference) and print it.
+    #[arg(long, conflicts_with_all = ["out", "only", "runs"])]
+    pub check: bool,
+    /// Output CSV (required unless --check).
+    #[arg(long, required_unless_present = "check")]
+    pub out: Option<PathBuf>,
 }
 
 /// Flags of `servesim fit`.

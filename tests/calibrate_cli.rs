@@ -31,6 +31,65 @@ fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {
 }
 
 #[test]
+fn calibrate_check_without_a_gpu_exits_2_saying_so() {
+    let (code, out, err) = servesim(&["calibrate", "--check"]);
+    assert_eq!(code, 2, "{out}{err}");
+    if cfg!(feature = "cuda") {
+        assert!(err.contains("no CUDA driver was found"), "{err}");
+    } else {
+        assert!(err.contains("built without CUDA support"), "{err}");
+    }
+    // --check measures nothing, so it takes no output file; a run needs one.
+    let (code, _, err) = servesim(&["calibrate", "--check", "--out", "m.csv"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = servesim(&["calibrate"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out"), "{err}");
+}
+
+/// scripts/calibrate-gpu.sh's library choice: the driver's CUDA major, else the newest older
+/// one, never a newer one (a CUDA 13 library needs an R580 driver).
+#[test]
+fn gpu_script_picks_libraries_of_the_drivers_major_version() {
+    let pick = |args: &[&str]| {
+        let out = std::process::Command::new("bash")
+            .arg("scripts/calibrate-gpu.sh")
+            .arg("--pick-lib")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("bash runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        )
+    };
+    let both = ["/w13/libnvrtc.so.13", "/w12/libnvrtc.so.12"];
+    assert_eq!(
+        pick(&[&["libnvrtc", "12"][..], &both[..]].concat()).1,
+        "/w12/libnvrtc.so.12"
+    );
+    assert_eq!(
+        pick(&[&["libnvrtc", "13"][..], &both[..]].concat()).1,
+        "/w13/libnvrtc.so.13"
+    );
+    // Only a newer library: none.
+    let (code, out) = pick(&["libnvrtc", "12", "/w13/libnvrtc.so.13"]);
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+    // Versioned file names, other libraries and an older major.
+    let (_, out) = pick(&[
+        "libcublasLt",
+        "12",
+        "/a/libcublasLt.so.13",
+        "/b/libcublas.so.12",
+        "/c/libcublasLt.so.11.8.1",
+        "/d/libnvrtc-builtins.so.12.9",
+    ]);
+    assert_eq!(out, "/c/libcublasLt.so.11.8.1");
+}
+
+#[test]
 fn fit_and_validate_run_on_the_reference_rows() {
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("fitted.toml");

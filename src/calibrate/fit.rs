@@ -186,9 +186,86 @@ fn fit_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f
     best.sqrt()
 }
 
+/// Device names as the driver reports them (`cuDeviceGetName`, nvidia-smi, PyTorch's
+/// `get_device_name`) and the profile in calibration/gpus/ for each. The names are those of
+/// vLLM's per-device kernel configs (vllm/model_executor/layers/fused_moe/configs/
+/// `*device_name=NVIDIA_H200*.json` etc., spaces written as `_`) and of vidur's H100 profile
+/// (calibration/reference/h100-operators.csv). Exact names only: "NVIDIA H200 NVL", "NVIDIA
+/// H100 NVL", "NVIDIA GH200 480GB" or "NVIDIA H20" are other parts, with no profile here.
+pub const DEVICE_PROFILES: &[(&str, &str)] = &[
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H200", "h200-sxm"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+    ("NVIDIA B200", "b200"),
+];
+
+/// The profile name for a device name as the driver reports it, if there is one.
+pub fn profile_for_device(device: &str) -> Option<&'static str> {
+    DEVICE_PROFILES
+        .iter()
+        .find(|(n, _)| *n == device.trim())
+        .map(|(_, p)| *p)
+}
+
+/// Refuses a base profile that is not the measured GPU's: a device name with a known profile
+/// other than `base`'s, or a streaming row faster than `base`'s datasheet HBM bandwidth (the
+/// fitter caps the stream bandwidth there, and the other parameters would absorb the error:
+/// an H200 streams about 4.3 TB/s against the H100's 3.35 TB/s).
+pub fn check_base(base: &GpuProfile, rows: &[Measurement]) -> Result<()> {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in rows {
+        if seen.contains(&r.gpu.as_str()) {
+            continue;
+        }
+        seen.push(&r.gpu);
+        if let Some(p) = profile_for_device(&r.gpu) {
+            if p != base.name {
+                return Err(Error::config(
+                    "--base",
+                    "base",
+                    format!(
+                        "the measurements are from {} (profile {p}), the base profile is {}: fit \
+                         with --base calibration/gpus/{p}.toml",
+                        r.gpu, base.name
+                    ),
+                ));
+            }
+        }
+    }
+    let hbm = base.datasheet.hbm_bandwidth_bytes_per_s;
+    for r in rows {
+        if !matches!(
+            r.class(),
+            Some(KernelClass::StreamCopy | KernelClass::StreamReduce)
+        ) {
+            continue;
+        }
+        let Some(bytes) = r.bytes else { continue };
+        let rate = bytes / r.median_s();
+        if rate > hbm * 1.02 {
+            return Err(Error::config(
+                "--base",
+                "base",
+                format!(
+                    "{} streamed {bytes:.0} B at {:.2} TB/s, faster than the base profile {}'s \
+                     datasheet HBM bandwidth ({:.2} TB/s): the measurements are from another GPU",
+                    r.gpu,
+                    rate / 1e12,
+                    base.name,
+                    hbm / 1e12
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Fits `base`'s parameters to `rows` (see the module docs for which rows feed which
-/// parameters). An error when no row can be used.
+/// parameters). An error when no row can be used, or when `base` is not the measured GPU's
+/// profile ([`check_base`]).
 pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult> {
+    check_base(base, rows)?;
     let mut gpu = base.clone();
     let of = |c: KernelClass| -> Vec<&Measurement> {
         rows.iter().filter(|r| r.class() == Some(c)).collect()
@@ -592,6 +669,64 @@ mod tests {
         let back = GpuProfile::from_toml(&text, "fitted.toml").unwrap();
         assert_eq!(back, fit.profile);
         assert!(fit.table().contains("gemm.bf16_flops_per_s"));
+    }
+
+    #[test]
+    fn refuses_a_base_that_is_not_the_measured_gpu() {
+        let h100 = GpuProfile::load("h100-sxm").unwrap();
+        let h200 = GpuProfile::load("h200-sxm").unwrap();
+        // Rows from an H200 streaming at 4.3 TB/s (H200 datasheet 4.8 TB/s).
+        let mut h200_truth = h200.clone();
+        h200_truth.memory.stream_bandwidth_bytes_per_s = 4.3e12;
+        let rows: Vec<Measurement> = synthetic(&h200_truth, 11)
+            .into_iter()
+            .map(|mut r| {
+                r.gpu = "NVIDIA H200".into();
+                r
+            })
+            .collect();
+        let e = fit_profile(&h100, &rows).unwrap_err();
+        assert!(e.is_input_error());
+        let msg = e.to_string();
+        assert!(msg.contains("NVIDIA H200 (profile h200-sxm)"), "{msg}");
+        assert!(
+            msg.contains("--base calibration/gpus/h200-sxm.toml"),
+            "{msg}"
+        );
+        // The right base fits, and the bandwidth is not pinned at a cap.
+        let fit = fit_profile(&h200, &rows).unwrap();
+        let bw = fit.profile.memory.stream_bandwidth_bytes_per_s;
+        assert!((bw / 4.3e12 - 1.0).abs() < 0.05, "{bw:e}");
+        // An unknown name cannot be matched, but streaming faster than the base's HBM can.
+        let anon: Vec<Measurement> = rows
+            .into_iter()
+            .map(|mut r| {
+                r.gpu = "Some GPU".into();
+                r
+            })
+            .collect();
+        let msg = fit_profile(&h100, &anon).unwrap_err().to_string();
+        assert!(
+            msg.contains("faster than the base profile h100-sxm's"),
+            "{msg}"
+        );
+        assert!(fit_profile(&h200, &anon).is_ok());
+    }
+
+    #[test]
+    fn device_names_map_to_profiles_exactly() {
+        assert_eq!(profile_for_device("NVIDIA H200"), Some("h200-sxm"));
+        assert_eq!(
+            profile_for_device("NVIDIA H100 80GB HBM3"),
+            Some("h100-sxm")
+        );
+        assert_eq!(profile_for_device("NVIDIA H100 PCIe"), Some("h100-pcie"));
+        assert_eq!(profile_for_device("NVIDIA H200 NVL"), None);
+        assert_eq!(profile_for_device("NVIDIA GH200 480GB"), None);
+        assert_eq!(profile_for_device("NVIDIA H20"), None);
+        for (_, p) in DEVICE_PROFILES {
+            assert_eq!(GpuProfile::load(p).unwrap().name, *p);
+        }
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub struct Measurement {
     pub p10_us: f64,
     /// 90th percentile of the kernel time, microseconds.
     pub p90_us: f64,
-    /// Bytes the kernel moves to or from HBM (reads + writes), as the model counts them.
+    /// Bytes the kernel moves to or from HBM (reads + writes), as docs/calibration.md counts them.
     pub bytes: Option<f64>,
     /// Floating-point operations of the kernel (0 for pure data movement).
     pub flops: Option<f64>,
