@@ -5,10 +5,12 @@
 //! (E2E - TTFT) / (output tokens - 1) per request; ITL = every gap between consecutive tokens,
 //! pooled; E2E = arrival to last token.
 
+mod periods;
 mod request_log;
 pub mod steady_state;
 mod timeseries;
 
+pub use periods::{PeriodBucket, PeriodStats, PeriodSummary};
 pub use request_log::{Outcome, RequestLog, RequestRecord};
 pub use timeseries::{TimeSeries, TimeSeriesPoint};
 
@@ -87,6 +89,23 @@ impl LatencyHistogram {
     /// Samples folded in.
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// The samples folded in since `earlier`, a copy of this histogram taken before (its
+    /// percentiles only; the mean and extremes are approximate).
+    pub fn since(&self, earlier: &LatencyHistogram) -> LatencyHistogram {
+        let mut hist = self.hist.clone();
+        if hist.subtract(&earlier.hist).is_err() {
+            return self.clone();
+        }
+        let count = self.count.saturating_sub(earlier.count);
+        LatencyHistogram {
+            hist,
+            sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
+            count,
+            min_ns: if count > 0 { 0 } else { u64::MAX },
+            max_ns: if count > 0 { self.max_ns } else { 0 },
+        }
     }
 
     /// Exact mean, ns (0 when empty).
@@ -243,6 +262,14 @@ pub struct Metrics {
     pub last_event_ns: u64,
     /// Per-request records for the steady-state analysis (disabled unless asked for).
     pub log: RequestLog,
+    /// Requests lost to a replica failure (not retried).
+    pub lost: u64,
+    /// Requests a client retried after their replica failed.
+    pub retried: u64,
+    /// Replica time paid for, all replicas, ns (provisioning, ready, draining or down).
+    pub billed_replica_ns: u128,
+    /// Per-period statistics (disabled unless asked for).
+    pub periods: PeriodStats,
 }
 
 #[cfg(test)]

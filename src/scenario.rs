@@ -6,8 +6,10 @@
 //! cross-field validation ([`Scenario::resolve`]): TP against heads, memory, token budget
 //! against prompt length, percentiles, prices. The schema is documented in docs/scenarios.md.
 
+mod fleet;
 mod overrides;
 
+pub use fleet::{AutoscaleSection, FailureSection, FaultsSection};
 pub use overrides::apply_override;
 
 use std::path::{Path, PathBuf};
@@ -307,6 +309,12 @@ pub struct Scenario {
     /// Steady-state measurement.
     #[serde(default)]
     pub measure: MeasureConfig,
+    /// An autoscaler (absent: the fleet is `deployment.replicas` throughout).
+    #[serde(default)]
+    pub autoscale: Option<AutoscaleSection>,
+    /// Replica failures.
+    #[serde(default)]
+    pub faults: Option<FaultsSection>,
 }
 
 /// A scenario with everything looked up and checked, ready to simulate.
@@ -569,6 +577,14 @@ impl Scenario {
             }
         }
         self.measure.validate(origin)?;
+        let autoscale = match &self.autoscale {
+            Some(a) => Some(a.resolve(origin, &deployment, self.slo.ttft_ms)?),
+            None => None,
+        };
+        let faults = match &self.faults {
+            Some(f) => Some(f.resolve(origin)?),
+            None => None,
+        };
         let sim = SimConfig {
             replicas: d.replicas,
             gpus_per_replica: d.tp,
@@ -593,6 +609,9 @@ impl Scenario {
             seed: self.seed,
             frontend_delay_ns: crate::roofline::secs_to_ns(deployment.engine.host.per_request_s),
             request_log_capacity: 0,
+            autoscale,
+            faults,
+            period_ns: 0,
         };
         Ok(Resolved {
             scenario: self.clone(),
@@ -734,7 +753,7 @@ impl Resolved {
         match self.scenario.workload.arrival {
             A::Poisson { .. } | A::Gamma { .. } | A::Constant { .. } => true,
             A::Offline => self.sim.max_concurrency.is_some(),
-            A::Schedule { .. } | A::Trace { .. } => false,
+            A::Schedule { .. } | A::Diurnal { .. } | A::Trace { .. } => false,
         }
     }
 

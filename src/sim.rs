@@ -8,11 +8,13 @@
 //! the requests that need a new KV block in an iteration are counted by their block phase.
 
 mod cluster;
+mod fleet;
 mod replica;
 mod request;
 mod router;
 
 pub use cluster::simulate;
+pub use fleet::{AutoscaleConfig, AutoscalePolicy, FailureAt, FaultConfig, OnFailure};
 pub use router::RouterKind;
 
 use serde::Serialize;
@@ -101,6 +103,12 @@ pub struct SimConfig {
     /// Most per-request records kept for the steady-state analysis (0: none, the default;
     /// the streaming metrics do not need them).
     pub request_log_capacity: usize,
+    /// An autoscaler (`None`: the fleet is `replicas` throughout).
+    pub autoscale: Option<AutoscaleConfig>,
+    /// Replica failures (`None`: none).
+    pub faults: Option<FaultConfig>,
+    /// Length of the periods of per-period statistics, ns (0: none).
+    pub period_ns: u64,
 }
 
 /// What one simulation produced.
@@ -116,6 +124,8 @@ pub struct SimOutput {
     pub truncated: Option<String>,
     /// Largest number of KV blocks in use on any replica at any time.
     pub peak_kv_blocks: u64,
+    /// When the last request arrived, ns (the end of the load; the drain follows).
+    pub last_arrival_ns: u64,
     /// Events processed.
     pub events: u64,
 }

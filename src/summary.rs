@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::{analyze, SteadyState};
-use crate::metrics::{LatencyHistogram, TimeSeriesPoint};
+use crate::metrics::{LatencyHistogram, PeriodSummary, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
 use crate::sim::{simulate, SimOutput};
@@ -43,7 +43,8 @@ pub struct SloReport {
 pub struct RunSummary {
     /// Requests completed.
     pub completed: u64,
-    /// Requests that did not complete (rejected + timed out), as vLLM counts failures.
+    /// Requests that did not complete (rejected + timed out + lost to a replica failure), as
+    /// vLLM counts failures.
     pub failed: u64,
     /// First arrival to last completion, s.
     pub duration: f64,
@@ -125,6 +126,12 @@ pub struct RunSummary {
     pub arrived: u64,
     /// Requests still queued or running when the run stopped (0 unless truncated).
     pub in_flight: u64,
+    /// Requests lost with a failed replica (not retried).
+    pub lost: u64,
+    /// Requests a client retried after their replica failed.
+    pub retried: u64,
+    /// Replica time paid for, replica-hours (provisioning, ready, draining or down).
+    pub billed_replica_hours: f64,
     /// Prompt tokens served from the prefix cache.
     pub prefix_cache_hit_tokens: u64,
     /// Output tokens generated, each counted once, including by requests still in flight.
@@ -164,6 +171,9 @@ pub struct RunResult {
     pub e2e_cdf: Vec<(f64, f64)>,
     /// Time series.
     pub timeseries: Vec<TimeSeriesPoint>,
+    /// Per-period statistics up to the last arrival (empty unless asked for with
+    /// [`Resolved::with_periods`]).
+    pub periods: Vec<PeriodSummary>,
 }
 
 fn finite(x: f64) -> f64 {
@@ -208,6 +218,18 @@ impl Resolved {
     pub fn with_request_log(mut self, capacity: usize) -> Self {
         self.sim.request_log_capacity = capacity;
         self
+    }
+
+    /// The same scenario keeping per-period statistics, each period `period_ns` long.
+    pub fn with_periods(mut self, period_ns: u64) -> Self {
+        self.sim.period_ns = period_ns;
+        self
+    }
+
+    /// Simulates the scenario with its own seed; the summary and the per-period statistics.
+    pub fn run_with_periods(&self) -> Result<(RunSummary, Vec<PeriodSummary>)> {
+        let r = self.run()?;
+        Ok((r.summary, r.periods))
     }
 
     /// Simulates the scenario with `seed` (for replications).
@@ -261,7 +283,7 @@ impl Resolved {
             && out.truncated.is_none();
         let summary = RunSummary {
             completed: m.completed,
-            failed: m.rejected + m.timed_out,
+            failed: m.rejected + m.timed_out + m.lost,
             duration,
             total_input_tokens: m.input_tokens,
             total_output_tokens: m.output_tokens,
@@ -308,6 +330,9 @@ impl Resolved {
             timed_out: m.timed_out,
             arrived: m.arrived,
             in_flight: out.in_flight,
+            lost: m.lost,
+            retried: m.retried,
+            billed_replica_hours: m.billed_replica_ns as f64 / 3.6e12,
             prefix_cache_hit_tokens: m.prefix_cache_hit_tokens,
             generated_tokens: m.generated_tokens,
             prefill_tokens_computed: m.prefill_tokens_computed,
@@ -336,6 +361,12 @@ impl Resolved {
             tpot_cdf: m.tpot.cdf_ms(100),
             e2e_cdf: m.e2e.cdf_ms(100),
             timeseries: out.timeseries.points(),
+            periods: match m.periods.period_ns() {
+                0 => Vec::new(),
+                p => m
+                    .periods
+                    .summaries(out.last_arrival_ns.div_ceil(p).max(1) as usize),
+            },
         }
     }
 }

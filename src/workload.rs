@@ -57,6 +57,57 @@ pub struct WorkloadConfig {
 fn one() -> f64 {
     1.0
 }
+// The diurnal defaults are our choice of shape, in the spirit of the public week-long Azure LLM
+// inference trace (AzurePublicDataset, AzureLLMInferenceDataset2024.md: a code service, May
+// 2024, analysed in DynamoLLM, Stojkovic et al., arXiv:2408.00741): a daytime peak, a night
+// trough and quieter weekends. The trace's own ratios are not reproduced here; replay it with
+// `kind = "trace"` for its exact shape.
+fn default_peak_to_trough() -> f64 {
+    3.0
+}
+fn default_weekend_factor() -> f64 {
+    0.6
+}
+fn default_peak_hour() -> f64 {
+    14.0
+}
+fn default_days() -> u32 {
+    7
+}
+
+/// Hourly points `[time_s, rate_per_s]` of a diurnal cycle (see [`ArrivalConfig::Diurnal`]),
+/// one per hour from 0 to the end of the last day, scaled so that the mean of the
+/// piecewise-linear rate over the period is `mean_rate_per_s`.
+pub fn diurnal_points(
+    mean_rate_per_s: f64,
+    peak_to_trough: f64,
+    weekend_factor: f64,
+    peak_hour: f64,
+    days: u32,
+) -> Vec<[f64; 2]> {
+    let hours = days.max(1) as usize * 24;
+    // Weekday hourly weight 1 + a cos(2 pi (h - peak) / 24): max / min = (1 + a) / (1 - a).
+    let k = peak_to_trough.max(1.0);
+    let a = (k - 1.0) / (k + 1.0);
+    let weight = |h: usize| {
+        let day = (h / 24) % 7;
+        let weekend = if day >= 5 { weekend_factor } else { 1.0 };
+        let phase = 2.0 * std::f64::consts::PI * ((h % 24) as f64 - peak_hour) / 24.0;
+        weekend * (1.0 + a * phase.cos())
+    };
+    // The cycle repeats: the last point equals the first, so trapezoids over hours 0..n.
+    let w: Vec<f64> = (0..=hours).map(|h| weight(h % hours)).collect();
+    let area: f64 = w.windows(2).map(|p| 0.5 * (p[0] + p[1])).sum::<f64>() / hours as f64;
+    let scale = if area > 0.0 {
+        mean_rate_per_s / area
+    } else {
+        0.0
+    };
+    w.iter()
+        .enumerate()
+        .map(|(h, x)| [h as f64 * 3600.0, x * scale])
+        .collect()
+}
 
 /// An arrival process (`[workload.arrival]`, chosen by `kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +143,25 @@ pub enum ArrivalConfig {
         /// last point back to the first.
         #[serde(default)]
         repeat_s: Option<f64>,
+    },
+    /// A built-in daily and weekly cycle (docs/workloads.md, "Diurnal"): hourly rates that
+    /// follow a cosine over the day between a trough and a peak, lower on weekends, scaled to
+    /// a mean; sampled as a schedule (non-homogeneous Poisson). Day 0 is a Monday.
+    Diurnal {
+        /// Mean rate over the whole period, requests per second.
+        mean_rate_per_s: f64,
+        /// Weekday peak rate over weekday trough rate, >= 1.
+        #[serde(default = "default_peak_to_trough")]
+        peak_to_trough: f64,
+        /// Weekend rates as a share of the same hour on a weekday, in (0, 1].
+        #[serde(default = "default_weekend_factor")]
+        weekend_factor: f64,
+        /// Hour of the daily peak, 0..24 (the trough is 12 hours away).
+        #[serde(default = "default_peak_hour")]
+        peak_hour: f64,
+        /// Days the cycle covers (it repeats after them), >= 1.
+        #[serde(default = "default_days")]
+        days: u32,
     },
     /// Replay a CSV trace; lengths come from the trace (see docs/workloads.md for formats).
     Trace {
@@ -305,6 +375,44 @@ impl ArrivalConfig {
                 positive(origin, &format!("{K}.burstiness"), *burstiness)
             }
             ArrivalConfig::Offline => Ok(()),
+            ArrivalConfig::Diurnal {
+                mean_rate_per_s,
+                peak_to_trough,
+                weekend_factor,
+                peak_hour,
+                days,
+            } => {
+                positive(origin, &format!("{K}.mean_rate_per_s"), *mean_rate_per_s)?;
+                if !(peak_to_trough.is_finite() && *peak_to_trough >= 1.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.peak_to_trough"),
+                        format!("must be >= 1, got {peak_to_trough}"),
+                    ));
+                }
+                if !(*weekend_factor > 0.0 && *weekend_factor <= 1.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.weekend_factor"),
+                        format!("must be in (0, 1], got {weekend_factor}"),
+                    ));
+                }
+                if !(peak_hour.is_finite() && (0.0..24.0).contains(peak_hour)) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.peak_hour"),
+                        format!("must be in [0, 24), got {peak_hour}"),
+                    ));
+                }
+                if !(1..=366).contains(days) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{K}.days"),
+                        format!("must be in 1..=366, got {days}"),
+                    ));
+                }
+                Ok(())
+            }
             ArrivalConfig::Schedule { points, repeat_s } => {
                 let Some(first) = points.first() else {
                     return Err(Error::config(
@@ -496,6 +604,9 @@ impl WorkloadConfig {
                 }
             }
             ArrivalConfig::Trace { rate_per_s: r, .. } => *r = Some(rate_per_s),
+            ArrivalConfig::Diurnal {
+                mean_rate_per_s, ..
+            } => *mean_rate_per_s = rate_per_s,
         }
     }
 
@@ -525,6 +636,9 @@ impl WorkloadConfig {
                 Some(Schedule::new(points, *repeat_s).mean_rate_per_s(self.duration_s))
             }
             ArrivalConfig::Trace { rate_per_s, .. } => *rate_per_s,
+            ArrivalConfig::Diurnal {
+                mean_rate_per_s, ..
+            } => Some(*mean_rate_per_s),
         }
     }
 }
@@ -659,6 +773,22 @@ impl RequestGenerator {
                     ArrivalConfig::Schedule { points, repeat_s } => {
                         ArrivalProcess::schedule(points, *repeat_s)
                     }
+                    ArrivalConfig::Diurnal {
+                        mean_rate_per_s,
+                        peak_to_trough,
+                        weekend_factor,
+                        peak_hour,
+                        days,
+                    } => ArrivalProcess::schedule(
+                        &diurnal_points(
+                            *mean_rate_per_s,
+                            *peak_to_trough,
+                            *weekend_factor,
+                            *peak_hour,
+                            *days,
+                        ),
+                        Some(*days as f64 * 86_400.0),
+                    ),
                     _ => ArrivalProcess::Offline,
                 };
                 let ds = cfg.dataset.as_deref().and_then(dataset);

@@ -18,6 +18,8 @@ pub enum Outcome {
     Rejected,
     /// The client gave up before its first token.
     TimedOut,
+    /// Lost with its replica when the replica failed (not retried).
+    Lost,
 }
 
 /// One request's life, in nanoseconds since the start of the run.

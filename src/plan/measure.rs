@@ -140,7 +140,9 @@ pub fn stationary_load(sc: &Scenario) -> Option<Load> {
         | ArrivalConfig::Gamma { rate_per_s, .. }
         | ArrivalConfig::Constant { rate_per_s } => Some(Load::Rate(*rate_per_s)),
         ArrivalConfig::Offline => sc.workload.max_concurrency.map(Load::ClosedLoop),
-        ArrivalConfig::Schedule { .. } | ArrivalConfig::Trace { .. } => None,
+        ArrivalConfig::Schedule { .. }
+        | ArrivalConfig::Diurnal { .. }
+        | ArrivalConfig::Trace { .. } => None,
     }
 }
 
@@ -151,7 +153,9 @@ pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
         Load::Rate(r) => {
             if matches!(
                 s.workload.arrival,
-                ArrivalConfig::Offline | ArrivalConfig::Schedule { .. }
+                ArrivalConfig::Offline
+                    | ArrivalConfig::Schedule { .. }
+                    | ArrivalConfig::Diurnal { .. }
             ) {
                 // A plan sizes for a stationary load at the target rate.
                 s.workload.arrival = ArrivalConfig::Poisson { rate_per_s: r };

@@ -1,4 +1,5 @@
-//! The event loop: arrivals, routing, admission, and each replica's iterations.
+//! The event loop: arrivals, routing, admission, each replica's iterations, and the fleet's
+//! controllers (autoscaler decisions, cold starts, failures and repairs).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -6,22 +7,58 @@ use std::collections::BinaryHeap;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::replica::Replica;
+use super::fleet::{Fleet, OnFailure, SlotState};
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::router::Router;
 use super::{SimConfig, SimOutput};
-use crate::metrics::{Metrics, Outcome, RequestLog, RequestRecord, TimeSeries};
+use crate::metrics::{Metrics, Outcome, PeriodStats, RequestLog, RequestRecord, TimeSeries};
 use crate::roofline::StepTimeModel;
 use crate::workload::{RequestGenerator, RequestSpec};
 
+/// Event kinds: an iteration of replica slot `i` is `i` itself (below `FIRST_CONTROL`); the
+/// others carry their slot in the low bits.
 const ARRIVAL: u32 = u32::MAX;
+const AUTOSCALE: u32 = u32::MAX - 1;
+const SCHEDULED_FAILURE: u32 = u32::MAX - 2;
+const FIRST_CONTROL: u32 = 0x4000_0000;
+const READY: u32 = 0x4000_0000;
+const FAIL: u32 = 0x5000_0000;
+const REPAIR: u32 = 0x6000_0000;
+const SLOT_MASK: u32 = 0x0fff_ffff;
+
+/// The event queue: (time, sequence number, kind), earliest first; the sequence number makes
+/// the order total and deterministic.
+#[derive(Default)]
+struct Events {
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    seq: u64,
+}
+
+impl Events {
+    /// Queues an event; returns its sequence number.
+    fn push(&mut self, at: u64, kind: u32) -> u64 {
+        self.heap.push(Reverse((at, self.seq, kind)));
+        self.seq += 1;
+        self.seq - 1
+    }
+
+    fn pop(&mut self) -> Option<(u64, u64, u32)> {
+        self.heap.pop().map(|Reverse(e)| e)
+    }
+}
 
 /// Runs one simulation to completion (or to a limit) and returns its metrics.
 pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerator) -> SimOutput {
-    let n_rep = cfg.replicas.max(1) as usize;
-    let mut replicas: Vec<Replica> = (0..n_rep)
-        .map(|_| Replica::new(cfg.scheduler.clone()))
-        .collect();
+    let initial = cfg
+        .autoscale
+        .as_ref()
+        .map_or(cfg.replicas, |a| a.initial_replicas)
+        .max(1);
+    let mut fleet = Fleet::new(
+        &cfg.scheduler,
+        initial,
+        ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xfa11_0000_5eed),
+    );
     let mut router = Router::new(
         cfg.router,
         ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_0f5e_7e00),
@@ -29,13 +66,14 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let mut slab = Slab::default();
     let mut metrics = Metrics {
         log: RequestLog::with_capacity(cfg.request_log_capacity),
+        periods: PeriodStats::new(cfg.period_ns),
         ..Metrics::default()
     };
-    let mut ts = TimeSeries::new(n_rep as u32);
-    let mut events: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-    let mut seq: u64 = 0;
+    let mut ts = TimeSeries::new(initial);
+    let mut events = Events::default();
     let mut n_events: u64 = 0;
     let mut truncated = None;
+    let mut last_arrival_ns = 0;
 
     // Client-side gate on outstanding requests: the user's --max-concurrency (latency counted
     // from the send), or, for offline runs, enough queued work to keep every replica's
@@ -43,23 +81,32 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let measure_from_send = cfg.max_concurrency.is_some();
     let cap: u64 = match cfg.max_concurrency {
         Some(c) => c.max(1) as u64,
-        None if gen.is_offline() => n_rep as u64 * (2 * cfg.scheduler.max_num_seqs as u64 + 16),
+        None if gen.is_offline() => initial as u64 * (2 * cfg.scheduler.max_num_seqs as u64 + 16),
         None => u64::MAX,
     };
     let mut outstanding: u64 = 0;
     let mut pending: Option<RequestSpec> = gen.next_request();
     let mut arrival_queued = false;
     if let Some(p) = pending {
-        events.push(Reverse((
-            p.arrival_ns + cfg.frontend_delay_ns,
-            seq,
-            ARRIVAL,
-        )));
-        seq += 1;
+        events.push(p.arrival_ns + cfg.frontend_delay_ns, ARRIVAL);
         arrival_queued = true;
     }
+    if let Some(a) = &cfg.autoscale {
+        events.push(a.interval_ns, AUTOSCALE);
+    }
+    if let Some(f) = &cfg.faults {
+        for (k, failure) in f.failures.iter().enumerate() {
+            events.push(failure.time_ns, SCHEDULED_FAILURE - k as u32);
+        }
+        if let Some(mtbf) = f.mtbf_ns {
+            for i in 0..fleet.slots.len() {
+                let at = fleet.time_to_failure(mtbf);
+                events.push(at, FAIL | i as u32);
+            }
+        }
+    }
 
-    while let Some(Reverse((now, _, kind))) = events.pop() {
+    while let Some((now, ev_seq, kind)) = events.pop() {
         n_events += 1;
         if now > cfg.limits.max_sim_time_ns {
             truncated = Some(format!(
@@ -72,42 +119,151 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
             truncated = Some(format!("event limit of {} reached", cfg.limits.max_events));
             break;
         }
-        if kind == ARRIVAL {
-            arrival_queued = false;
-            let Some(spec) = pending.take() else { continue };
-            // Latency counts from the client's send; the engine sees the request after the
-            // API frontend's delay.
-            let start_ns = if measure_from_send {
-                now - cfg.frontend_delay_ns
-            } else {
-                spec.arrival_ns
-            };
-            if let Some((r, dur)) = arrive(
-                cfg,
-                step,
-                &spec,
-                start_ns,
-                now,
-                &mut replicas,
-                &mut router,
-                &mut slab,
-                &mut metrics,
-                &mut ts,
-                &mut outstanding,
-            ) {
-                events.push(Reverse((now + dur, seq, r as u32)));
-                seq += 1;
+        fleet.account(now, &mut metrics);
+        match kind {
+            ARRIVAL => {
+                arrival_queued = false;
+                let Some(spec) = pending.take() else { continue };
+                last_arrival_ns = now;
+                // Latency counts from the client's send; the engine sees the request after
+                // the API frontend's delay.
+                let start_ns = if measure_from_send {
+                    now - cfg.frontend_delay_ns
+                } else {
+                    spec.arrival_ns
+                };
+                fleet.note_arrival();
+                let admitted = arrive(
+                    cfg,
+                    step,
+                    &spec,
+                    start_ns,
+                    now,
+                    &mut fleet,
+                    &mut router,
+                    &mut slab,
+                    &mut metrics,
+                    &mut ts,
+                );
+                if let Some((id, r)) = admitted {
+                    outstanding += 1;
+                    enqueue(
+                        cfg,
+                        step,
+                        id,
+                        r,
+                        now,
+                        &mut fleet,
+                        &mut slab,
+                        &mut metrics,
+                        &mut events,
+                    );
+                    outstanding -= take_departed(&mut fleet);
+                }
+                pending = gen.next_request();
             }
-            pending = gen.next_request();
-        } else {
-            let r = kind as usize;
-            replicas[r].end_iteration(now, &mut slab, &mut metrics, &mut ts, &cfg.slo);
-            outstanding -= replicas[r].take_departed();
-            if let Some(dur) = replicas[r].schedule(now, &mut slab, &mut metrics, &cfg.slo, step) {
-                events.push(Reverse((now + dur, seq, r as u32)));
-                seq += 1;
+            AUTOSCALE => {
+                let Some(a) = &cfg.autoscale else { continue };
+                for i in fleet.autoscale(a, now, &metrics) {
+                    events.push(now + a.scale_up_delay_ns, READY | i as u32);
+                }
+                // Keep deciding while there is load to come or work in flight.
+                if pending.is_some() || outstanding > 0 {
+                    events.push(now + a.interval_ns, AUTOSCALE);
+                }
             }
-            outstanding -= replicas[r].take_departed();
+            k if k < FIRST_CONTROL => {
+                let r = k as usize;
+                if fleet.slots[r].pending_seq != ev_seq {
+                    continue; // the replica failed since this iteration started
+                }
+                let slot = &mut fleet.slots[r];
+                slot.pending_seq = u64::MAX;
+                slot.replica
+                    .end_iteration(now, &mut slab, &mut metrics, &mut ts, &cfg.slo);
+                outstanding -= slot.replica.take_departed();
+                if let Some(dur) =
+                    slot.replica
+                        .schedule(now, &mut slab, &mut metrics, &cfg.slo, step)
+                {
+                    slot.pending_seq = events.push(now + dur, r as u32);
+                }
+                outstanding -= fleet.slots[r].replica.take_departed();
+                fleet.release_if_drained(r);
+            }
+            k if k > (REPAIR | SLOT_MASK) => {
+                let Some(f) = &cfg.faults else { continue };
+                let Some(failure) = f.failures.get((SCHEDULED_FAILURE - k) as usize) else {
+                    continue;
+                };
+                for i in fleet.first_ready(failure.replicas) {
+                    outstanding -= fail(
+                        cfg,
+                        step,
+                        i,
+                        now,
+                        &mut fleet,
+                        &mut router,
+                        &mut slab,
+                        &mut metrics,
+                        &mut events,
+                    );
+                    events.push(now + failure.repair_ns, REPAIR | i as u32);
+                }
+                outstanding -= take_departed(&mut fleet);
+            }
+            k => {
+                let i = (k & SLOT_MASK) as usize;
+                match k & !SLOT_MASK {
+                    READY | REPAIR => {
+                        let from = if k & !SLOT_MASK == READY {
+                            SlotState::Provisioning
+                        } else {
+                            SlotState::Down
+                        };
+                        if fleet.slots[i].state != from {
+                            continue;
+                        }
+                        fleet.make_ready(i);
+                        if let Some(mtbf) = cfg.faults.as_ref().and_then(|f| f.mtbf_ns) {
+                            let at = now + fleet.time_to_failure(mtbf);
+                            events.push(at, FAIL | i as u32);
+                        }
+                        // Requests may have queued here while it was not ready.
+                        start(
+                            cfg,
+                            step,
+                            i,
+                            now,
+                            &mut fleet,
+                            &mut slab,
+                            &mut metrics,
+                            &mut events,
+                        );
+                        outstanding -= take_departed(&mut fleet);
+                    }
+                    FAIL => {
+                        if fleet.slots[i].state != SlotState::Ready {
+                            continue; // released or down since this failure was drawn
+                        }
+                        outstanding -= fail(
+                            cfg,
+                            step,
+                            i,
+                            now,
+                            &mut fleet,
+                            &mut router,
+                            &mut slab,
+                            &mut metrics,
+                            &mut events,
+                        );
+                        outstanding -= take_departed(&mut fleet);
+                        let repair = cfg.faults.as_ref().map_or(0, |f| f.repair_ns);
+                        events.push(now + repair, REPAIR | i as u32);
+                    }
+                    _ => {}
+                }
+            }
         }
         if !arrival_queued && outstanding < cap {
             if let Some(p) = pending {
@@ -115,14 +271,20 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 // back; the engine sees it after the frontend delay.
                 let at = p.arrival_ns.max(now.saturating_sub(cfg.frontend_delay_ns))
                     + cfg.frontend_delay_ns;
-                events.push(Reverse((at, seq, ARRIVAL)));
-                seq += 1;
+                events.push(at, ARRIVAL);
                 arrival_queued = true;
             }
         }
+        // Once the load is over and the last request is done, no controller keeps the run
+        // alive: the fleet's time stops with the last request.
+        if pending.is_none() && outstanding == 0 && !arrival_queued {
+            break;
+        }
     }
+    let end = metrics.last_event_ns.max(last_arrival_ns);
+    fleet.account(end, &mut metrics);
 
-    let in_flight: u64 = replicas.iter().map(|r| r.outstanding()).sum();
+    let in_flight: u64 = fleet.slots.iter().map(|s| s.replica.outstanding()).sum();
     if truncated.is_none() && in_flight > 0 {
         truncated = Some(format!(
             "stalled: {in_flight} requests could not be scheduled (a request needs more KV \
@@ -130,7 +292,14 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         ));
     }
     SimOutput {
-        peak_kv_blocks: replicas.iter().map(|r| r.peak_blocks).max().unwrap_or(0),
+        peak_kv_blocks: fleet
+            .slots
+            .iter()
+            .map(|s| s.replica.peak_blocks)
+            .max()
+            .unwrap_or(0)
+            .max(fleet.peak_blocks),
+        last_arrival_ns,
         metrics,
         timeseries: ts,
         in_flight,
@@ -139,8 +308,17 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     }
 }
 
-/// Handles one arrival: route, check, admit or reject. Returns the replica and the duration of
-/// an iteration it started, if the replica was idle.
+/// Requests that left any replica since the last call.
+fn take_departed(fleet: &mut Fleet) -> u64 {
+    fleet
+        .slots
+        .iter_mut()
+        .map(|s| s.replica.take_departed())
+        .sum()
+}
+
+/// Handles one arrival: picks its replica, checks and books it; returns its slab id and
+/// replica, or `None` when it is rejected.
 #[allow(clippy::too_many_arguments)]
 fn arrive(
     cfg: &SimConfig,
@@ -148,30 +326,32 @@ fn arrive(
     spec: &RequestSpec,
     start_ns: u64,
     now: u64,
-    replicas: &mut [Replica],
+    fleet: &mut Fleet,
     router: &mut Router,
     slab: &mut Slab,
     metrics: &mut Metrics,
     ts: &mut TimeSeries,
-    outstanding: &mut u64,
-) -> Option<(usize, u64)> {
+) -> Option<(u32, usize)> {
     metrics.arrived += 1;
     metrics.first_arrival_ns = Some(
         metrics
             .first_arrival_ns
             .map_or(start_ns, |t| t.min(start_ns)),
     );
+    if let Some(b) = metrics.periods.at(start_ns) {
+        b.arrived += 1;
+    }
     ts.arrival(now);
     let input = spec.input_tokens.max(1);
     let output = spec.output_tokens.max(1);
     let too_long = input as u64 + output as u64 > cfg.scheduler.max_model_len as u64;
-    let r = router.pick(replicas);
+    let r = choose(fleet, router);
     let reject = too_long
         || (cfg.slo.admission_control
             && cfg
                 .slo
                 .ttft_ns
-                .is_some_and(|t| replicas[r].predict_ttft_ns(now, input, step) > t));
+                .is_some_and(|t| fleet.slots[r].replica.predict_ttft_ns(now, input, step) > t));
     if reject {
         metrics.log.push(RequestRecord {
             arrival_ns: start_ns,
@@ -181,11 +361,13 @@ fn arrive(
             output_tokens: 0,
             outcome: Outcome::Rejected,
         });
+        if let Some(b) = metrics.periods.at(start_ns) {
+            b.rejected += 1;
+        }
         metrics.rejected += 1;
         metrics.last_event_ns = metrics.last_event_ns.max(now);
         return None;
     }
-    *outstanding += 1;
     let id = slab.insert(Req {
         arrival_ns: start_ns,
         first_token_ns: NO_TIME,
@@ -214,12 +396,119 @@ fn arrive(
         prev: NONE,
         next: NONE,
     });
-    let rep = &mut replicas[r];
-    rep.enqueue(slab, id);
-    if !rep.is_busy() {
-        let dur = rep.schedule(now, slab, metrics, &cfg.slo, step);
-        *outstanding -= rep.take_departed();
-        return dur.map(|d| (r, d));
+    Some((id, r))
+}
+
+/// The slot a new request goes to: the router's pick among the ready replicas, or, when none
+/// is ready, the first replica that will be (starting, or down for repair), where it waits.
+fn choose(fleet: &Fleet, router: &mut Router) -> usize {
+    if fleet.active.is_empty() {
+        fleet
+            .slots
+            .iter()
+            .position(|s| matches!(s.state, SlotState::Provisioning | SlotState::Down))
+            .unwrap_or(0)
+    } else {
+        router.pick(&fleet.slots, &fleet.active)
     }
-    None
+}
+
+/// Queues request `id` at slot `r` and starts an iteration there if it was idle.
+#[allow(clippy::too_many_arguments)]
+fn enqueue(
+    cfg: &SimConfig,
+    step: &StepTimeModel,
+    id: u32,
+    r: usize,
+    now: u64,
+    fleet: &mut Fleet,
+    slab: &mut Slab,
+    metrics: &mut Metrics,
+    events: &mut Events,
+) {
+    fleet.slots[r].replica.enqueue(slab, id);
+    start(cfg, step, r, now, fleet, slab, metrics, events);
+}
+
+/// Starts an iteration on slot `r` if it is ready, idle and has work.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    cfg: &SimConfig,
+    step: &StepTimeModel,
+    r: usize,
+    now: u64,
+    fleet: &mut Fleet,
+    slab: &mut Slab,
+    metrics: &mut Metrics,
+    events: &mut Events,
+) {
+    let slot = &mut fleet.slots[r];
+    if slot.state == SlotState::Ready && !slot.replica.is_busy() {
+        if let Some(dur) = slot.replica.schedule(now, slab, metrics, &cfg.slo, step) {
+            slot.pending_seq = events.push(now + dur, r as u32);
+        }
+    }
+}
+
+/// Fails slot `i` at `now`: its in-flight requests are retried elsewhere or lost. Returns the
+/// number lost (they leave the outstanding count).
+#[allow(clippy::too_many_arguments)]
+fn fail(
+    cfg: &SimConfig,
+    step: &StepTimeModel,
+    i: usize,
+    now: u64,
+    fleet: &mut Fleet,
+    router: &mut Router,
+    slab: &mut Slab,
+    metrics: &mut Metrics,
+    events: &mut Events,
+) -> u64 {
+    let ids = fleet.slots[i].replica.in_flight_ids(slab);
+    fleet.fail(i);
+    let on_failure = cfg
+        .faults
+        .as_ref()
+        .map_or(OnFailure::Fail, |f| f.on_failure);
+    let mut lost = 0;
+    for id in ids {
+        match on_failure {
+            OnFailure::Retry => {
+                metrics.retried += 1;
+                let r = slab.get_mut(id);
+                r.phase = Phase::Waiting;
+                r.first_token_ns = NO_TIME;
+                r.last_token_ns = NO_TIME;
+                r.generated = 0;
+                r.prefill_len = r.input;
+                r.computed = 0;
+                r.own_blocks = 0;
+                r.shared_blocks = 0;
+                r.reserve = 0;
+                r.prev = NONE;
+                r.next = NONE;
+                let to = choose(fleet, router);
+                enqueue(cfg, step, id, to, now, fleet, slab, metrics, events);
+            }
+            OnFailure::Fail => {
+                let r = slab.get(id);
+                metrics.log.push(RequestRecord {
+                    arrival_ns: r.arrival_ns,
+                    first_token_ns: now,
+                    end_ns: now,
+                    input_tokens: r.input,
+                    output_tokens: 0,
+                    outcome: Outcome::Lost,
+                });
+                if let Some(b) = metrics.periods.at(r.arrival_ns) {
+                    b.lost += 1;
+                }
+                metrics.lost += 1;
+                metrics.last_event_ns = metrics.last_event_ns.max(now);
+                slab.remove(id);
+                lost += 1;
+            }
+        }
+    }
+    lost
 }

@@ -119,6 +119,22 @@ impl Replica {
         self.waiting.len() as u64 + self.running as u64
     }
 
+    /// Requests waiting to be admitted here.
+    pub fn waiting_len(&self) -> u64 {
+        self.waiting.len() as u64
+    }
+
+    /// Every request queued or running here (for a failure, which loses them all).
+    pub fn in_flight_ids(&self, slab: &Slab) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.waiting.iter().copied().collect();
+        let mut id = self.run_head;
+        while id != NONE {
+            ids.push(id);
+            id = slab.get(id).next;
+        }
+        ids
+    }
+
     /// KV load: blocks in use plus blocks the queued prompts will need, as a share of capacity.
     pub fn kv_load(&self) -> f64 {
         let demand = self.used_blocks - self.evictable_blocks
@@ -390,6 +406,9 @@ impl Replica {
                 output_tokens: 0,
                 outcome: Outcome::TimedOut,
             });
+            if let Some(b) = metrics.periods.at(r.arrival_ns) {
+                b.timed_out += 1;
+            }
             metrics.timed_out += 1;
             metrics.last_event_ns = metrics.last_event_ns.max(now);
             slab.remove(id);
@@ -747,6 +766,11 @@ impl Replica {
         }
         if good {
             metrics.good += 1;
+        }
+        if let Some(b) = metrics.periods.at(r.arrival_ns) {
+            b.completed += 1;
+            b.good += good as u64;
+            b.ttft.record(ttft);
         }
         metrics.log.push(RequestRecord {
             arrival_ns: r.arrival_ns,

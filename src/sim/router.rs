@@ -7,7 +7,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::replica::Replica;
+use super::fleet::Slot;
 
 /// A routing policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -64,27 +64,28 @@ impl Router {
         Router { kind, next: 0, rng }
     }
 
-    /// Picks a replica for the next request.
-    pub fn pick(&mut self, replicas: &[Replica]) -> usize {
-        let n = replicas.len();
+    /// Picks a replica for the next request among the slots in `active` (ascending, not
+    /// empty); returns its slot index.
+    pub fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
+        let n = active.len();
         if n <= 1 {
-            return 0;
+            return active.first().copied().unwrap_or(0);
         }
-        match self.kind {
+        let r = |i: usize| &slots[active[i]].replica;
+        let k = match self.kind {
             RouterKind::RoundRobin => {
-                let r = self.next;
-                self.next = (self.next + 1) % n;
-                r
+                let k = self.next % n;
+                self.next = (k + 1) % n;
+                k
             }
-            RouterKind::LeastOutstanding => (0..n)
-                .min_by_key(|&i| (replicas[i].outstanding(), i))
-                .unwrap_or(0),
+            RouterKind::LeastOutstanding => {
+                (0..n).min_by_key(|&i| (r(i).outstanding(), i)).unwrap_or(0)
+            }
             RouterKind::LeastKv => (0..n)
                 .min_by(|&a, &b| {
-                    replicas[a]
-                        .kv_load()
-                        .total_cmp(&replicas[b].kv_load())
-                        .then(replicas[a].outstanding().cmp(&replicas[b].outstanding()))
+                    r(a).kv_load()
+                        .total_cmp(&r(b).kv_load())
+                        .then(r(a).outstanding().cmp(&r(b).outstanding()))
                         .then(a.cmp(&b))
                 })
                 .unwrap_or(0),
@@ -94,12 +95,13 @@ impl Router {
                 if b >= a {
                     b += 1;
                 }
-                if (replicas[b].outstanding(), b) < (replicas[a].outstanding(), a) {
+                if (r(b).outstanding(), b) < (r(a).outstanding(), a) {
                     b
                 } else {
                     a
                 }
             }
-        }
+        };
+        active[k]
     }
 }
