@@ -25,6 +25,7 @@ pub mod measure;
 pub mod pricing;
 mod search;
 mod sweep;
+pub mod week;
 
 pub use curve::{rate_curve, CurvePoint};
 pub use export::CostWorkbookExporter;
@@ -233,6 +234,9 @@ pub struct PlanResult {
     pub input_output_price_ratio: f64,
     /// How it was measured.
     pub method: Method,
+    /// For time-varying traffic: the plan over the whole period (the rest of the plan is the
+    /// steady-state plan at its peak hour).
+    pub week: Option<week::WeekPlan>,
     /// Simulations run.
     pub simulations: u64,
 }
@@ -295,6 +299,9 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.deployment.tp = c.tp;
     s.deployment.replicas = 1;
     s.deployment.step_time_scale = base.deployment.step_time_scale * scale;
+    // The steady-state search measures fixed fleets: no autoscaler, no faults.
+    s.autoscale = None;
+    s.faults = None;
     s.scheduler.max_num_seqs = Some(c.max_num_seqs);
     if let Some(b) = s.scheduler.max_num_batched_tokens {
         s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
@@ -535,8 +542,41 @@ fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
     )
 }
 
-/// Runs the capacity plan for a base scenario.
+/// Runs the capacity plan for a base scenario: in steady state at its target load, or, for
+/// time-varying traffic (a schedule, the diurnal shape, a trace), at its peak hour and then
+/// over its whole period with the autoscaler ([`week`]).
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
+    if !week::is_time_varying(base) {
+        return plan_steady(base, origin);
+    }
+    // Check the scenario as written; the autoscaler's capacity is the plan's to measure.
+    let mut check = base.clone();
+    if let Some(a) = &mut check.autoscale {
+        a.capacity_rate_per_replica.get_or_insert(1.0);
+    }
+    check.resolve(origin)?;
+    let rates = week::hourly_rates(base, origin)?;
+    let peak = rates.iter().copied().fold(0.0, f64::max);
+    if peak <= 0.0 {
+        return Err(Error::config(
+            origin,
+            "workload.arrival",
+            "the period has no arrivals to plan for",
+        ));
+    }
+    let mut at_peak = base.clone();
+    at_peak.plan.target_rate_per_s = Some(peak);
+    at_peak.autoscale = None;
+    at_peak.faults = None;
+    let mut out = plan_steady(&at_peak, origin)?;
+    let scale = 1.0 + base.plan.headroom.unwrap_or(0.0);
+    let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
+    out.plan.week = Some(w);
+    Ok(out)
+}
+
+/// The steady-state plan at the scenario's target load.
+fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     let target = match base
         .plan
         .target_rate_per_s
@@ -737,6 +777,7 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
                 rate_precision: RATE_PRECISION,
                 step_time_scale: ctx.scale,
             },
+            week: None,
             simulations,
         },
         verification_run,

@@ -8,7 +8,8 @@ use std::path::Path;
 use super::{PlanResult, Status};
 use crate::error::{Error, Result};
 use crate::report::xlsx::{
-    cost_workbook_bytes, CandidateRow, CostModel, CurveRow, GpuPrices, PRICE_COLUMNS,
+    cost_workbook_bytes, CandidateRow, CostModel, CurveRow, GpuPrices, WeekHour, WeekSheet,
+    PRICE_COLUMNS,
 };
 use crate::report::{CellValue, Exporter, TableSheet, ToTable};
 
@@ -90,6 +91,52 @@ impl ToTable for PlanResult {
     }
 }
 
+/// The chosen candidate's period, hour by hour (fleet.csv).
+impl ToTable for super::week::WeekPlan {
+    fn to_table(&self) -> Cow<'_, TableSheet> {
+        let columns = [
+            "hour",
+            "arrival_rate_per_s",
+            "replicas",
+            "gpus",
+            "slo_attainment",
+            "cost_usd",
+            "planned_replicas",
+            "ready_replicas",
+            "p99_ttft_ms",
+        ];
+        let rows = self
+            .chosen_candidate()
+            .map(|c| {
+                c.hours
+                    .iter()
+                    .map(|h| {
+                        [
+                            h.hour as f64,
+                            h.arrival_rate_per_s,
+                            h.replicas,
+                            h.gpus,
+                            h.slo_attainment,
+                            h.cost_usd,
+                            h.planned_replicas as f64,
+                            h.ready_replicas,
+                            h.p99_ttft_ms,
+                        ]
+                        .into_iter()
+                        .map(CellValue::Number)
+                        .collect()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Cow::Owned(TableSheet {
+            name: "Week".into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows,
+        })
+    }
+}
+
 /// The cost workbook (cost.xlsx): the plan as a live model (sheets Inputs, Candidates, Curves;
 /// src/report/xlsx.rs) and the candidates table as a last sheet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -164,6 +211,26 @@ impl CostWorkbookExporter {
                 .collect(),
             candidates,
             curves,
+            week: plan.week.as_ref().and_then(|w| {
+                let c = w.chosen_candidate()?;
+                Some(WeekSheet {
+                    label: label(&c.candidate),
+                    gpu: c.candidate.gpu.clone(),
+                    tp: c.candidate.tp,
+                    static_replicas: c.static_replicas,
+                    hours: c
+                        .hours
+                        .iter()
+                        .map(|h| WeekHour {
+                            hour: h.hour,
+                            rate_per_s: h.arrival_rate_per_s,
+                            planned_replicas: h.planned_replicas,
+                            replicas: h.replicas,
+                            slo_attainment: h.slo_attainment,
+                        })
+                        .collect(),
+                })
+            }),
         }
     }
 }

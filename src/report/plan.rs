@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
-use super::plot::{cdf_series, render, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle};
+use super::plot::{
+    cdf_series, render, render_stack, Chart, ImageFormat, Marker, Rule, Series, SeriesStyle,
+};
 use super::{export_all, write_atomic, CsvExporter, JsonExporter};
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::SteadyState;
@@ -328,6 +330,9 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             }
         }
     }
+    if let Some(w) = &p.week {
+        write_week_text(&mut t, sc, w);
+    }
     let m = &p.method;
     let _ = writeln!(
         t,
@@ -341,6 +346,88 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     );
     let _ = writeln!(t, "({} simulations)", p.simulations);
     w.write_all(t.as_bytes()).map_err(io)
+}
+
+/// The period plan, for people.
+fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPlan) {
+    let peak_hour = w
+        .candidates
+        .first()
+        .and_then(|c| {
+            c.hours
+                .iter()
+                .max_by(|a, b| a.arrival_rate_per_s.total_cmp(&b.arrival_rate_per_s))
+        })
+        .map_or(0, |h| h.hour);
+    let _ = writeln!(
+        t,
+        "\nPeriod: {} hours; the plan above is for the peak hour ({:.2} req/s, hour {peak_hour}); every request of the period simulated:",
+        w.hours, w.peak_rate_per_s
+    );
+    for (i, c) in w.candidates.iter().enumerate() {
+        let worst = c
+            .hours
+            .iter()
+            .min_by(|a, b| a.slo_attainment.total_cmp(&b.slo_attainment));
+        let range = |f: fn(&crate::plan::week::HourRow) -> u32| {
+            let lo = c.hours.iter().map(f).min().unwrap_or(0);
+            let hi = c.hours.iter().map(f).max().unwrap_or(0);
+            format!("{lo}-{hi}")
+        };
+        let _ = writeln!(
+            t,
+            "{} {} {} TP{} seqs {}: static fleet {} replicas ${:.0}; hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
+            if Some(i) == w.chosen { "  CHOSEN" } else { "        " },
+            c.candidate.gpu,
+            c.candidate.dtype,
+            c.candidate.tp,
+            c.candidate.max_num_seqs,
+            c.static_replicas,
+            c.static_cost_usd,
+            range(|h| h.planned_replicas),
+            c.planned_cost_usd,
+            c.autoscaled_cost_usd,
+            100.0 * (c.autoscaled_cost_usd / c.static_cost_usd.max(1e-9) - 1.0),
+            c.summary.billed_replica_hours,
+            c.cold_start_s,
+            100.0 * c.slo_attainment,
+            worst.map_or(0, |h| h.hour),
+            100.0 * worst.map_or(1.0, |h| h.slo_attainment),
+            c.lost_requests
+        );
+    }
+    if let Some(s) = &w.spares {
+        let _ = writeln!(
+            t,
+            "  with the scenario's faults, the static fleet: SLO attainment {:.3}% ({} failed) without spares, {:.3}% ({} failed) with {} spare(s)",
+            100.0 * s.attainment_without_spares,
+            s.lost_without_spares,
+            100.0 * s.attainment_with_spares,
+            s.lost_with_spares,
+            s.spares
+        );
+    }
+    if let Some(a) = &sc.autoscale {
+        let _ = writeln!(
+            t,
+            "  autoscaler: {} policy{}, {}-{} replicas, step {}, decisions every {} s, scale-down cooldown {} s",
+            a.policy,
+            if a.policy == "utilization" {
+                format!(" at {:.0}% of the measured capacity", 100.0 * a.target_utilization)
+            } else {
+                String::new()
+            },
+            a.min_replicas,
+            a.max_replicas,
+            a.step,
+            a.interval_s,
+            a.scale_down_cooldown_s
+        );
+    }
+    for n in &w.notes {
+        let _ = writeln!(t, "  note: {n}");
+    }
+    let _ = writeln!(t, "  hour by hour: fleet.csv, week.png");
 }
 
 /// The plan's charts, by file stem.
@@ -558,6 +645,80 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
     charts
 }
 
+/// The period plan's stacked chart (load, replicas, p99 TTFT by hour), when there is one.
+pub fn week_charts(sc: &Scenario, p: &PlanResult) -> Option<Vec<Chart>> {
+    let w = p.week.as_ref()?;
+    let c = w.chosen_candidate()?;
+    let hours = |f: &dyn Fn(&crate::plan::week::HourRow) -> f64| -> Vec<(f64, f64)> {
+        c.hours.iter().map(|h| (h.hour as f64, f(h))).collect()
+    };
+    let name = format!(
+        "{} {} TP{} seqs {}",
+        c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
+    );
+    let base = |title: String, y: &str, series: Vec<Series>| Chart {
+        title,
+        x_label: "hour".into(),
+        y_label: y.into(),
+        series,
+        x_rules: vec![],
+        y_rules: vec![],
+        markers: vec![],
+        log_x: false,
+        log_y: false,
+    };
+    let load = base(
+        format!("load over the period ({} hours)", w.hours),
+        "arrival rate (req/s)",
+        vec![Series {
+            name: "arrivals".into(),
+            points: hours(&|h| h.arrival_rate_per_s),
+            style: SeriesStyle::Line,
+        }],
+    );
+    let mut replicas = base(
+        format!("replicas: {name}"),
+        "replicas",
+        vec![
+            Series {
+                name: "autoscaled: paid for".into(),
+                points: hours(&|h| h.replicas),
+                style: SeriesStyle::Line,
+            },
+            Series {
+                name: "autoscaled: ready".into(),
+                points: hours(&|h| h.ready_replicas),
+                style: SeriesStyle::Line,
+            },
+            Series {
+                name: "sized hour by hour".into(),
+                points: hours(&|h| h.planned_replicas as f64),
+                style: SeriesStyle::Line,
+            },
+        ],
+    );
+    replicas.y_rules.push(Rule {
+        value: c.static_replicas as f64,
+        label: format!("static fleet for the peak: {}", c.static_replicas),
+    });
+    let mut ttft = base(
+        "p99 TTFT of each hour's requests, autoscaled".into(),
+        "p99 TTFT (ms)",
+        vec![Series {
+            name: "p99 TTFT".into(),
+            points: hours(&|h| h.p99_ttft_ms),
+            style: SeriesStyle::Line,
+        }],
+    );
+    if let Some(t) = sc.slo.ttft_ms {
+        ttft.y_rules.push(Rule {
+            value: t,
+            label: format!("SLO {t} ms"),
+        });
+    }
+    Some(vec![load, replicas, ttft])
+}
+
 /// Writes the report folder: plan.json, candidates.csv, cost.xlsx, every chart as PNG and
 /// SVG, and index.html.
 pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<()> {
@@ -572,6 +733,18 @@ pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<
         ],
     )?;
     let mut images = Vec::new();
+    if let Some(charts) = week_charts(sc, p) {
+        for (name, format) in [
+            ("week.png", ImageFormat::Png),
+            ("week.svg", ImageFormat::Svg),
+        ] {
+            render_stack(&charts, &dir.join(name), format, 1200, 360)?;
+        }
+        images.push(("week.png".to_string(), "week.svg".to_string()));
+        if let Some(w) = &p.week {
+            export_all(dir, w, &[&CsvExporter::new("fleet.csv")])?;
+        }
+    }
     for (stem, chart) in plan_charts(sc, out) {
         let png = format!("{stem}.png");
         let svg = format!("{stem}.svg");

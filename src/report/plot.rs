@@ -142,6 +142,50 @@ pub fn render_sized(
     }
 }
 
+/// Renders `charts` stacked top to bottom into one image, each `width` x `height_each`
+/// pixels (each at least 200), atomically; for views that share a time axis.
+pub fn render_stack(
+    charts: &[Chart],
+    path: &Path,
+    format: ImageFormat,
+    width: u32,
+    height_each: u32,
+) -> Result<()> {
+    ensure_font()?;
+    let n = charts.len().max(1) as u32;
+    let size = (width.max(200), height_each.max(200) * n);
+    let prepared: Vec<Prepared> = charts.iter().map(Prepared::new).collect();
+    match format {
+        ImageFormat::Svg => {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                draw_stack(&root, charts, &prepared, path)?;
+                root.present().map_err(|e| draw_error(path, e))?;
+            }
+            write_atomic(path, svg.as_bytes())
+        }
+        ImageFormat::Png => write_atomic_with(path, |tmp| {
+            let root = BitMapBackend::new(tmp, size).into_drawing_area();
+            draw_stack(&root, charts, &prepared, path)?;
+            root.present().map_err(|e| draw_error(path, e))
+        }),
+    }
+}
+
+fn draw_stack<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    charts: &[Chart],
+    prepared: &[Prepared],
+    path: &Path,
+) -> Result<()> {
+    let areas = root.split_evenly((charts.len().max(1), 1));
+    for ((area, chart), p) in areas.iter().zip(charts).zip(prepared) {
+        draw_on(area, chart, p, path)?;
+    }
+    Ok(())
+}
+
 /// Turns quantiles `(q in 0..=1, value)` into a CDF line: x = value, y = cumulative fraction.
 ///
 /// Pairs with `q` outside `0..=1` or non-finite numbers are dropped; the rest are sorted by

@@ -94,6 +94,57 @@ pub struct CurveRow {
     pub sustainable: bool,
 }
 
+/// One hour of a period plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WeekHour {
+    /// Hour since the start.
+    pub hour: u32,
+    /// Arrival rate, req/s.
+    pub rate_per_s: f64,
+    /// Replicas the hour-by-hour sizing needs.
+    pub planned_replicas: u32,
+    /// Replicas the autoscaled fleet paid for, mean over the hour.
+    pub replicas: f64,
+    /// Share of the hour's requests within every SLO.
+    pub slo_attainment: f64,
+}
+
+/// The period plan's sheet: the chosen candidate hour by hour, the totals by formula.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeekSheet {
+    /// The candidate's label.
+    pub label: String,
+    /// Its GPU (a row of the price table).
+    pub gpu: String,
+    /// GPUs per replica.
+    pub tp: u32,
+    /// Replicas of the static fleet sized for the peak.
+    pub static_replicas: u32,
+    /// Hour by hour.
+    pub hours: Vec<WeekHour>,
+}
+
+/// The formula results of the week sheet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeekResults {
+    /// $/GPU-hour of the candidate's GPU in the chosen column.
+    pub price: f64,
+    /// Per hour: (GPUs, autoscaled cost, planned cost, requests).
+    pub hours: Vec<(f64, f64, f64, f64)>,
+    /// Autoscaled cost over the period, $.
+    pub autoscaled_usd: f64,
+    /// Hour-by-hour sized cost over the period, $.
+    pub planned_usd: f64,
+    /// Static fleet over the period, $.
+    pub static_usd: f64,
+    /// 1 - autoscaled / static.
+    pub saving: f64,
+    /// Requests over the period.
+    pub requests: f64,
+    /// Share of the period's requests within every SLO.
+    pub attainment: f64,
+}
+
 /// Everything the workbook holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostModel {
@@ -121,6 +172,8 @@ pub struct CostModel {
     pub candidates: Vec<CandidateRow>,
     /// Rate sweeps.
     pub curves: Vec<CurveRow>,
+    /// The period plan, when the traffic varies over time.
+    pub week: Option<WeekSheet>,
 }
 
 /// The formula results of one candidate row.
@@ -157,6 +210,8 @@ pub struct CostResults {
     pub blended_input: f64,
     /// The chosen plan's batch-tier $ per million output tokens.
     pub batch_usd_per_million: f64,
+    /// The week sheet's formulas.
+    pub week: Option<WeekResults>,
 }
 
 fn price_of(m: &CostModel, gpu: &str) -> f64 {
@@ -220,6 +275,43 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         }
         None => (0.0, 0.0, 0.0),
     };
+    let week = m.week.as_ref().map(|w| {
+        let price = price_of(m, &w.gpu);
+        let tp = w.tp as f64;
+        let hours: Vec<(f64, f64, f64, f64)> = w
+            .hours
+            .iter()
+            .map(|h| {
+                let gpus = h.replicas * tp;
+                (
+                    gpus,
+                    gpus * price * 1.0,
+                    h.planned_replicas as f64 * tp * price,
+                    h.rate_per_s * 3600.0,
+                )
+            })
+            .collect();
+        let autoscaled_usd: f64 = hours.iter().map(|h| h.1).sum();
+        let planned_usd: f64 = hours.iter().map(|h| h.2).sum();
+        let requests: f64 = hours.iter().map(|h| h.3).sum();
+        let static_usd = w.static_replicas as f64 * tp * price * w.hours.len() as f64;
+        let good: f64 = w
+            .hours
+            .iter()
+            .zip(&hours)
+            .map(|(h, x)| h.slo_attainment * x.3)
+            .sum();
+        WeekResults {
+            price,
+            hours,
+            autoscaled_usd,
+            planned_usd,
+            static_usd,
+            saving: 1.0 - autoscaled_usd / static_usd,
+            requests,
+            attainment: good / requests,
+        }
+    });
     CostResults {
         selected_prices,
         candidates,
@@ -228,6 +320,7 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         blended_output,
         blended_input,
         batch_usd_per_million: batch,
+        week,
     }
 }
 
@@ -385,8 +478,15 @@ fn build_workbook(m: &CostModel, extra: &[TableSheet]) -> std::result::Result<Wo
     ws.set_name("Curves")?;
     write_curves(ws, m, &r, price_rows)?;
     printable(ws);
+    if let (Some(w), Some(wr)) = (&m.week, &r.week) {
+        used.insert("week".into());
+        let ws = wb.add_worksheet();
+        ws.set_name("Week")?;
+        write_week(ws, w, wr, price_rows)?;
+        printable(ws);
+    }
     for (i, t) in extra.iter().enumerate() {
-        let name = sheet_name(&t.name, i + 4, &mut used);
+        let name = sheet_name(&t.name, i + 5, &mut used);
         let ws = wb.add_worksheet();
         ws.set_name(name)?;
         write_table_sheet(ws, t)?;
@@ -813,6 +913,127 @@ fn write_curves(
     Ok(())
 }
 
+/// Rows of the week sheet above its table (0-based): TP, GPU, static replicas.
+const WEEK_HEAD: u32 = 6;
+
+fn write_week(
+    ws: &mut Worksheet,
+    w: &WeekSheet,
+    r: &WeekResults,
+    price_rows: u32,
+) -> std::result::Result<(), XlsxError> {
+    let header = header_format();
+    let bold = Format::new().set_bold();
+    let usd = Format::new().set_num_format("$#,##0.00");
+    let usd0 = Format::new().set_num_format("$#,##0");
+    let pct = Format::new().set_num_format("0.000%");
+    let num2 = Format::new().set_num_format("0.00");
+    let int = Format::new().set_num_format("#,##0");
+    ws.set_column_width(0, 34)?;
+    for c in 1..10 {
+        ws.set_column_width(c, 13)?;
+    }
+    ws.write_string_with_format(
+        0,
+        0,
+        clip(&format!("The period, hour by hour: {}", w.label)),
+        &bold,
+    )?;
+    ws.write_string(1, 0, "GPUs per replica (TP)")?;
+    ws.write_number(1, 1, w.tp as f64)?;
+    ws.write_string(2, 0, "GPU")?;
+    ws.write_string(2, 1, clip(&w.gpu))?;
+    ws.write_string(3, 0, "Static fleet sized for the peak (replicas)")?;
+    ws.write_number_with_format(3, 1, w.static_replicas as f64, &input_format("#,##0"))?;
+    ws.write_string(4, 0, "$/GPU-hour (from Inputs)")?;
+    let table = price_table(price_rows);
+    ws.write_formula_with_format(
+        4,
+        1,
+        num_formula(format!("VLOOKUP(B3,{table},5,FALSE)"), r.price),
+        &usd,
+    )?;
+    let cols = [
+        "hour",
+        "arrival rate (req/s)",
+        "replicas sized hour by hour",
+        "replicas autoscaled (simulated)",
+        "GPUs autoscaled",
+        "autoscaled cost ($)",
+        "hour-by-hour cost ($)",
+        "SLO attainment (simulated)",
+        "requests",
+    ];
+    for (c, t) in cols.iter().enumerate() {
+        ws.write_string_with_format(WEEK_HEAD, c as u16, *t, &header)?;
+    }
+    ws.set_row_height(WEEK_HEAD, 45)?;
+    let first = WEEK_HEAD + 1;
+    for (i, (h, x)) in w.hours.iter().zip(&r.hours).enumerate() {
+        let row = first + i as u32;
+        let n = row + 1;
+        ws.write_number(row, 0, h.hour as f64)?;
+        ws.write_number_with_format(row, 1, h.rate_per_s, &num2)?;
+        ws.write_number(row, 2, h.planned_replicas as f64)?;
+        ws.write_number_with_format(row, 3, h.replicas, &num2)?;
+        ws.write_formula_with_format(row, 4, num_formula(format!("D{n}*$B$2"), x.0), &num2)?;
+        ws.write_formula_with_format(row, 5, num_formula(format!("E{n}*$B$5*1"), x.1), &usd)?;
+        ws.write_formula_with_format(row, 6, num_formula(format!("C{n}*$B$2*$B$5"), x.2), &usd)?;
+        ws.write_number_with_format(row, 7, h.slo_attainment, &pct)?;
+        ws.write_formula_with_format(row, 8, num_formula(format!("B{n}*3600"), x.3), &int)?;
+    }
+    let last = first + w.hours.len().max(1) as u32; // the last data row, 1-based
+    let total = first + w.hours.len() as u32 + 1;
+    let rows: [(&str, String, f64, &Format); 6] = [
+        (
+            "Autoscaled, the period ($)",
+            format!("SUM(F{}:F{last})", first + 1),
+            r.autoscaled_usd,
+            &usd0,
+        ),
+        (
+            "Sized hour by hour, the period ($)",
+            format!("SUM(G{}:G{last})", first + 1),
+            r.planned_usd,
+            &usd0,
+        ),
+        (
+            "Static fleet for the peak, the period ($)",
+            format!("B4*B2*B5*COUNT(A{}:A{last})", first + 1),
+            r.static_usd,
+            &usd0,
+        ),
+        (
+            "Autoscaling saves (share of static)",
+            format!("1-B{}/B{}", total + 1, total + 3),
+            r.saving,
+            &pct,
+        ),
+        (
+            "Requests",
+            format!("SUM(I{}:I{last})", first + 1),
+            r.requests,
+            &int,
+        ),
+        (
+            "SLO attainment, the period",
+            format!(
+                "SUMPRODUCT(H{f}:H{last},I{f}:I{last})/B{}",
+                total + 5,
+                f = first + 1
+            ),
+            r.attainment,
+            &pct,
+        ),
+    ];
+    for (k, (label, f, v, fmt)) in rows.into_iter().enumerate() {
+        let row = total + k as u32;
+        ws.write_string_with_format(row, 0, label, &bold)?;
+        ws.write_formula_with_format(row, 1, num_formula(f, v), fmt)?;
+    }
+    Ok(())
+}
+
 fn write_table_sheet(ws: &mut Worksheet, t: &TableSheet) -> std::result::Result<(), XlsxError> {
     let header = header_format();
     let width = t.columns.len().min(16_384);
@@ -955,6 +1176,25 @@ pub fn sample_model() -> CostModel {
             },
         ],
         curves,
+        week: Some(WeekSheet {
+            label: "h100-sxm fp8 TP2 seqs256".into(),
+            gpu: "h100-sxm".into(),
+            tp: 2,
+            static_replicas: 3,
+            hours: (0..24)
+                .map(|h| {
+                    let rate =
+                        40.0 + 25.0 * ((h as f64 - 14.0) * std::f64::consts::PI / 12.0).cos();
+                    WeekHour {
+                        hour: h,
+                        rate_per_s: rate,
+                        planned_replicas: (rate / 26.9).ceil() as u32,
+                        replicas: (rate / 20.0).ceil(),
+                        slo_attainment: 1.0 - 0.0001 * h as f64,
+                    }
+                })
+                .collect(),
+        }),
     }
 }
 

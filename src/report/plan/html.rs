@@ -211,6 +211,67 @@ fn table(out: &mut String, p: &PlanResult) {
     out.push_str("</tbody></table></div>");
 }
 
+/// The period plan: what the autoscaled fleet costs and attains against the static one.
+fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
+    let _ = write!(
+        h,
+        "<div class=\"card\" id=\"week\"><h2 style=\"margin-top:0;border:0\">The period: {} hours, peak {:.2} req/s</h2>",
+        w.hours, w.peak_rate_per_s
+    );
+    if let Some(c) = w.chosen_candidate() {
+        h.push_str("<div class=\"kpis\">");
+        kpi(
+            h,
+            &format!("${:.0}", c.static_cost_usd),
+            "static fleet for the peak",
+        );
+        kpi(
+            h,
+            &format!("${:.0}", c.autoscaled_cost_usd),
+            "autoscaled (simulated)",
+        );
+        kpi(
+            h,
+            &format!(
+                "{:.0}%",
+                100.0 * (1.0 - c.autoscaled_cost_usd / c.static_cost_usd.max(1e-9))
+            ),
+            "saved by autoscaling",
+        );
+        kpi(
+            h,
+            &format!("{:.3}%", 100.0 * c.slo_attainment),
+            "SLO attainment over the period",
+        );
+        kpi(h, &c.lost_requests.to_string(), "requests failed");
+        let _ = write!(
+            h,
+            "</div><p>{} {} TP{} seqs {}: {} replicas static; the autoscaler paid {:.1} replica-hours with a {:.0} s cold start; sizing hour by hour (no cold start) would cost ${:.0}. Hour by hour in <a href=\"fleet.csv\">fleet.csv</a> and the Week sheet of cost.xlsx.</p>",
+            escape(&c.candidate.gpu),
+            escape(&c.candidate.dtype),
+            c.candidate.tp,
+            c.candidate.max_num_seqs,
+            c.static_replicas,
+            c.summary.billed_replica_hours,
+            c.cold_start_s,
+            c.planned_cost_usd
+        );
+    }
+    if let Some(s) = &w.spares {
+        let _ = write!(
+            h,
+            "<p>With the scenario's failures, the static fleet attains {:.3}% without spares and {:.3}% with {} spare(s).</p>",
+            100.0 * s.attainment_without_spares,
+            100.0 * s.attainment_with_spares,
+            s.spares
+        );
+    }
+    for n in &w.notes {
+        let _ = write!(h, "<p class=\"small\">Note: {}</p>", escape(n));
+    }
+    h.push_str("</div>");
+}
+
 /// Captions of the plots, by file stem.
 fn caption(stem: &str) -> &'static str {
     match stem {
@@ -219,6 +280,7 @@ fn caption(stem: &str) -> &'static str {
         "cost-vs-load" => "$ per million output tokens against the load on one replica, with the maximum rate within the SLOs and the capacity.",
         "latency-cdf" => "The chosen fleet's verification run at the target: TTFT and TPOT distributions with the SLOs.",
         "timeseries" => "The verification run over simulated time: running and waiting requests and KV use, with the warm-up and the drain marked.",
+        "week" => "The period hour by hour: the load; the replicas the autoscaler paid for and had ready against the hour-by-hour sizing and the static fleet; the p99 TTFT of each hour's requests against the SLO.",
         _ => "",
     }
 }
@@ -354,6 +416,9 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
             }
             h.push_str("</div>");
         }
+    }
+    if let Some(w) = &p.week {
+        week_section(&mut h, w);
     }
     let _ = write!(
         h,
