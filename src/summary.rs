@@ -142,6 +142,10 @@ pub struct RunSummary {
     pub replicas: u32,
     /// KV-cache capacity per replica, tokens.
     pub kv_capacity_tokens: u64,
+    /// Weight format (`bf16`, `fp16`, `fp8`).
+    pub weight_dtype: String,
+    /// KV-cache format the run used, `auto` resolved (`bf16`, `fp16`, `fp8`).
+    pub kv_cache_dtype: String,
     /// SLO outcomes.
     pub slo: SloReport,
     /// Why the run stopped early, if it did.
@@ -320,6 +324,8 @@ impl Resolved {
             num_gpus: gpus,
             replicas: self.sim.replicas,
             kv_capacity_tokens: self.memory.kv_tokens,
+            weight_dtype: self.deployment.weight_dtype.to_string(),
+            kv_cache_dtype: self.deployment.kv_dtype.to_string(),
             slo,
             truncated: out.truncated.clone(),
             steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
