@@ -1,0 +1,452 @@
+//! Issue #17, "one answer everywhere": the commands agree with each other, nothing leaves a
+//! plan in silence, and an SLO no candidate meets comes with guidance. One test (or a few) per
+//! point of the issue, each through the command line as a user would meet it.
+
+mod common;
+
+use std::path::Path;
+
+use common::servesim;
+use serde_json::Value;
+
+const CODE: &str = "scenarios/code-completion.toml";
+
+/// Exit code 2, an `error:` message, no panic.
+fn assert_input_error(code: i32, stderr: &str) {
+    assert_eq!(code, 2, "stderr: {stderr}");
+    assert!(stderr.starts_with("error:"), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// `servesim plan` with `args` into a temporary report folder: (exit code, stdout, stderr,
+/// plan.json when written).
+fn plan(args: &[&str]) -> (i32, String, String, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let mut all = vec!["plan"];
+    all.extend(args);
+    all.extend(["--out", report.to_str().unwrap()]);
+    let (code, out, err) = servesim(&all);
+    let file = std::fs::read_to_string(report.join("plan.json"))
+        .ok()
+        .map(|t| json(&t));
+    (code, out, err, file)
+}
+
+/// The `servesim run --format json` summary of `scenario` with `sets`.
+fn run_json(scenario: &str, sets: &[&str]) -> Value {
+    let mut args = vec!["run", scenario, "--format", "json"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (code, out, err) = servesim(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    json(&out)
+}
+
+/// The `servesim estimate --format json` of the deployment `flags`.
+fn estimate_json(flags: &[&str]) -> Value {
+    let mut args = vec!["estimate", "--format", "json"];
+    args.extend(flags);
+    let (code, out, err) = servesim(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    json(&out)
+}
+
+// --- 1. One resolver for every catalog name ----------------------------------------------
+
+#[test]
+fn a_gpu_alias_names_the_same_gpu_in_estimate_run_and_plan() {
+    let e = estimate_json(&["--model", "llama-3.1-8b", "--gpu", "h200", "--tp", "2"]);
+    assert_eq!(e["gpu"], "h200-sxm");
+    let r = run_json(
+        CODE,
+        &["deployment.gpu=\"h200\"", "workload.num_requests=20"],
+    );
+    assert_eq!(r["kv_capacity_tokens"], e["memory"]["kv_tokens"]);
+    // The issue's plan: H200 given by its short name is evaluated, priced, and can win.
+    let (code, _, err, p) = plan(&[
+        CODE,
+        "--format",
+        "json",
+        "--set",
+        "plan.gpus=[\"h100-sxm\", \"h200\"]",
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[1]",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = p.unwrap();
+    let h200: Vec<&Value> = p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["candidate"]["gpu"] == "h200-sxm")
+        .collect();
+    assert_eq!(h200.len(), 1, "{p}");
+    assert!(h200[0]["capacity_rate_per_replica"].as_f64().unwrap() > 0.0);
+    assert_eq!(h200[0]["price_usd_per_gpu_hour"], 4.0, "priced as h200-sxm");
+}
+
+#[test]
+fn an_unknown_name_exits_2_naming_the_file_the_key_and_the_valid_names() {
+    let (code, _, err, _) = plan(&[CODE, "--set", "plan.gpus=[\"h100-sxm\", \"h20\"]"]);
+    assert_input_error(code, &err);
+    assert!(
+        err.contains("scenarios/code-completion.toml: plan.gpus[1]: unknown gpu 'h20'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("h200-sxm") && err.contains("h200 = h200-sxm"),
+        "{err}"
+    );
+
+    let (code, _, err) = servesim(&["run", CODE, "--set", "deployment.gpu=\"h20\""]);
+    assert_input_error(code, &err);
+    assert!(
+        err.contains("scenarios/code-completion.toml: deployment.gpu: unknown gpu 'h20'"),
+        "{err}"
+    );
+    assert!(err.contains("h200-sxm"), "{err}");
+
+    let (code, _, err) = servesim(&["estimate", "--gpu", "h20"]);
+    assert_input_error(code, &err);
+    assert!(
+        err.contains("unknown gpu 'h20'") && err.contains("b200"),
+        "{err}"
+    );
+
+    let (code, _, err, _) = plan(&[CODE, "--set", "plan.dtypes=[\"fp4\"]"]);
+    assert_input_error(code, &err);
+    assert!(err.contains("plan.dtypes[0]: unknown dtype 'fp4'"), "{err}");
+
+    let (code, _, err) = servesim(&["run", CODE, "--set", "deployment.engine=\"vlm\""]);
+    assert_input_error(code, &err);
+    assert!(
+        err.contains("deployment.engine: unknown engine 'vlm'") && err.contains("trtllm"),
+        "{err}"
+    );
+}
+
+/// A GPU profile of its own (a copy of the H100's under another name): it has no price.
+fn unpriced_profile(dir: &Path) -> String {
+    let text = std::fs::read_to_string("calibration/gpus/h100-sxm.toml").unwrap();
+    let text = text.replace("name = \"h100-sxm\"", "name = \"my-gpu\"");
+    assert!(text.contains("name = \"my-gpu\""));
+    let path = dir.join("my-gpu.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_plan_whose_every_candidate_cannot_run_exits_2_with_each_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = unpriced_profile(dir.path());
+    let (code, _, err, p) = plan(&[CODE, "--set", &format!("plan.gpus=[\"{gpu}\"]")]);
+    assert_input_error(code, &err);
+    assert!(p.is_none(), "no report for bad input");
+    assert!(
+        err.contains("none of the 4 candidates of the search space can run"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("unknown price for gpu 'my-gpu'").count(),
+        4,
+        "{err}"
+    );
+    // With a price it plans.
+    let (code, _, err, _) = plan(&[
+        CODE,
+        "--price",
+        "2",
+        "--set",
+        &format!("plan.gpus=[\"{gpu}\"]"),
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[1]",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn no_candidate_leaves_the_plan_without_a_line_saying_which_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = unpriced_profile(dir.path());
+    // 18 candidates: 6 with an unpriced GPU, 4 more whose TP 3 does not divide the heads, so
+    // some fall below the table's 15 rows.
+    let (code, out, err, p) = plan(&[
+        CODE,
+        "--set",
+        &format!("plan.gpus=[\"h100\", \"h200\", \"{gpu}\"]"),
+        "--set",
+        "plan.tp=[1, 2, 3]",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = p.unwrap();
+    let candidates = p["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 18);
+    let not_run: Vec<&Value> = candidates
+        .iter()
+        .filter(|c| c["simulations"] == 0 && c["status"] == "infeasible")
+        .collect();
+    assert_eq!(not_run.len(), 10, "{p}");
+    for c in not_run {
+        let k = &c["candidate"];
+        let (gpu, dtype) = (k["gpu"].as_str().unwrap(), k["dtype"].as_str().unwrap());
+        let note = c["note"].as_str().unwrap();
+        let tp = k["tp"].as_u64().unwrap();
+        let said = out.lines().any(|l| {
+            l.contains(gpu)
+                && l.contains(dtype)
+                && l.contains(note)
+                && (l.contains(&format!("TP{tp} ")) || l.contains(&format!(" {tp}  256")))
+        });
+        assert!(said, "no line for {k} ({note}) in:\n{out}");
+    }
+    assert!(out.contains("Not run ("), "{out}");
+}
+
+// --- 2. One KV-format rule, printed in every summary ------------------------------------
+
+#[test]
+fn fp8_weights_with_auto_kv_run_an_fp8_kv_cache_in_every_command() {
+    let e = estimate_json(&["--model", "llama-3.1-70b", "--tp", "2", "--dtype", "fp8"]);
+    assert_eq!(e["kv_cache_dtype"], "fp8");
+    assert_eq!(e["kv_bytes_per_token"], 163_840.0, "1 byte per element");
+    let sets = [
+        "deployment.model=\"llama-3.1-70b\"",
+        "deployment.tp=2",
+        "deployment.dtype=\"fp8\"",
+        "workload.num_requests=20",
+    ];
+    let r = run_json(CODE, &sets);
+    assert_eq!(r["kv_cache_dtype"], "fp8");
+    assert_eq!(r["weight_dtype"], "fp8");
+    assert_eq!(r["kv_capacity_tokens"], e["memory"]["kv_tokens"]);
+    // An explicit format is kept, and halves the capacity back.
+    let mut bf16 = sets.to_vec();
+    bf16.push("deployment.kv_cache_dtype=\"bf16\"");
+    let r16 = run_json(CODE, &bf16);
+    assert_eq!(r16["kv_cache_dtype"], "bf16");
+    let (fp8_tokens, bf16_tokens) = (
+        r["kv_capacity_tokens"].as_f64().unwrap(),
+        r16["kv_capacity_tokens"].as_f64().unwrap(),
+    );
+    assert!(
+        (fp8_tokens / bf16_tokens - 2.0).abs() < 0.01,
+        "{fp8_tokens} {bf16_tokens}"
+    );
+
+    // The tables say it in words.
+    let (_, out, _) = servesim(&["estimate", "--model", "llama-3.1-8b", "--dtype", "fp8"]);
+    assert!(out.contains("fp8 weights, fp8 KV"), "{out}");
+    let mut args = vec!["run", CODE];
+    for s in &sets {
+        args.extend(["--set", s]);
+    }
+    let (_, out, _) = servesim(&args);
+    assert!(out.contains("fp8 weights, fp8 KV"), "{out}");
+    let (_, out, _) = servesim(&["estimate", "--model", "llama-3.1-8b"]);
+    assert!(out.contains("bf16 weights, bf16 KV"), "{out}");
+}
+
+#[test]
+fn the_plans_candidate_and_its_rerun_have_the_same_kv_format_and_capacity() {
+    let (code, _, err, p) = plan(&[
+        CODE,
+        "--format",
+        "json",
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[1]",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = p.unwrap();
+    let c = &p["candidates"][0];
+    assert_eq!(c["candidate"]["kv_cache_dtype"], "fp8");
+    // Re-created with `run` as a user would: weights and batch cap, the KV format left auto.
+    let r = run_json(
+        CODE,
+        &[
+            "deployment.dtype=\"fp8\"",
+            "deployment.tp=1",
+            "scheduler.max_num_seqs=256",
+            "workload.num_requests=20",
+        ],
+    );
+    assert_eq!(r["kv_cache_dtype"], "fp8");
+    assert_eq!(r["kv_capacity_tokens"], c["kv_capacity_tokens"]);
+}
+
+// --- 3. estimate and run (and bench) agree on the KV capacity ---------------------------
+
+#[test]
+fn estimate_run_and_bench_report_the_same_kv_capacity_per_replica() {
+    // The issue's figures: Llama-3.1-8B on an H100 (estimate 457,056 against run 449,056),
+    // Llama-2-7B (estimate 7,463 blocks against bench 7,379).
+    let e = estimate_json(&["--model", "llama-3.1-8b", "--gpu", "h100-sxm"]);
+    let r = run_json("scenarios/default.toml", &["workload.num_requests=20"]);
+    assert_eq!(e["memory"]["kv_tokens"], r["kv_capacity_tokens"]);
+
+    let e = estimate_json(&["--model", "llama-2-7b"]);
+    let (code, out, err) = servesim(&[
+        "bench",
+        "--model",
+        "llama-2-7b",
+        "--num-prompts",
+        "10",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let b = json(&out);
+    assert_eq!(e["memory"]["kv_tokens"], b["kv_capacity_tokens"]);
+    // And with the same scheduler flags.
+    let e = estimate_json(&[
+        "--model",
+        "llama-2-7b",
+        "--max-num-seqs",
+        "128",
+        "--max-num-batched-tokens",
+        "2048",
+    ]);
+    let (code, out, err) = servesim(&[
+        "bench",
+        "--model",
+        "llama-2-7b",
+        "--num-prompts",
+        "10",
+        "--max-num-seqs",
+        "128",
+        "--max-num-batched-tokens",
+        "2048",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(e["memory"]["kv_tokens"], json(&out)["kv_capacity_tokens"]);
+
+    // A replica's capacity is labelled as such (each GPU of a TP group holds a share of it).
+    let (_, out, _) = servesim(&["estimate", "--model", "llama-3.1-70b", "--tp", "4"]);
+    assert!(out.contains("KV capacity per replica"), "{out}");
+    assert!(!out.contains("KV capacity per GPU"), "{out}");
+}
+
+// --- 4. plan starts from its search space ----------------------------------------------
+
+#[test]
+fn plan_starts_from_its_search_space_when_the_scenarios_deployment_does_not_fit() {
+    // The chat scenario with Llama-3.1-405B bf16 at TP 4 on H100, which does not fit: `run`
+    // says so...
+    let chat = "scenarios/chat-slo.toml";
+    let base = [
+        "--set",
+        "deployment.model=\"llama-3.1-405b\"",
+        "--set",
+        "workload.arrival.rate_per_s=2",
+    ];
+    let mut args = vec!["run", chat];
+    args.extend(base);
+    let (code, _, err) = servesim(&args);
+    assert_input_error(code, &err);
+    assert!(err.contains("does not fit on h100-sxm at TP 4"), "{err}");
+    // ... but the plan's space (fp8, TP 8) holds feasible candidates, and the plan uses them.
+    let mut args = vec![chat, "--format", "json"];
+    args.extend(base);
+    args.extend([
+        "--set",
+        "plan.gpus=[\"h200-sxm\"]",
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[8]",
+        "--set",
+        "plan.max_num_seqs=[128]",
+    ]);
+    let (code, _, err, p) = plan(&args);
+    assert_eq!(code, 0, "{err}");
+    let p = p.unwrap();
+    let i = p["chosen"].as_u64().expect("a plan was chosen") as usize;
+    let c = &p["candidates"][i]["candidate"];
+    assert_eq!(
+        (c["dtype"].as_str(), c["tp"].as_u64()),
+        (Some("fp8"), Some(8))
+    );
+}
+
+// --- 5. An SLO no candidate meets gets guidance -----------------------------------------
+
+#[test]
+fn an_impossible_slo_prints_each_candidates_best_latencies_and_the_nearest_slo() {
+    let (code, out, err, p) = plan(&[CODE, "--set", "slo.ttft_ms=1", "--set", "slo.tpot_ms=1"]);
+    assert_eq!(code, 0, "{err}");
+    let p = p.unwrap();
+    assert!(p["chosen"].is_null());
+    assert!(
+        out.contains("Best latencies at light load"),
+        "no guidance in the table:\n{out}"
+    );
+    let candidates = p["candidates"].as_array().unwrap();
+    for c in candidates {
+        let l = &c["light_load"];
+        let line = format!(
+            "at {:.3} req/s per replica: p99 TTFT {:.1} ms, p99 TPOT {:.2} ms",
+            l["rate_per_s"].as_f64().unwrap(),
+            l["ttft_ms"].as_f64().unwrap(),
+            l["tpot_ms"].as_f64().unwrap()
+        );
+        let label = format!(
+            "{} {} TP{} seqs {}",
+            c["candidate"]["gpu"].as_str().unwrap(),
+            c["candidate"]["dtype"].as_str().unwrap(),
+            c["candidate"]["tp"],
+            c["candidate"]["max_num_seqs"]
+        );
+        assert!(
+            out.lines().any(|x| x.contains(&label) && x.contains(&line)),
+            "no line '{label} ... {line}' in:\n{out}"
+        );
+    }
+    let nearest = p["nearest_slo"].as_str().unwrap();
+    assert!(out.contains(nearest), "{out}");
+}
+
+// --- plan --seed ------------------------------------------------------------------------
+
+#[test]
+fn plan_seed_overrides_the_scenarios_seed() {
+    let space = [
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[1]",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args = vec![CODE, "--format", "json"];
+        args.extend(space);
+        args.extend(extra);
+        let (code, out, err, _) = plan(&args);
+        assert_eq!(code, 0, "{err}");
+        json(&out)
+    };
+    let by_flag = with(&["--seed", "11"]);
+    let by_key = with(&["--set", "seed=11"]);
+    assert_eq!(by_flag, by_key, "--seed 11 plans as seed = 11 does");
+    let default = with(&[]);
+    assert_ne!(
+        by_flag["candidates"][0]["capacity_rate_per_replica"],
+        default["candidates"][0]["capacity_rate_per_replica"],
+        "another seed draws other requests"
+    );
+}
