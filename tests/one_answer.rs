@@ -450,3 +450,196 @@ fn plan_seed_overrides_the_scenarios_seed() {
         "another seed draws other requests"
     );
 }
+
+// --- The catalog-wide check --------------------------------------------------------------
+
+/// KV capacity per replica and KV format one command reports for a deployment, or `None`
+/// when the command rejects it (exit 2).
+type Kv = Option<(u64, String)>;
+
+fn kv_of(args: &[&str], capacity: &dyn Fn(&Value) -> (u64, String)) -> Kv {
+    let (code, out, err) = servesim(args);
+    match code {
+        0 => Some(capacity(&json(&out))),
+        2 => {
+            assert!(err.starts_with("error:"), "{args:?}: {err}");
+            None
+        }
+        _ => panic!("{args:?}: exit {code}: {err}"),
+    }
+}
+
+/// Every model x GPU x dtype x TP of the catalog, at max_num_seqs 256: `estimate`, `run`,
+/// `bench` and the candidate of a `plan` agree on whether it fits, and where it fits on the
+/// KV capacity per replica and the KV format (`auto` resolved by the one rule).
+#[test]
+fn every_catalog_deployment_has_one_kv_capacity_and_format_in_every_command() {
+    use servesim::gpu::gpu_names;
+    use servesim::model::catalog_names;
+    let dir = tempfile::tempdir().unwrap();
+    let dtypes = ["bf16", "fp16", "fp8"];
+    let tps = [1u32, 2, 4, 8, 16];
+    let pairs: Vec<(&str, &str)> = catalog_names()
+        .into_iter()
+        .flat_map(|m| gpu_names().into_iter().map(move |g| (m, g)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let fitting = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(model, gpu)) = pairs.get(i) else {
+                    break;
+                };
+                let n = check_pair(dir.path(), model, gpu, &dtypes, &tps);
+                fitting.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+    });
+    let fitting = fitting.into_inner();
+    // 750 deployments; most fit (every model fits on some TP of every GPU).
+    eprintln!("{fitting} of 750 deployments fit");
+    assert!(fitting > 400, "only {fitting} deployments fit");
+}
+
+/// Checks one model on one GPU over `dtypes` x `tps`; returns how many fit.
+fn check_pair(dir: &Path, model: &str, gpu: &str, dtypes: &[&str], tps: &[u32]) -> usize {
+    let scenario = dir.join(format!("{model}-{gpu}.toml"));
+    std::fs::write(
+        &scenario,
+        format!(
+            r#"name = "kv"
+[deployment]
+model = "{model}"
+gpu = "{gpu}"
+[scheduler]
+max_num_seqs = 256
+[workload]
+num_requests = 1
+input = {{ kind = "fixed", tokens = 1 }}
+output = {{ kind = "fixed", tokens = 1 }}
+[workload.arrival]
+kind = "poisson"
+rate_per_s = 1.0
+[plan]
+target_rate_per_s = 1000000.0
+max_replicas = 1
+dtypes = {dtypes:?}
+tp = {tps:?}
+max_num_seqs = [256]
+[measure]
+min_requests = 100
+max_requests = 100
+"#
+        ),
+    )
+    .unwrap();
+    let sc = scenario.to_str().unwrap();
+    // The plan's candidates, by (dtype, tp).
+    let report = dir.join(format!("{model}-{gpu}-report"));
+    let (code, _, err) = servesim(&["plan", sc, "--out", report.to_str().unwrap()]);
+    let plan: Option<Value> = match code {
+        0 => Some(json(
+            &std::fs::read_to_string(report.join("plan.json")).unwrap(),
+        )),
+        2 => None, // no candidate can run: checked against the others below
+        _ => panic!("plan {model} {gpu}: exit {code}: {err}"),
+    };
+    let mut fits = 0;
+    for dtype in dtypes {
+        for &tp in tps {
+            let tp_s = tp.to_string();
+            let what = format!("{model} on {gpu}, {dtype}, TP {tp}");
+            let estimate = kv_of(
+                &[
+                    "estimate",
+                    "--model",
+                    model,
+                    "--gpu",
+                    gpu,
+                    "--dtype",
+                    dtype,
+                    "--tp",
+                    &tp_s,
+                    "--max-num-seqs",
+                    "256",
+                    "--format",
+                    "json",
+                ],
+                &|v| {
+                    (
+                        v["memory"]["kv_tokens"].as_u64().unwrap(),
+                        v["kv_cache_dtype"].as_str().unwrap().to_string(),
+                    )
+                },
+            );
+            let summary = |v: &Value| {
+                (
+                    v["kv_capacity_tokens"].as_u64().unwrap(),
+                    v["kv_cache_dtype"].as_str().unwrap().to_string(),
+                )
+            };
+            let set_dtype = format!("deployment.dtype=\"{dtype}\"");
+            let set_tp = format!("deployment.tp={tp}");
+            let run = kv_of(
+                &[
+                    "run", sc, "--set", &set_dtype, "--set", &set_tp, "--format", "json",
+                ],
+                &summary,
+            );
+            let bench = kv_of(
+                &[
+                    "bench",
+                    "--model",
+                    model,
+                    "--gpu",
+                    gpu,
+                    "--dtype",
+                    dtype,
+                    "--tp",
+                    &tp_s,
+                    "--max-num-seqs",
+                    "256",
+                    "--num-prompts",
+                    "1",
+                    "--input-len",
+                    "1",
+                    "--output-len",
+                    "1",
+                    "--format",
+                    "json",
+                ],
+                &summary,
+            );
+            let candidate: Kv = plan.as_ref().and_then(|p| {
+                let c = p["candidates"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["candidate"]["dtype"] == *dtype && c["candidate"]["tp"] == tp)
+                    .unwrap_or_else(|| panic!("{what}: not among the plan's candidates"));
+                let kv = c["kv_capacity_tokens"].as_u64().unwrap();
+                (kv > 0).then(|| {
+                    (
+                        kv,
+                        c["candidate"]["kv_cache_dtype"]
+                            .as_str()
+                            .unwrap()
+                            .to_string(),
+                    )
+                })
+            });
+            assert_eq!(estimate, run, "{what}: estimate against run");
+            assert_eq!(estimate, bench, "{what}: estimate against bench");
+            assert_eq!(estimate, candidate, "{what}: estimate against plan");
+            if let Some((tokens, format)) = estimate {
+                // auto follows the weights: fp8 -> fp8, bf16 -> bf16, fp16 -> fp16.
+                assert_eq!(format, *dtype, "{what}");
+                assert!(tokens > 0, "{what}");
+                fits += 1;
+            }
+        }
+    }
+    fits
+}
