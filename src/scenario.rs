@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog;
 use crate::engine::EngineProfile;
 use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
@@ -354,8 +355,12 @@ impl Scenario {
             let reason = inner.lines().next().unwrap_or("").trim().to_string();
             Error::config(origin, key, reason)
         })?;
-        if let Some(dir) = Path::new(origin).parent() {
-            resolve_workload_paths(&mut sc.workload, dir);
+        // Paths inside a file resolve from the file's folder; `<embedded ...>` and flags
+        // have none.
+        if !origin.starts_with('<') {
+            if let Some(dir) = Path::new(origin).parent() {
+                sc.resolve_paths(dir);
+            }
         }
         Ok(sc)
     }
@@ -802,5 +807,29 @@ fn resolve_workload_paths(w: &mut WorkloadConfig, dir: &Path) {
         if let LengthConfig::Empirical { path } = l {
             *path = resolve_relative(dir, path);
         }
+    }
+}
+
+/// A model, GPU or engine given as a path, relative to `dir`; a catalog name stays.
+fn resolve_catalog_path(kind: catalog::Kind, dir: &Path, given: &mut String) {
+    if let Ok(catalog::Entry::Path(_)) = catalog::resolve(kind, given) {
+        *given = resolve_relative(dir, given);
+    }
+}
+
+impl Scenario {
+    /// Makes every file path the scenario names relative to `dir`, the scenario file's folder:
+    /// `deployment.model`, `deployment.gpu`, `deployment.engine` and `plan.gpus` when they are
+    /// paths rather than catalog names, the trace and empirical length files.
+    fn resolve_paths(&mut self, dir: &Path) {
+        use catalog::Kind;
+        let d = &mut self.deployment;
+        resolve_catalog_path(Kind::Model, dir, &mut d.model);
+        resolve_catalog_path(Kind::Gpu, dir, &mut d.gpu);
+        resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
+        for g in self.plan.gpus.iter_mut().flatten() {
+            resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        resolve_workload_paths(&mut self.workload, dir);
     }
 }
