@@ -150,6 +150,8 @@ pub struct RunSummary {
     pub slo: SloReport,
     /// Why the run stopped early, if it did.
     pub truncated: Option<String>,
+    /// What looked wrong in the input without being an error, one sentence each.
+    pub warnings: Vec<String>,
     /// The steady state (warm-up and drain removed, with confidence intervals), when the run
     /// kept a request log and its arrivals are stationary.
     pub steady_state: Option<SteadyState>,
@@ -227,7 +229,9 @@ impl Resolved {
         let mut sim = self.sim.clone();
         sim.seed = seed;
         let out = simulate(&sim, &step, &mut gen);
-        Ok(self.summarize(&out))
+        let mut result = self.summarize(&out);
+        result.summary.warnings = gen.warnings().to_vec();
+        Ok(result)
     }
 
     /// Builds the summary of a finished simulation.
@@ -328,6 +332,7 @@ impl Resolved {
             kv_cache_dtype: self.deployment.kv_dtype.to_string(),
             slo,
             truncated: out.truncated.clone(),
+            warnings: Vec::new(),
             steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
                 analyze(
                     m.log.records(),
