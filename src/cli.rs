@@ -298,6 +298,9 @@ pub struct SweepArgs {
     /// Override any scenario key for every point (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Output format on stdout (default: table on a terminal, csv when piped).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Output folder for sweep.csv and sweep.json.
     #[arg(long, default_value = "servesim-sweep")]
     pub out: PathBuf,
