@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::servesim;
+use common::{servesim, servesim_in};
 use serde_json::Value;
 
 const CODE: &str = "scenarios/code-completion.toml";
@@ -448,6 +448,267 @@ fn plan_seed_overrides_the_scenarios_seed() {
         by_flag["candidates"][0]["capacity_rate_per_replica"],
         default["candidates"][0]["capacity_rate_per_replica"],
         "another seed draws other requests"
+    );
+}
+
+// --- 6. Smaller friction ---------------------------------------------------------------
+
+#[test]
+fn sweep_prints_a_table_json_or_csv_and_csv_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sweep");
+    let sweep = |format: Option<&str>| {
+        let mut args = vec![
+            "sweep",
+            "scenarios/chat-slo.toml",
+            "--vary",
+            "workload.arrival.rate_per_s=10,20",
+            "--vary",
+            "deployment.tp=3,4",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        if let Some(f) = format {
+            args.extend(["--format", f]);
+        }
+        let (code, out, err) = servesim(&args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let table = sweep(Some("table"));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("servesim sweep: chat-slo (4 points, 2 failed)"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("workload.arrival.rate_per_s  deployment.tp  req/s")
+            && lines[1].contains("p99 TTFT ms")
+            && lines[1].contains("verdict"),
+        "{table}"
+    );
+    // One row per point, in grid order (first key outermost), values first.
+    for (i, (rate, tp)) in [("10", "3"), ("10", "4"), ("20", "3"), ("20", "4")]
+        .iter()
+        .enumerate()
+    {
+        let cells: Vec<&str> = lines[2 + i].split_whitespace().collect();
+        assert_eq!((cells[0], cells[1]), (*rate, *tp), "{table}");
+        if *tp == "3" {
+            assert!(lines[2 + i].contains("error:") && lines[2 + i].contains("does not divide"));
+        } else {
+            assert!(lines[2 + i].contains("sustainable"), "{table}");
+        }
+    }
+    let csv = sweep(Some("csv"));
+    assert_eq!(
+        csv,
+        std::fs::read_to_string(out_dir.join("sweep.csv")).unwrap()
+    );
+    assert_eq!(sweep(None), csv, "stdout is a pipe here: csv by default");
+    let json_out = json(&sweep(Some("json")));
+    let file = json(&std::fs::read_to_string(out_dir.join("sweep.json")).unwrap());
+    assert_eq!(json_out, file);
+    assert_eq!(json_out.as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn the_sweep_docs_page_exists_and_its_commands_run() {
+    let page = std::fs::read_to_string("docs/sweep.md").expect("docs/sweep.md");
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    assert!(readme.contains("docs/sweep.md"), "README links the page");
+    // Every `$ servesim sweep` command of the page runs (continuation lines joined).
+    let mut commands = Vec::new();
+    let mut lines = page.lines();
+    while let Some(l) = lines.next() {
+        if let Some(c) = l.strip_prefix("$ servesim sweep ") {
+            let mut c = c.to_string();
+            while c.ends_with('\\') {
+                c.pop();
+                c.push_str(lines.next().unwrap().trim());
+            }
+            commands.push(c);
+        }
+    }
+    assert!(commands.len() >= 4, "{commands:?}");
+    let dir = tempfile::tempdir().unwrap();
+    for c in &commands {
+        // The page's shell quoting: single quotes around words without spaces.
+        let mut args = vec!["sweep".to_string()];
+        args.extend(
+            c.split_whitespace()
+                .map(|w| w.trim_matches('\'').to_string()),
+        );
+        args.extend(["--out".into(), dir.path().display().to_string()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = servesim(&refs);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn every_path_in_a_scenario_resolves_from_the_scenario_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let folder = root.join("scenarios");
+    // A config.json in a folder named `my` (the issue's case), a GPU profile and an engine
+    // profile of one's own, all beside the scenario.
+    std::fs::create_dir_all(folder.join("my")).unwrap();
+    std::fs::create_dir_all(folder.join("profiles")).unwrap();
+    std::fs::write(
+        folder.join("my/config.json"),
+        r#"{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+            "vocab_size": 128256, "max_position_embeddings": 131072}"#,
+    )
+    .unwrap();
+    let gpu = std::fs::read_to_string("calibration/gpus/h100-sxm.toml").unwrap();
+    std::fs::write(folder.join("profiles/gpu.toml"), gpu).unwrap();
+    let engine = std::fs::read_to_string("calibration/engines/vllm.toml").unwrap();
+    std::fs::write(folder.join("profiles/engine.toml"), engine).unwrap();
+    std::fs::write(folder.join("lengths.txt"), "100\n200\n300\n").unwrap();
+    std::fs::write(
+        folder.join("s.toml"),
+        r#"name = "paths"
+[deployment]
+model = "my/config.json"
+gpu = "profiles/gpu.toml"
+engine = "profiles/engine.toml"
+[workload]
+num_requests = 50
+input = { kind = "empirical", path = "lengths.txt" }
+output = { kind = "fixed", tokens = 20 }
+[workload.arrival]
+kind = "poisson"
+rate_per_s = 5.0
+[slo]
+ttft_ms = 2000.0
+[plan]
+gpus = ["profiles/gpu.toml", "h200"]
+dtypes = ["fp8"]
+tp = [1]
+max_num_seqs = [64]
+"#,
+    )
+    .unwrap();
+    // Run from another directory: the working directory must not matter.
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let (code, out, err) = servesim_in(&elsewhere, &["run", "../scenarios/s.toml"]);
+    assert_eq!(code, 0, "{err}");
+    // Named by type and size, not by its folder `my`.
+    assert!(out.contains("llama-8.0B on 1 replica(s)"), "{out}");
+    let report = root.join("report");
+    let (code, _, err) = servesim_in(
+        &elsewhere,
+        &[
+            "plan",
+            "../scenarios/s.toml",
+            "--price",
+            "2",
+            "--format",
+            "json",
+            "--out",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let p = json(&std::fs::read_to_string(report.join("plan.json")).unwrap());
+    for c in p["candidates"].as_array().unwrap() {
+        assert!(
+            c["capacity_rate_per_replica"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+    }
+}
+
+/// A servesim trace of `rows` arrivals `gap` apart on average (exponential), written as is.
+fn write_trace(path: &Path, rows: usize, mean_gap: f64) {
+    let mut text = String::from("arrival_s,input_tokens,output_tokens\n");
+    let mut t = 0.0;
+    let mut x: u64 = 12345;
+    for _ in 0..rows {
+        // A small LCG: the test needs spread-out gaps, not good randomness.
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        t += -mean_gap * u.ln();
+        text.push_str(&format!("{t:.3},200,50\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_trace_that_looks_like_milliseconds_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1,500 arrivals 0.5 s apart on average, written in milliseconds.
+    write_trace(&dir.path().join("ms.csv"), 1500, 500.0);
+    write_trace(&dir.path().join("s.csv"), 1500, 0.5);
+    write_trace(&dir.path().join("short.csv"), 900, 500.0);
+    let scenario = |trace: &str| {
+        let path = dir.path().join(format!("{trace}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\n\
+                 [workload.arrival]\nkind = \"trace\"\npath = \"{trace}\"\n"
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let warnings = |trace: &str, extra: &[&str]| {
+        let sc = scenario(trace);
+        let mut args = vec!["run", sc.as_str(), "--format", "json"];
+        for e in extra {
+            args.extend(["--set", e]);
+        }
+        let (code, out, err) = servesim(&args);
+        assert_eq!(code, 0, "{err}");
+        let w: Vec<String> = json(&out)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect();
+        for x in &w {
+            assert!(err.contains(x.as_str()), "on stderr too: {err}");
+        }
+        w
+    };
+    let w = warnings("ms.csv", &[]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("ms.csv") && w[0].contains("milliseconds") && w[0].contains("time_scale"),
+        "{w:?}"
+    );
+    assert!(warnings("ms.csv", &["workload.arrival.time_scale=0.001"]).is_empty());
+    assert!(warnings("s.csv", &[]).is_empty());
+    assert!(
+        warnings("short.csv", &[]).is_empty(),
+        "1,000 rows or fewer: no judgement"
+    );
+    // The table says it too.
+    let sc = scenario("ms.csv");
+    let (_, out, _) = servesim(&["run", &sc]);
+    assert!(
+        out.contains("WARNING:") && out.contains("milliseconds"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_annotated_example_is_the_shipped_file() {
+    let doc = std::fs::read_to_string("docs/scenarios.md").unwrap();
+    let section = &doc[doc.find("## An annotated example").expect("the section")..];
+    let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    let shipped = std::fs::read_to_string("scenarios/chat-slo.toml").unwrap();
+    assert_eq!(
+        &section[start..end],
+        shipped,
+        "docs/scenarios.md's annotated example differs from scenarios/chat-slo.toml"
     );
 }
 
