@@ -296,11 +296,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 c.replicas,
                 c.candidate.tp,
                 c.candidate.dtype,
-                if c.candidate.kv_cache_dtype == "auto" {
-                    "16-bit"
-                } else {
-                    &c.candidate.kv_cache_dtype
-                },
+                c.candidate.kv_cache_dtype,
                 c.candidate.max_num_seqs
             );
             let _ = writeln!(
