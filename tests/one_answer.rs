@@ -209,7 +209,7 @@ fn no_candidate_leaves_the_plan_without_a_line_saying_which_and_why() {
         });
         assert!(said, "no line for {k} ({note}) in:\n{out}");
     }
-    assert!(out.contains("Not run ("), "{out}");
+    assert!(out.contains("Infeasible, below the table ("), "{out}");
 }
 
 // --- 2. One KV-format rule, printed in every summary ------------------------------------

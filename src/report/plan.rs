@@ -81,36 +81,49 @@ fn fleet_line(label: &str, m: &Measurement) -> String {
     )
 }
 
-/// Lines for the candidates that never ran (no price, the deployment does not resolve or does
-/// not fit) and are not among the first `shown` rows of the table, one per GPU x dtype x TP
-/// with its batch caps, so none leaves the plan unsaid.
-fn not_run_lines(t: &mut String, p: &PlanResult, shown: usize) {
-    let not_run: Vec<&CandidateResult> = p
+/// Lines for the infeasible candidates below the first `shown` rows of the table (those that
+/// never ran: no price, the deployment does not resolve or does not fit; and those that ran
+/// and cannot serve the target), one per GPU x dtype x TP and reason with its batch caps, so
+/// none leaves the plan unsaid.
+fn below_table_lines(t: &mut String, p: &PlanResult, shown: usize) {
+    let below: Vec<&CandidateResult> = p
         .candidates
         .iter()
         .skip(shown)
-        .filter(|c| c.status == Status::Infeasible && c.simulations == 0)
+        .filter(|c| c.status == Status::Infeasible)
         .collect();
-    if not_run.is_empty() {
+    if below.is_empty() {
         return;
     }
+    let not_run = below.iter().filter(|c| c.simulations == 0).count();
     let _ = writeln!(
         t,
-        "Not run ({} of the candidates below the table):",
-        not_run.len(),
+        "Infeasible, below the table ({} candidates, {not_run} of them not run):",
+        below.len(),
     );
-    let mut groups: Vec<(&CandidateResult, Vec<u32>)> = Vec::new();
-    for c in not_run {
+    // The same reason up to its figures, for the same GPU, dtype and TP: one line.
+    let reason = |c: &CandidateResult| -> String {
+        c.note
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .filter(|ch| !ch.is_ascii_digit())
+            .collect()
+    };
+    let mut groups: Vec<(&CandidateResult, String, Vec<u32>)> = Vec::new();
+    for c in below {
         let k = &c.candidate;
-        match groups.iter_mut().find(|(g, _)| {
+        let why = reason(c);
+        match groups.iter_mut().find(|(g, w, _)| {
             let gk = &g.candidate;
             (gk.gpu.as_str(), gk.dtype.as_str(), gk.tp) == (k.gpu.as_str(), k.dtype.as_str(), k.tp)
+                && *w == why
         }) {
-            Some((_, seqs)) => seqs.push(k.max_num_seqs),
-            None => groups.push((c, vec![k.max_num_seqs])),
+            Some((_, _, seqs)) => seqs.push(k.max_num_seqs),
+            None => groups.push((c, why, vec![k.max_num_seqs])),
         }
     }
-    for (c, seqs) in groups {
+    for (c, _, seqs) in groups {
         let k = &c.candidate;
         let _ = writeln!(
             t,
@@ -271,7 +284,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             p.candidates.len() - TABLE_ROWS
         );
     }
-    not_run_lines(&mut t, p, TABLE_ROWS);
+    below_table_lines(&mut t, p, TABLE_ROWS);
     let pruned = p
         .candidates
         .iter()
