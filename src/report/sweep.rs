@@ -37,6 +37,7 @@ pub fn write_sweep_text(
             "p99 TTFT ms",
             "p99 TPOT ms",
             "goodput",
+            "weights/KV",
             "KV tokens",
             "preempt",
             "verdict",
@@ -94,13 +95,14 @@ pub fn write_sweep_text(
                     format!("{ttft:.1}"),
                     format!("{tpot:.2}"),
                     format!("{:.1}%", 100.0 * good),
+                    format!("{}/{}", s.weight_dtype, s.kv_cache_dtype),
                     s.kv_capacity_tokens.to_string(),
                     s.preemptions.to_string(),
                     verdict,
                 ]);
             }
             (None, e) => {
-                row.extend(std::iter::repeat_n("-".to_string(), 7));
+                row.extend(std::iter::repeat_n("-".to_string(), 8));
                 row.push(format!("error: {}", e.as_deref().unwrap_or("")));
             }
         }
