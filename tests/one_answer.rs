@@ -94,6 +94,22 @@ fn a_gpu_alias_names_the_same_gpu_in_estimate_run_and_plan() {
 }
 
 #[test]
+fn an_engine_alias_selects_the_same_rows_in_validate_as_its_name() {
+    let rows = |engine: &str| {
+        let (code, out, err) = servesim(&["validate", "--engine", engine, "--format", "json"]);
+        assert_eq!(code, 0, "{engine}: {err}");
+        json(&out)
+    };
+    assert_eq!(rows("tensorrt-llm"), rows("trtllm"));
+    let (code, _, err) = servesim(&["validate", "--engine", "vlm"]);
+    assert_input_error(code, &err);
+    assert!(
+        err.contains("--engine") && err.contains("unknown engine 'vlm'") && err.contains("vllm"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unknown_name_exits_2_naming_the_file_the_key_and_the_valid_names() {
     let (code, _, err, _) = plan(&[CODE, "--set", "plan.gpus=[\"h100-sxm\", \"h20\"]"]);
     assert_input_error(code, &err);
