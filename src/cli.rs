@@ -89,6 +89,13 @@ pub struct EstimateArgs {
     /// Prompt tokens prefilled in the same iteration (one chunk, no prior context).
     #[arg(long = "prefill-tokens", default_value_t = 0)]
     pub prefill_tokens: u32,
+    /// Engine's max_num_seqs the memory plan reserves for (default: the engine's for the GPU).
+    #[arg(long = "max-num-seqs")]
+    pub max_num_seqs: Option<u32>,
+    /// Engine's max_num_batched_tokens the memory plan reserves activations for (default: the
+    /// engine's for the GPU).
+    #[arg(long = "max-num-batched-tokens")]
+    pub max_num_batched_tokens: Option<u32>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -295,6 +302,9 @@ pub struct SweepArgs {
     /// Override any scenario key for every point (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Output format on stdout (default: table on a terminal, csv when piped).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Output folder for sweep.csv and sweep.json.
     #[arg(long, default_value = "servesim-sweep")]
     pub out: PathBuf,

@@ -14,10 +14,7 @@ mod validate_kernels;
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, DeploymentArgs};
-use servesim::engine::EngineProfile;
-use servesim::gpu::GpuProfile;
-use servesim::model::load_model;
-use servesim::roofline::Deployment;
+use servesim::scenario::{DeploymentConfig, SchedulerOverrides};
 
 /// Runs the command the flags name.
 pub fn dispatch(cli: Cli) -> Result<()> {
@@ -34,35 +31,30 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
-/// Builds a validated deployment from flags.
-pub fn deployment_from_args(a: &DeploymentArgs) -> servesim::Result<Deployment> {
-    let dtype = a
-        .dtype
-        .parse()
-        .map_err(|e: String| servesim::Error::config("--dtype", "dtype", e))?;
-    let kv = a
-        .kv_cache_dtype
-        .parse()
-        .map_err(|e: String| servesim::Error::config("--kv-cache-dtype", "kv_cache_dtype", e))?;
-    let mut engine = EngineProfile::load(&a.engine)?;
-    if let Some(u) = a.gpu_memory_utilization {
-        if !(u > 0.0 && u <= 1.0) {
-            return Err(servesim::Error::config(
-                "--gpu-memory-utilization",
-                "gpu_memory_utilization",
-                format!("must be in (0, 1], got {u}"),
-            ));
-        }
-        engine.scheduler.gpu_memory_utilization = u;
-    }
-    let dep = Deployment {
-        model: load_model(&a.model)?,
-        gpu: GpuProfile::load(&a.gpu)?,
-        engine,
-        tp: a.tp,
-        weight_dtype: dtype,
-        kv_dtype: kv,
-    };
-    dep.validate()?;
-    Ok(dep)
+/// The deployment and scheduler settings the flags name, as a scenario would write them, so
+/// that flags and scenario files share one resolver ([`servesim::scenario::resolve_deployment`]).
+pub fn deployment_config(
+    a: &DeploymentArgs,
+    max_num_seqs: Option<u32>,
+    max_num_batched_tokens: Option<u32>,
+) -> (DeploymentConfig, SchedulerOverrides) {
+    (
+        DeploymentConfig {
+            model: a.model.clone(),
+            gpu: a.gpu.clone(),
+            tp: a.tp,
+            dtype: a.dtype.clone(),
+            kv_cache_dtype: a.kv_cache_dtype.clone(),
+            engine: a.engine.clone(),
+            replicas: 1,
+            router: Default::default(),
+            step_time_scale: 1.0,
+        },
+        SchedulerOverrides {
+            max_num_seqs,
+            max_num_batched_tokens,
+            gpu_memory_utilization: a.gpu_memory_utilization,
+            ..Default::default()
+        },
+    )
 }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
 
 /// Scheduler defaults of an engine; a scenario may override each.
@@ -108,25 +109,22 @@ pub fn engine_names() -> Vec<&'static str> {
 }
 
 impl EngineProfile {
-    /// Loads an engine profile by name (`tensorrt-llm` is accepted for `trtllm`) or path.
+    /// Loads an engine profile by name or alias ([`crate::catalog`]: `tensorrt-llm` is
+    /// `trtllm`) or from a path to a TOML file.
     pub fn load(name_or_path: &str) -> Result<Self> {
-        let lower = name_or_path.to_ascii_lowercase();
-        let name = match lower.as_str() {
-            "tensorrt-llm" | "tensorrt_llm" | "trt-llm" => "trtllm",
-            other => other,
-        };
-        let (origin, text) = if let Some((n, text)) = CATALOG.iter().find(|(n, _)| *n == name) {
-            (format!("calibration/engines/{n}.toml"), text.to_string())
-        } else if name_or_path.ends_with(".toml") {
-            let text =
-                std::fs::read_to_string(name_or_path).map_err(|e| Error::io(name_or_path, e))?;
-            (name_or_path.to_string(), text)
-        } else {
-            return Err(Error::Unknown {
-                kind: "engine",
-                name: name_or_path.to_string(),
-                known: engine_names().join(", "),
-            });
+        let (origin, text) = match catalog::resolve(Kind::Engine, name_or_path)? {
+            Entry::Catalog(name) => (
+                format!("calibration/engines/{name}.toml"),
+                CATALOG
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, t)| t.to_string())
+                    .unwrap_or_default(), // resolve() only returns names of CATALOG
+            ),
+            Entry::Path(path) => (
+                name_or_path.to_string(),
+                std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?,
+            ),
         };
         let p: EngineProfile = toml::from_str(&text).map_err(|e| Error::Parse {
             path: origin.clone(),

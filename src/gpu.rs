@@ -2,10 +2,9 @@
 //! step-time model reads. Profiles live in `calibration/gpus/*.toml` (embedded in the binary);
 //! a path to a profile file (for example one written by `servesim fit`) is accepted too.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
 
 /// Vendor datasheet figures (peaks; never reached in practice).
@@ -141,18 +140,6 @@ pub fn gpu_names() -> Vec<&'static str> {
     CATALOG.iter().map(|(n, _)| *n).collect()
 }
 
-/// Common spellings mapped to catalog names (`h100` is the SXM part, as the field uses it).
-fn canonical(name: &str) -> String {
-    let lower = name.to_ascii_lowercase();
-    match lower.as_str() {
-        "h100" | "h100-sxm5" | "h100_sxm" => "h100-sxm".into(),
-        "h200" | "h200_sxm" => "h200-sxm".into(),
-        "a100" | "a100-sxm" | "a100-80gb" => "a100-sxm-80gb".into(),
-        "b200-sxm" => "b200".into(),
-        _ => lower,
-    }
-}
-
 impl GpuProfile {
     /// Parses a profile from TOML text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
@@ -164,22 +151,23 @@ impl GpuProfile {
         Ok(p)
     }
 
-    /// Loads a profile by catalog name (or common alias) or from a path to a TOML file.
+    /// Loads a profile by catalog name or alias ([`crate::catalog`]) or from a path to a TOML
+    /// file.
     pub fn load(name_or_path: &str) -> Result<Self> {
-        let name = canonical(name_or_path);
-        if let Some((n, text)) = CATALOG.iter().find(|(n, _)| *n == name) {
-            return Self::from_toml(text, &format!("calibration/gpus/{n}.toml"));
+        match catalog::resolve(Kind::Gpu, name_or_path)? {
+            Entry::Catalog(name) => {
+                let text = CATALOG
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, t)| *t)
+                    .unwrap_or_default(); // resolve() only returns names of CATALOG
+                Self::from_toml(text, &format!("calibration/gpus/{name}.toml"))
+            }
+            Entry::Path(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+                Self::from_toml(&text, name_or_path)
+            }
         }
-        if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
-            let path = Path::new(name_or_path);
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            return Self::from_toml(&text, name_or_path);
-        }
-        Err(Error::Unknown {
-            kind: "gpu",
-            name: name_or_path.to_string(),
-            known: gpu_names().join(", ") + " (or a path to a profile .toml)",
-        })
     }
 
     /// Checks every figure is positive and every fraction in (0, 1].

@@ -6,6 +6,7 @@
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
 pub mod calibrate;
+pub mod catalog;
 pub mod engine;
 pub mod error;
 pub mod gpu;

@@ -37,8 +37,11 @@ pub use sweep::{parse_vary, sweep, SweepPoint, SweepTable, Vary};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
+use crate::gpu::GpuProfile;
 use crate::metrics::steady_state::{SteadyState, SteadyStateConfig};
+use crate::precision::{KvDtype, WeightDtype};
 use crate::scenario::Scenario;
 use crate::summary::RunResult;
 use pricing::{cost, Cost, PriceCatalog, PriceColumn};
@@ -50,7 +53,8 @@ pub struct Candidate {
     pub gpu: String,
     /// Weight format.
     pub dtype: String,
-    /// KV format.
+    /// KV format the candidate runs with: the scenario's `kv_cache_dtype` under the one rule
+    /// ([`KvDtype::resolve`]: `auto` follows the weights), as `run` resolves it.
     pub kv_cache_dtype: String,
     /// TP degree.
     pub tp: u32,
@@ -94,6 +98,9 @@ pub struct CandidateResult {
     pub note: Option<String>,
     /// $/GPU-hour (0 when unknown).
     pub price_usd_per_gpu_hour: f64,
+    /// KV capacity of one replica, tokens, as `estimate` and `run` report it for this
+    /// deployment (0 when it does not resolve).
+    pub kv_capacity_tokens: u64,
     /// Steady-state capacity of one replica: completed requests/s of a saturated closed loop.
     pub capacity_rate_per_replica: f64,
     /// Output tokens/s of one replica at capacity.
@@ -274,12 +281,7 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
                     out.push(Candidate {
                         gpu: g.clone(),
                         dtype: dt.clone(),
-                        // FP8 weights come with an FP8 KV cache, as FP8 deployments run.
-                        kv_cache_dtype: if dt == "fp8" {
-                            "fp8".into()
-                        } else {
-                            d.kv_cache_dtype.clone()
-                        },
+                        kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
                         tp,
                         max_num_seqs: s,
                     });
@@ -288,6 +290,16 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// The KV format a deployment of weights `dtype` runs with under the scenario's
+/// `kv_cache_dtype` setting: the rule every command applies ([`KvDtype::resolve`]). An
+/// unparsable value stays as written (resolving the candidate then names it).
+fn kv_format(setting: &str, dtype: &str) -> String {
+    match (setting.parse::<KvDtype>(), dtype.parse::<WeightDtype>()) {
+        (Ok(k), Ok(w)) => k.resolve(w).to_string(),
+        _ => setting.to_string(),
+    }
 }
 
 /// The base scenario with one replica of candidate `c`, every step `scale` times the model's.
@@ -307,6 +319,94 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
         s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
     }
     s
+}
+
+/// The base scenario with every name of its search space checked and made canonical:
+/// `plan.gpus` through the catalog's resolver (aliases become catalog names, a path must load),
+/// `plan.dtypes` as weight formats; TP degrees and batch caps at least 1. Errors name the key,
+/// e.g. `plan.gpus[1]`, and the valid names.
+fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
+    let mut s = base.clone();
+    let p = &mut s.plan;
+    if let Some(gpus) = &mut p.gpus {
+        for (i, g) in gpus.iter_mut().enumerate() {
+            let key = || format!("plan.gpus[{i}]");
+            match catalog::resolve(Kind::Gpu, g)
+                .map_err(|e| Error::config(origin, key(), e.to_string()))?
+            {
+                Entry::Catalog(name) => *g = name.to_string(),
+                Entry::Path(_) => {
+                    GpuProfile::load(g).map_err(|e| Error::config(origin, key(), e.to_string()))?;
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        gpus.retain(|g| seen.insert(g.clone()));
+    }
+    if let Some(dtypes) = &mut p.dtypes {
+        for (i, d) in dtypes.iter_mut().enumerate() {
+            let w: WeightDtype = d
+                .parse()
+                .map_err(|e: String| Error::config(origin, format!("plan.dtypes[{i}]"), e))?;
+            *d = w.to_string();
+        }
+        let mut seen = std::collections::HashSet::new();
+        dtypes.retain(|d| seen.insert(d.clone()));
+    }
+    for (key, list) in [("plan.tp", &p.tp), ("plan.max_num_seqs", &p.max_num_seqs)] {
+        if let Some(i) = list.iter().flatten().position(|&v| v == 0) {
+            return Err(Error::config(
+                origin,
+                format!("{key}[{i}]"),
+                "must be >= 1, got 0",
+            ));
+        }
+        if list.as_ref().is_some_and(|l| l.is_empty()) {
+            return Err(Error::config(
+                origin,
+                key,
+                "is empty: list at least one value",
+            ));
+        }
+    }
+    for (key, list) in [("plan.gpus", &p.gpus), ("plan.dtypes", &p.dtypes)] {
+        if list.as_ref().is_some_and(|l| l.is_empty()) {
+            return Err(Error::config(
+                origin,
+                key,
+                "is empty: list at least one value",
+            ));
+        }
+    }
+    Ok(s)
+}
+
+/// Whether candidate `c` can run at all: its deployment resolves (as `run` would resolve it)
+/// and its GPU has a price. Gives its $/GPU-hour and one replica's KV capacity, tokens.
+fn entry_check(
+    base: &Scenario,
+    origin: &str,
+    c: &Candidate,
+    prices: &PriceCatalog,
+    column: PriceColumn,
+) -> Result<(f64, u64)> {
+    let resolved = candidate_scenario(base, c, 1.0).resolve(origin)?;
+    let price = match base.pricing.price_usd_per_gpu_hour {
+        Some(p) => p,
+        // A profile given as a path is priced by the GPU type it names.
+        None => prices.price(&resolved.deployment.gpu.name, column)?,
+    };
+    Ok((price, resolved.memory.kv_tokens))
+}
+
+impl Candidate {
+    /// `gpu dtype TPn seqs m`, for messages.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} TP{} seqs {}",
+            self.gpu, self.dtype, self.tp, self.max_num_seqs
+        )
+    }
 }
 
 /// Settings shared by every candidate's search.
@@ -341,6 +441,7 @@ fn empty_result(c: &Candidate) -> CandidateResult {
         status: Status::Infeasible,
         note: None,
         price_usd_per_gpu_hour: 0.0,
+        kv_capacity_tokens: 0,
         capacity_rate_per_replica: 0.0,
         capacity_output_tokens_per_s: 0.0,
         max_rate_per_replica: 0.0,
@@ -397,25 +498,20 @@ fn set_fleet(r: &mut CandidateResult, replicas: u32, target: f64, m: &Measuremen
 }
 
 impl Ctx<'_> {
-    /// Phase 1: price, feasibility and capacity of one candidate.
-    fn prelim(&self, c: &Candidate, prices: &PriceCatalog, column: PriceColumn) -> Phase1 {
+    /// Phase 1: price, feasibility and capacity of one candidate; `entry` is what
+    /// [`entry_check`] found (its price and KV capacity, or why it cannot run).
+    fn prelim(&self, c: &Candidate, entry: Result<(f64, u64)>) -> Phase1 {
         let mut r = empty_result(c);
-        let price = match self.base.pricing.price_usd_per_gpu_hour {
-            Some(p) => p,
-            None => match prices.price(&c.gpu, column) {
-                Ok(p) => p,
-                Err(e) => {
-                    r.note = Some(e.to_string());
-                    return Phase1::Done(Box::new(r));
-                }
-            },
+        let (price, kv_tokens) = match entry {
+            Ok(x) => x,
+            Err(e) => {
+                r.note = Some(e.to_string());
+                return Phase1::Done(Box::new(r));
+            }
         };
         r.price_usd_per_gpu_hour = price;
+        r.kv_capacity_tokens = kv_tokens;
         let sc = candidate_scenario(self.base, c, self.scale);
-        if let Err(e) = sc.resolve(self.origin) {
-            r.note = Some(e.to_string());
-            return Phase1::Done(Box::new(r));
-        }
         let cap = match search::capacity(&sc, self.origin) {
             Ok(m) => m,
             Err(e) => {
@@ -591,17 +687,9 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             ))
         }
     };
-    let space = search_space(base);
-    // The scenario's own deployment is only a default: the search space decides. Report the
-    // base's error only when no candidate resolves (then the input itself is wrong).
-    if let Err(e) = base.resolve(origin) {
-        let any = space
-            .iter()
-            .any(|c| candidate_scenario(base, c, 1.0).resolve(origin).is_ok());
-        if !any {
-            return Err(e);
-        }
-    }
+    // Every name of the search space goes through the catalog's resolver: an unknown one is
+    // an error naming its key; aliases become catalog names.
+    let base = &checked_search_space(base, origin)?;
     base.measure.validate(origin)?;
     let threshold = base.plan.goodput_threshold.unwrap_or(0.9);
     let column: PriceColumn = match &base.pricing.column {
@@ -611,6 +699,36 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         None => PriceColumn::OnDemand,
     };
     let prices = PriceCatalog::embedded()?;
+    let space = search_space(base);
+    // The scenario's own deployment is only a default: the search space decides. A candidate
+    // that cannot run (no price, does not resolve) is reported with its reason; when none
+    // can, the input itself is wrong: the base's error if it has one, else every reason.
+    let entries: Vec<Result<(f64, u64)>> = space
+        .par_iter()
+        .map(|c| entry_check(base, origin, c, &prices, column))
+        .collect();
+    if entries.iter().all(|e| e.is_err()) {
+        base.resolve(origin)?;
+        let reasons: Vec<String> = space
+            .iter()
+            .zip(&entries)
+            .filter_map(|(c, e)| e.as_ref().err().map(|e| format!("{}: {e}", c.label())))
+            .collect();
+        let shown = reasons.len().min(20);
+        let more = match reasons.len() - shown {
+            0 => String::new(),
+            n => format!("\n  ... and {n} more"),
+        };
+        return Err(Error::config(
+            origin,
+            "plan",
+            format!(
+                "none of the {} candidates of the search space can run:\n  {}{more}",
+                space.len(),
+                reasons[..shown].join("\n  ")
+            ),
+        ));
+    }
     let ctx = Ctx {
         base,
         origin,
@@ -623,7 +741,8 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     // Phase 1: every candidate's capacity, in parallel.
     let prelim: Vec<Phase1> = space
         .par_iter()
-        .map(|c| ctx.prelim(c, &prices, column))
+        .zip(entries.into_par_iter())
+        .map(|(c, e)| ctx.prelim(c, e))
         .collect();
     let mut done: Vec<CandidateResult> = Vec::new();
     let mut sizings: Vec<Option<FleetSizing>> = Vec::new();

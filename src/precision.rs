@@ -50,14 +50,27 @@ impl fmt::Display for WeightDtype {
     }
 }
 
-/// Storage format of the KV cache.
+/// Storage format of the KV cache, as a deployment sets it (`kv_cache_dtype`).
+///
+/// The one rule every command follows ([`KvDtype::resolve`]): `auto` takes the format the
+/// checkpoint declares, as vLLM (since PR #30785, Dec. 2025, which reads
+/// `kv_cache_quant_algo` from `hf_quant_config.json`) and TensorRT-LLM (`KvCacheConfig.dtype`
+/// `auto` follows the checkpoint's quantization config) do. servesim models an FP8 deployment
+/// as an FP8 checkpoint made by NVIDIA's Model Optimizer, which declares
+/// `kv_cache_quant_algo = "FP8"`; so `auto` is FP8 with FP8 weights and the 16-bit activation
+/// format otherwise. An explicit format overrides it (an FP8 checkpoint without KV scales, as
+/// llm-compressor's FP8 builds ship, runs a 16-bit KV cache: `kv_cache_dtype = "bf16"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum KvDtype {
-    /// Same as the activations: 2 bytes.
+    /// What the checkpoint declares: see [`KvDtype::resolve`]. 2 bytes until resolved.
     #[default]
     Auto,
-    /// FP8 KV cache: 1 byte.
+    /// bfloat16 KV cache: 2 bytes.
+    Bf16,
+    /// float16 KV cache: 2 bytes.
+    Fp16,
+    /// FP8 (E4M3) KV cache: 1 byte.
     Fp8,
 }
 
@@ -65,8 +78,20 @@ impl KvDtype {
     /// Bytes per KV element.
     pub fn bytes(self) -> f64 {
         match self {
-            KvDtype::Auto => 2.0,
+            KvDtype::Auto | KvDtype::Bf16 | KvDtype::Fp16 => 2.0,
             KvDtype::Fp8 => 1.0,
+        }
+    }
+
+    /// The format this setting gives with weights in `weights`: `auto` follows the checkpoint
+    /// (FP8 weights come with an FP8 KV cache, 16-bit weights with the same 16-bit format);
+    /// an explicit format stays.
+    pub fn resolve(self, weights: WeightDtype) -> KvDtype {
+        match (self, weights) {
+            (KvDtype::Auto, WeightDtype::Bf16) => KvDtype::Bf16,
+            (KvDtype::Auto, WeightDtype::Fp16) => KvDtype::Fp16,
+            (KvDtype::Auto, WeightDtype::Fp8) => KvDtype::Fp8,
+            (explicit, _) => explicit,
         }
     }
 }
@@ -75,9 +100,13 @@ impl FromStr for KvDtype {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
-            "auto" | "bf16" | "fp16" | "bfloat16" | "float16" => Ok(KvDtype::Auto),
+            "auto" => Ok(KvDtype::Auto),
+            "bf16" | "bfloat16" => Ok(KvDtype::Bf16),
+            "fp16" | "float16" | "half" => Ok(KvDtype::Fp16),
             "fp8" | "fp8_e4m3" | "fp8_e5m2" => Ok(KvDtype::Fp8),
-            _ => Err(format!("unknown kv-cache dtype '{s}' (auto, fp8)")),
+            _ => Err(format!(
+                "unknown kv-cache dtype '{s}' (auto, bf16, fp16, fp8)"
+            )),
         }
     }
 }
@@ -86,7 +115,28 @@ impl fmt::Display for KvDtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KvDtype::Auto => "auto",
+            KvDtype::Bf16 => "bf16",
+            KvDtype::Fp16 => "fp16",
             KvDtype::Fp8 => "fp8",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_the_weights_and_explicit_formats_stay() {
+        use KvDtype as K;
+        use WeightDtype as W;
+        assert_eq!(K::Auto.resolve(W::Bf16), K::Bf16);
+        assert_eq!(K::Auto.resolve(W::Fp16), K::Fp16);
+        assert_eq!(K::Auto.resolve(W::Fp8), K::Fp8);
+        assert_eq!(K::Bf16.resolve(W::Fp8), K::Bf16);
+        assert_eq!(K::Fp8.resolve(W::Bf16), K::Fp8);
+        for k in [K::Auto, K::Bf16, K::Fp16, K::Fp8] {
+            assert_eq!(k.to_string().parse::<K>().unwrap(), k);
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod atomic;
 mod finite;
 pub mod plan;
 pub mod plot;
+pub mod sweep;
 mod table;
 pub mod xlsx;
 

@@ -16,11 +16,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog;
 use crate::engine::EngineProfile;
 use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
 use crate::metrics::steady_state::{SteadyStateConfig, Targets};
 use crate::model::load_model;
+use crate::precision::{KvDtype, WeightDtype};
 use crate::roofline::{plan_memory, Deployment, MemoryPlan, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
 use crate::workload::WorkloadConfig;
@@ -361,8 +363,12 @@ impl Scenario {
             let reason = inner.lines().next().unwrap_or("").trim().to_string();
             Error::config(origin, key, reason)
         })?;
-        if let Some(dir) = Path::new(origin).parent() {
-            resolve_workload_paths(&mut sc.workload, dir);
+        // Paths inside a file resolve from the file's folder; `<embedded ...>` and flags
+        // have none.
+        if !origin.starts_with('<') {
+            if let Some(dir) = Path::new(origin).parent() {
+                sc.resolve_paths(dir);
+            }
         }
         Ok(sc)
     }
@@ -382,143 +388,12 @@ impl Scenario {
     pub fn resolve(&self, origin: &str) -> Result<Resolved> {
         let d = &self.deployment;
         let err = |key: &str, reason: String| Error::config(origin, key, reason);
-        let weight_dtype = d.dtype.parse().map_err(|e| err("deployment.dtype", e))?;
-        let kv_dtype = d
-            .kv_cache_dtype
-            .parse()
-            .map_err(|e| err("deployment.kv_cache_dtype", e))?;
-        if d.tp == 0 {
-            return Err(err("deployment.tp", "must be >= 1, got 0".into()));
-        }
-        if d.replicas == 0 || d.replicas > 100_000 {
-            return Err(err(
-                "deployment.replicas",
-                format!("must be in 1..=100000, got {}", d.replicas),
-            ));
-        }
-        // Lookup and feasibility errors name the scenario and the key they come from.
-        let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
-        let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
-        let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
-        engine.scheduler.for_gpu(&gpu);
-        let s = &self.scheduler;
-        let es = &mut engine.scheduler;
-        if let Some(v) = s.gpu_memory_utilization {
-            if !(v > 0.0 && v <= 1.0) {
-                return Err(err(
-                    "scheduler.gpu_memory_utilization",
-                    format!("must be in (0, 1], got {v}"),
-                ));
-            }
-            es.gpu_memory_utilization = v;
-        }
-        let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
-        let max_batched = s
-            .max_num_batched_tokens
-            .unwrap_or(es.max_num_batched_tokens);
-        let chunked = s
-            .enable_chunked_prefill
-            .unwrap_or(es.enable_chunked_prefill);
-        let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
-        let block_size = s.block_size.unwrap_or(es.block_size);
-        let batching = s.batching.unwrap_or_default();
-        if max_num_seqs == 0 || max_num_seqs > 1_000_000 {
-            return Err(err(
-                "scheduler.max_num_seqs",
-                format!("must be in 1..=1000000, got {max_num_seqs}"),
-            ));
-        }
-        if block_size == 0 || block_size > 1024 {
-            return Err(err(
-                "scheduler.block_size",
-                format!("must be in 1..=1024, got {block_size}"),
-            ));
-        }
-        if max_batched < block_size {
-            return Err(err(
-                "scheduler.max_num_batched_tokens",
-                format!("must be at least the block size ({block_size}), got {max_batched}"),
-            ));
-        }
-        if max_batched > 1 << 20 {
-            return Err(err(
-                "scheduler.max_num_batched_tokens",
-                format!("must be at most 1048576, got {max_batched}"),
-            ));
-        }
-        if max_batched < max_num_seqs {
-            return Err(err(
-                "scheduler.max_num_batched_tokens",
-                format!("must be at least max_num_seqs ({max_num_seqs}), got {max_batched}"),
-            ));
-        }
-        es.max_num_seqs = max_num_seqs;
-        es.max_num_batched_tokens = max_batched;
-        es.block_size = block_size;
-        let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
-
-        let deployment = Deployment {
-            model: load_model(&d.model).map_err(at("deployment.model"))?,
-            gpu,
-            engine,
-            tp: d.tp,
-            weight_dtype,
-            kv_dtype,
-        };
-        deployment.validate().map_err(at("deployment.tp"))?;
-        let model_len = deployment
-            .model
-            .max_position_embeddings
-            .min(u32::MAX as u64) as u32;
-        let max_model_len = s.max_model_len.unwrap_or(model_len);
-        if max_model_len == 0 {
-            return Err(err("scheduler.max_model_len", "must be > 0".into()));
-        }
-        if s.max_model_len.is_some_and(|l| l > model_len) {
-            return Err(err(
-                "scheduler.max_model_len",
-                format!(
-                    "{} exceeds the model's context length ({model_len})",
-                    max_model_len
-                ),
-            ));
-        }
-        let es = &deployment.engine.scheduler;
-        let memory = plan_memory(
-            &deployment,
-            es.gpu_memory_utilization,
-            max_batched,
-            max_num_seqs,
-            block_size,
-            block_size as u64,
-        )
-        .map_err(at("deployment"))?;
-        // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
-        // at the KV capacity.
-        let max_model_len = if s.max_model_len.is_some() {
-            if max_model_len as u64 > memory.kv_tokens {
-                return Err(err(
-                    "scheduler.max_model_len",
-                    format!(
-                        "{max_model_len} tokens do not fit in the KV cache ({} tokens per replica); \
-                         lower it or raise gpu_memory_utilization / TP",
-                        memory.kv_tokens
-                    ),
-                ));
-            }
-            max_model_len
-        } else {
-            max_model_len.min(memory.kv_tokens.min(u32::MAX as u64) as u32)
-        };
-        if !chunked && batching == Batching::Continuous && max_batched < max_model_len {
-            return Err(err(
-                "scheduler.max_num_batched_tokens",
-                format!(
-                    "{max_batched} cannot hold a prompt of max_model_len ({max_model_len}) tokens \
-                     with chunked prefill off; enable chunked prefill, raise it, or lower max_model_len"
-                ),
-            ));
-        }
+        let ResolvedDeployment {
+            deployment,
+            memory,
+            scheduler,
+        } = resolve_deployment(d, &self.scheduler, origin)?;
+        let max_model_len = scheduler.max_model_len;
         self.workload.validate(origin)?;
         if let Some(shortest) = self.workload.shortest_request_tokens() {
             if shortest > max_model_len as u64 {
@@ -589,17 +464,7 @@ impl Scenario {
             replicas: d.replicas,
             gpus_per_replica: d.tp,
             router: d.router,
-            scheduler: SchedulerConfig {
-                max_num_seqs,
-                max_num_batched_tokens: max_batched,
-                chunked_prefill: chunked,
-                prefix_caching: prefix,
-                block_size,
-                kv_blocks: memory.kv_blocks,
-                max_model_len,
-                static_batching: batching == Batching::Static,
-                reserve_output_kv: reserve_output,
-            },
+            scheduler,
             slo,
             limits: Limits {
                 max_sim_time_ns: (self.limits.max_sim_time_s.min(1e9) * 1e9) as u64,
@@ -671,6 +536,184 @@ impl Scenario {
             queue_timeout_ns: timeout,
         })
     }
+}
+
+/// The deployment and scheduler sections of a scenario, resolved: what runs, how its
+/// scheduler is set, and one GPU's memory plan. Every command builds its deployment here
+/// (`estimate` from flags, `run`, `bench`, `sweep` and each candidate of `plan` from a
+/// scenario), so the same deployment has the same KV capacity and format everywhere.
+#[derive(Debug, Clone)]
+pub struct ResolvedDeployment {
+    /// Model, GPU, engine, TP and the formats (the KV format resolved: never `auto`).
+    pub deployment: Deployment,
+    /// One GPU's memory plan: weights, activations, reservations, KV capacity.
+    pub memory: MemoryPlan,
+    /// The scheduler: the engine profile's defaults for this GPU with the overrides applied,
+    /// KV blocks from the memory plan, `max_model_len` capped at the KV capacity.
+    pub scheduler: SchedulerConfig,
+}
+
+/// Resolves a deployment and its scheduler overrides: looks up the model, GPU and engine
+/// ([`crate::catalog`]), applies the KV-format rule ([`crate::precision::KvDtype::resolve`])
+/// and the engine's defaults for the GPU, and plans the memory. Errors name `origin` and the
+/// key (`deployment.*`, `scheduler.*`).
+pub fn resolve_deployment(
+    d: &DeploymentConfig,
+    s: &SchedulerOverrides,
+    origin: &str,
+) -> Result<ResolvedDeployment> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    let weight_dtype: WeightDtype = d.dtype.parse().map_err(|e| err("deployment.dtype", e))?;
+    let kv_setting: KvDtype = d
+        .kv_cache_dtype
+        .parse()
+        .map_err(|e| err("deployment.kv_cache_dtype", e))?;
+    if d.tp == 0 {
+        return Err(err("deployment.tp", "must be >= 1, got 0".into()));
+    }
+    if d.replicas == 0 || d.replicas > 100_000 {
+        return Err(err(
+            "deployment.replicas",
+            format!("must be in 1..=100000, got {}", d.replicas),
+        ));
+    }
+    // Lookup and feasibility errors name the scenario and the key they come from.
+    let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
+    let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
+    let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
+    engine.scheduler.for_gpu(&gpu);
+    let es = &mut engine.scheduler;
+    if let Some(v) = s.gpu_memory_utilization {
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(err(
+                "scheduler.gpu_memory_utilization",
+                format!("must be in (0, 1], got {v}"),
+            ));
+        }
+        es.gpu_memory_utilization = v;
+    }
+    let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
+    let max_batched = s
+        .max_num_batched_tokens
+        .unwrap_or(es.max_num_batched_tokens);
+    let chunked = s
+        .enable_chunked_prefill
+        .unwrap_or(es.enable_chunked_prefill);
+    let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
+    let block_size = s.block_size.unwrap_or(es.block_size);
+    let batching = s.batching.unwrap_or_default();
+    if max_num_seqs == 0 || max_num_seqs > 1_000_000 {
+        return Err(err(
+            "scheduler.max_num_seqs",
+            format!("must be in 1..=1000000, got {max_num_seqs}"),
+        ));
+    }
+    if block_size == 0 || block_size > 1024 {
+        return Err(err(
+            "scheduler.block_size",
+            format!("must be in 1..=1024, got {block_size}"),
+        ));
+    }
+    if max_batched < block_size {
+        return Err(err(
+            "scheduler.max_num_batched_tokens",
+            format!("must be at least the block size ({block_size}), got {max_batched}"),
+        ));
+    }
+    if max_batched > 1 << 20 {
+        return Err(err(
+            "scheduler.max_num_batched_tokens",
+            format!("must be at most 1048576, got {max_batched}"),
+        ));
+    }
+    if max_batched < max_num_seqs {
+        return Err(err(
+            "scheduler.max_num_batched_tokens",
+            format!("must be at least max_num_seqs ({max_num_seqs}), got {max_batched}"),
+        ));
+    }
+    es.max_num_seqs = max_num_seqs;
+    es.max_num_batched_tokens = max_batched;
+    es.block_size = block_size;
+    let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
+
+    let deployment = Deployment {
+        model: load_model(&d.model).map_err(at("deployment.model"))?,
+        gpu,
+        engine,
+        tp: d.tp,
+        weight_dtype,
+        kv_dtype: kv_setting.resolve(weight_dtype),
+    };
+    deployment.validate().map_err(at("deployment.tp"))?;
+    let model_len = deployment
+        .model
+        .max_position_embeddings
+        .min(u32::MAX as u64) as u32;
+    let max_model_len = s.max_model_len.unwrap_or(model_len);
+    if max_model_len == 0 {
+        return Err(err("scheduler.max_model_len", "must be > 0".into()));
+    }
+    if s.max_model_len.is_some_and(|l| l > model_len) {
+        return Err(err(
+            "scheduler.max_model_len",
+            format!(
+                "{} exceeds the model's context length ({model_len})",
+                max_model_len
+            ),
+        ));
+    }
+    let es = &deployment.engine.scheduler;
+    let memory = plan_memory(
+        &deployment,
+        es.gpu_memory_utilization,
+        max_batched,
+        max_num_seqs,
+        block_size,
+        block_size as u64,
+    )
+    .map_err(at("deployment"))?;
+    // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
+    // at the KV capacity.
+    let max_model_len = if s.max_model_len.is_some() {
+        if max_model_len as u64 > memory.kv_tokens {
+            return Err(err(
+                "scheduler.max_model_len",
+                format!(
+                    "{max_model_len} tokens do not fit in the KV cache ({} tokens per replica); \
+                     lower it or raise gpu_memory_utilization / TP",
+                    memory.kv_tokens
+                ),
+            ));
+        }
+        max_model_len
+    } else {
+        max_model_len.min(memory.kv_tokens.min(u32::MAX as u64) as u32)
+    };
+    if !chunked && batching == Batching::Continuous && max_batched < max_model_len {
+        return Err(err(
+            "scheduler.max_num_batched_tokens",
+            format!(
+                "{max_batched} cannot hold a prompt of max_model_len ({max_model_len}) tokens \
+                 with chunked prefill off; enable chunked prefill, raise it, or lower max_model_len"
+            ),
+        ));
+    }
+    Ok(ResolvedDeployment {
+        scheduler: SchedulerConfig {
+            max_num_seqs,
+            max_num_batched_tokens: max_batched,
+            chunked_prefill: chunked,
+            prefix_caching: prefix,
+            block_size,
+            kv_blocks: memory.kv_blocks,
+            max_model_len,
+            static_batching: batching == Batching::Static,
+            reserve_output_kv: reserve_output,
+        },
+        deployment,
+        memory,
+    })
 }
 
 impl MeasureConfig {
@@ -783,5 +826,29 @@ fn resolve_workload_paths(w: &mut WorkloadConfig, dir: &Path) {
         if let LengthConfig::Empirical { path } = l {
             *path = resolve_relative(dir, path);
         }
+    }
+}
+
+/// A model, GPU or engine given as a path, relative to `dir`; a catalog name stays.
+fn resolve_catalog_path(kind: catalog::Kind, dir: &Path, given: &mut String) {
+    if let Ok(catalog::Entry::Path(_)) = catalog::resolve(kind, given) {
+        *given = resolve_relative(dir, given);
+    }
+}
+
+impl Scenario {
+    /// Makes every file path the scenario names relative to `dir`, the scenario file's folder:
+    /// `deployment.model`, `deployment.gpu`, `deployment.engine` and `plan.gpus` when they are
+    /// paths rather than catalog names, the trace and empirical length files.
+    fn resolve_paths(&mut self, dir: &Path) {
+        use catalog::Kind;
+        let d = &mut self.deployment;
+        resolve_catalog_path(Kind::Model, dir, &mut d.model);
+        resolve_catalog_path(Kind::Gpu, dir, &mut d.gpu);
+        resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
+        for g in self.plan.gpus.iter_mut().flatten() {
+            resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        resolve_workload_paths(&mut self.workload, dir);
     }
 }

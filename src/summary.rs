@@ -149,10 +149,16 @@ pub struct RunSummary {
     pub replicas: u32,
     /// KV-cache capacity per replica, tokens.
     pub kv_capacity_tokens: u64,
+    /// Weight format (`bf16`, `fp16`, `fp8`).
+    pub weight_dtype: String,
+    /// KV-cache format the run used, `auto` resolved (`bf16`, `fp16`, `fp8`).
+    pub kv_cache_dtype: String,
     /// SLO outcomes.
     pub slo: SloReport,
     /// Why the run stopped early, if it did.
     pub truncated: Option<String>,
+    /// What looked wrong in the input without being an error, one sentence each.
+    pub warnings: Vec<String>,
     /// The steady state (warm-up and drain removed, with confidence intervals), when the run
     /// kept a request log and its arrivals are stationary.
     pub steady_state: Option<SteadyState>,
@@ -245,7 +251,9 @@ impl Resolved {
         let mut sim = self.sim.clone();
         sim.seed = seed;
         let out = simulate(&sim, &step, &mut gen);
-        Ok(self.summarize(&out))
+        let mut result = self.summarize(&out);
+        result.summary.warnings = gen.warnings().to_vec();
+        Ok(result)
     }
 
     /// Builds the summary of a finished simulation.
@@ -345,8 +353,11 @@ impl Resolved {
             num_gpus: gpus,
             replicas: self.sim.replicas,
             kv_capacity_tokens: self.memory.kv_tokens,
+            weight_dtype: self.deployment.weight_dtype.to_string(),
+            kv_cache_dtype: self.deployment.kv_dtype.to_string(),
             slo,
             truncated: out.truncated.clone(),
+            warnings: Vec::new(),
             steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
                 analyze(
                     m.log.records(),

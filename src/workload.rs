@@ -697,6 +697,7 @@ pub struct RequestGenerator {
     mean_input: f64,
     mean_output: f64,
     mean_rate: Option<f64>,
+    warnings: Vec<String>,
 }
 
 /// Seconds to integer nanoseconds; `None` past u64 (about 584 years).
@@ -723,6 +724,7 @@ impl RequestGenerator {
             r.set_stream(n);
             r
         };
+        let mut warnings = Vec::new();
         let (source, mean_input, mean_output, mean_rate) = match &cfg.arrival {
             ArrivalConfig::Trace {
                 path,
@@ -751,6 +753,20 @@ impl RequestGenerator {
                 };
                 let (mi, mo) = (trace.mean_input_tokens(), trace.mean_output_tokens());
                 let rate = native.map(|n| n / scale);
+                let gap_s = trace.median_gap_s() * scale;
+                if trace.numeric_times
+                    && trace.rows.len() > trace::UNIT_CHECK_MIN_ROWS
+                    && gap_s > trace::UNIT_CHECK_MAX_MEDIAN_GAP_S
+                {
+                    let span_s =
+                        trace.rows.last().map_or(0, |r| r.arrival_ns) as f64 * 1e-9 * scale;
+                    warnings.push(format!(
+                        "{path}: the median gap between arrivals is {gap_s:.0} s over {} rows \
+                         (the trace spans {span_s:.0} s): are its arrival_s values in \
+                         milliseconds? Then set workload.arrival.time_scale = 0.001",
+                        trace.rows.len()
+                    ));
+                }
                 (
                     Source::Trace {
                         trace,
@@ -859,7 +875,14 @@ impl RequestGenerator {
             mean_input,
             mean_output,
             mean_rate,
+            warnings,
         })
+    }
+
+    /// What looked wrong in the input without being an error (e.g. a trace whose arrival
+    /// times look like milliseconds), one sentence each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The next request, arrival times nondecreasing; `None` once `num_requests` have been

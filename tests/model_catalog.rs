@@ -125,8 +125,44 @@ fn hf_config_json_loads_and_matches_the_catalog() {
     assert_same_architecture(&hf, &cat);
     assert_eq!(hf.total_params(), cat.total_params());
     assert_eq!(hf.kv_bytes_per_token(2.0), cat.kv_bytes_per_token(2.0));
-    // Named after the folder holding config.json.
-    assert_eq!(hf.name, "Llama-3.1-8B");
+    // Named by its architecture and size, not by the folder holding config.json.
+    assert_eq!(hf.name, "llama-8.0B");
+    assert_eq!(hf.display_name, "llama-8.0B");
+}
+
+#[test]
+fn hf_config_name_key_names_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    // A folder named `my`, as in issue #17: the name must not come from it.
+    let model_dir = dir.path().join("my");
+    std::fs::create_dir(&model_dir).unwrap();
+    let path = model_dir.join("config.json");
+    std::fs::write(&path, LLAMA_3_1_8B_CONFIG).unwrap();
+    assert_eq!(
+        load_model(path.to_str().unwrap()).unwrap().name,
+        "llama-8.0B"
+    );
+    let named = LLAMA_3_1_8B_CONFIG.replacen('{', "{\n  \"name\": \"Llama-3.1-8B-Instruct\",", 1);
+    std::fs::write(&path, named).unwrap();
+    let m = load_model(path.to_str().unwrap()).unwrap();
+    assert_eq!(m.name, "Llama-3.1-8B-Instruct");
+    assert_eq!(m.display_name, "Llama-3.1-8B-Instruct");
+}
+
+#[test]
+fn hf_config_of_qwen2_is_named_by_type_and_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    // Qwen/Qwen2.5-7B config.json on huggingface.co (the keys servesim reads).
+    std::fs::write(
+        &path,
+        r#"{"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28,
+            "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+            "vocab_size": 152064, "tie_word_embeddings": false, "max_position_embeddings": 32768}"#,
+    )
+    .unwrap();
+    let m = load_model(path.to_str().unwrap()).unwrap();
+    assert_eq!(m.name, "qwen2-7.6B");
 }
 
 #[test]

@@ -4,7 +4,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{EstimateArgs, Format};
-use servesim::roofline::{plan_memory, BatchShape, MemoryPlan, StepBreakdown, StepTimeModel};
+use servesim::roofline::{BatchShape, MemoryPlan, StepBreakdown, StepTimeModel};
+use servesim::scenario::resolve_deployment;
 
 #[derive(Serialize)]
 struct Estimate {
@@ -14,6 +15,10 @@ struct Estimate {
     dtype: String,
     kv_cache_dtype: String,
     engine: String,
+    /// Scheduler settings the memory plan was made for (the engine's defaults for this GPU
+    /// unless a flag sets them).
+    max_num_seqs: u32,
+    max_num_batched_tokens: u32,
     weights_bytes_per_gpu: f64,
     kv_bytes_per_token: f64,
     memory: MemoryPlan,
@@ -26,16 +31,13 @@ struct Estimate {
 
 /// Runs `servesim estimate`.
 pub fn run(args: &EstimateArgs) -> Result<()> {
-    let dep = super::deployment_from_args(&args.deployment)?;
-    let s = &dep.engine.scheduler;
-    let memory = plan_memory(
-        &dep,
-        s.gpu_memory_utilization,
-        s.max_num_batched_tokens,
-        s.max_num_seqs,
-        s.block_size,
-        dep.model.max_position_embeddings.min(args.context.max(1)),
-    )?;
+    let (d, s) = super::deployment_config(
+        &args.deployment,
+        args.max_num_seqs,
+        args.max_num_batched_tokens,
+    );
+    let resolved = resolve_deployment(&d, &s, "servesim estimate flags")?;
+    let (dep, memory) = (resolved.deployment, resolved.memory);
     let mut batch = BatchShape::decode(args.decode_batch, args.context);
     if args.prefill_tokens > 0 {
         batch.add_prefill(args.prefill_tokens, 0, true);
@@ -50,6 +52,8 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         dtype: dep.weight_dtype.to_string(),
         kv_cache_dtype: dep.kv_dtype.to_string(),
         engine: dep.engine.name.clone(),
+        max_num_seqs: resolved.scheduler.max_num_seqs,
+        max_num_batched_tokens: resolved.scheduler.max_num_batched_tokens,
         weights_bytes_per_gpu: weight_gemm_bytes,
         kv_bytes_per_token: dep.model.kv_bytes_per_token(dep.kv_dtype.bytes()),
         memory,
@@ -92,12 +96,22 @@ fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
         e.kv_bytes_per_token
     );
     println!(
-        "  KV capacity per GPU    {:>9} tokens ({} blocks of {}; {:.2} GB)",
+        "  KV capacity per replica {:>8} tokens ({} blocks of {}; {:.2} GB of KV per GPU)",
         e.memory.kv_tokens,
         e.memory.kv_blocks,
         e.memory.block_size,
         e.memory.kv_bytes / 1e9
     );
+    println!(
+        "  (memory planned for max_num_seqs {}, max_num_batched_tokens {})",
+        e.max_num_seqs, e.max_num_batched_tokens
+    );
+    let batch_kv = e.batch.decode_context_tokens + e.batch.prefill_tokens as u64;
+    if batch_kv > e.memory.kv_tokens {
+        println!(
+            "  note: this batch holds {batch_kv} tokens of KV, more than the capacity: an engine would not run it at once"
+        );
+    }
     println!(
         "batch: {} decoding at {} tokens context, {} prefill tokens",
         e.batch.decode_seqs,

@@ -43,6 +43,11 @@ pub fn emit(
     out: Option<&Path>,
 ) -> Result<()> {
     let s = &result.summary;
+    if format != Format::Table {
+        for w in &s.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Json => JsonExporter::new("summary.json").write(s, &mut stdout)?,
@@ -259,6 +264,9 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
                 "Steady state: not analysed (more than {STEADY_STATE_LOG_CAP} requests)"
             )?;
         }
+    }
+    for warning in &s.warnings {
+        writeln!(w, "WARNING: {warning}")?;
     }
     if let Some(t) = &s.truncated {
         writeln!(

@@ -5,10 +5,11 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::SweepArgs;
+use crate::cli::{Format, SweepArgs};
 use servesim::plan::{parse_vary, sweep, SweepTable};
+use servesim::report::sweep::write_sweep_text;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
-use servesim::scenario::DEFAULT_SCENARIO;
+use servesim::scenario::{Scenario, DEFAULT_SCENARIO};
 
 /// Runs `servesim sweep`.
 pub fn run(args: &SweepArgs) -> Result<()> {
@@ -61,6 +62,24 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         failed,
         args.out.join("sweep.csv").display()
     );
-    CsvExporter::new("sweep.csv").write(&table, &mut std::io::stdout().lock())?;
+    let format = args.format.unwrap_or(if std::io::stdout().is_terminal() {
+        Format::Table
+    } else {
+        Format::Csv
+    });
+    let mut stdout = std::io::stdout().lock();
+    match format {
+        Format::Csv => CsvExporter::new("sweep.csv").write(&table, &mut stdout)?,
+        Format::Json => JsonExporter::new("sweep.json").write(results.as_slice(), &mut stdout)?,
+        Format::Table => {
+            let name = Scenario::parse(&text, &origin, &args.set)?.name;
+            let title = if name.is_empty() {
+                origin.as_str()
+            } else {
+                &name
+            };
+            write_sweep_text(&mut stdout, title, &keys, &results)?;
+        }
+    }
     Ok(())
 }

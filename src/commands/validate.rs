@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::cli::{Format, ValidateArgs};
+use servesim::catalog::{self, Entry, Kind};
 use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
@@ -27,7 +28,19 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     }
     let only = args.engine.as_ref().or(args.fit_engine.as_ref());
     if let Some(e) = only {
-        rows.retain(|r| &r.engine == e);
+        // The same names and aliases as everywhere (`tensorrt-llm` is `trtllm`).
+        let flag = if args.engine.is_some() {
+            "--engine"
+        } else {
+            "--fit-engine"
+        };
+        let name = match catalog::resolve(Kind::Engine, e)
+            .map_err(|err| servesim::Error::config(flag, "engine", err.to_string()))?
+        {
+            Entry::Catalog(n) => n.to_string(),
+            Entry::Path(_) => e.clone(),
+        };
+        rows.retain(|r| catalog::canonical(Kind::Engine, &r.engine).unwrap_or(&r.engine) == name);
     }
     if rows.is_empty() {
         anyhow::bail!(servesim::Error::config(

@@ -1,8 +1,7 @@
 //! The embedded model catalog (`models/*.toml`) and lookup by name or path.
 
-use std::path::Path;
-
 use super::ModelSpec;
+use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
 
 /// (file name, contents) of every catalog model, embedded at build time.
@@ -51,28 +50,25 @@ fn parse_toml(text: &str, origin: &str) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// Loads a model by catalog name (case-insensitive), or from a path to a `*.toml` in the
-/// catalog format or a Hugging Face `config.json`.
+/// Loads a model by catalog name (case-insensitive; [`crate::catalog`]), or from a path to a
+/// `*.toml` in the catalog format or a Hugging Face `config.json`.
 pub fn load_model(name_or_path: &str) -> Result<ModelSpec> {
-    let lower = name_or_path.to_ascii_lowercase();
-    if let Some((name, text)) = CATALOG.iter().find(|(n, _)| *n == lower) {
-        return parse_toml(text, &format!("models/{name}.toml"));
+    match catalog::resolve(Kind::Model, name_or_path)? {
+        Entry::Catalog(name) => {
+            let text = CATALOG
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| *t)
+                .unwrap_or_default(); // resolve() only returns names of CATALOG
+            parse_toml(text, &format!("models/{name}.toml"))
+        }
+        Entry::Path(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            if name_or_path.ends_with(".toml") {
+                parse_toml(&text, name_or_path)
+            } else {
+                super::parse_hf_config(&text, name_or_path)
+            }
+        }
     }
-    let path = Path::new(name_or_path);
-    let looks_like_path = name_or_path.contains('/')
-        || name_or_path.ends_with(".json")
-        || name_or_path.ends_with(".toml");
-    if looks_like_path {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        return if name_or_path.ends_with(".toml") {
-            parse_toml(&text, name_or_path)
-        } else {
-            super::parse_hf_config(&text, name_or_path)
-        };
-    }
-    Err(Error::Unknown {
-        kind: "model",
-        name: name_or_path.to_string(),
-        known: catalog_names().join(", ") + " (or a path to a config.json)",
-    })
 }

@@ -8,8 +8,9 @@ use crate::error::{Error, Result};
 /// The subset of a Hugging Face config that servesim reads; other keys are ignored.
 #[derive(Debug, Deserialize)]
 struct HfConfig {
+    /// A name of the user's choosing (not a Hugging Face key): the model's name in reports.
     #[serde(default)]
-    _name_or_path: Option<String>,
+    name: Option<String>,
     #[serde(default)]
     model_type: Option<String>,
     hidden_size: Option<u64>,
@@ -63,15 +64,9 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         }
         _ => None,
     };
-    let name = std::path::Path::new(origin)
-        .parent()
-        .and_then(|p| p.file_name())
-        .map(|s| s.to_string_lossy().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| cfg.model_type.clone().unwrap_or_else(|| "hf-model".into()));
-    let spec = ModelSpec {
-        display_name: cfg._name_or_path.clone().unwrap_or_else(|| name.clone()),
-        name,
+    let mut spec = ModelSpec {
+        display_name: String::new(),
+        name: String::new(),
         source: format!("Hugging Face config {origin}"),
         hidden_size,
         num_layers: required(cfg.num_hidden_layers, origin, "num_hidden_layers")?,
@@ -89,5 +84,41 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         moe,
     };
     spec.validate(origin)?;
+    // Named by a `name` key when the file has one, else by its architecture and size
+    // (`qwen2-7.6B`), never by the folder it happens to sit in.
+    let name = match cfg.name.as_deref().map(str::trim) {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => format!(
+            "{}-{}",
+            cfg.model_type.as_deref().unwrap_or("model"),
+            size_label(spec.total_params())
+        ),
+    };
+    spec.display_name = name.clone();
+    spec.name = name;
     Ok(spec)
+}
+
+/// A parameter count as the field writes it: `7.6B`, `70B`, `494M`.
+fn size_label(params: f64) -> String {
+    if params >= 9.95e9 {
+        format!("{:.0}B", params / 1e9)
+    } else if params >= 1e9 {
+        format!("{:.1}B", params / 1e9)
+    } else {
+        format!("{:.0}M", params / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_label;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_label(8.03e9), "8.0B");
+        assert_eq!(size_label(7.62e9), "7.6B");
+        assert_eq!(size_label(70.55e9), "71B");
+        assert_eq!(size_label(494e6), "494M");
+    }
 }

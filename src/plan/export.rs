@@ -30,6 +30,7 @@ impl ToTable for PlanResult {
             "gpu",
             "dtype",
             "kv_cache_dtype",
+            "kv_capacity_tokens per replica",
             "tp",
             "max_num_seqs",
             "capacity_rate_per_replica (req/s)",
@@ -41,6 +42,9 @@ impl ToTable for PlanResult {
             "usd_per_million_output_tokens",
             "p99_ttft_ms at max rate",
             "p99_tpot_ms at max rate",
+            "light-load rate (req/s per replica)",
+            "p99_ttft_ms at light load",
+            "p99_tpot_ms at light load",
             "note",
         ];
         let nan = f64::NAN;
@@ -56,6 +60,7 @@ impl ToTable for PlanResult {
                     c.candidate.gpu.clone().into(),
                     c.candidate.dtype.clone().into(),
                     c.candidate.kv_cache_dtype.clone().into(),
+                    CellValue::Number(c.kv_capacity_tokens as f64),
                     CellValue::Number(c.candidate.tp as f64),
                     CellValue::Number(c.candidate.max_num_seqs as f64),
                     CellValue::Number(c.capacity_rate_per_replica),
@@ -79,6 +84,9 @@ impl ToTable for PlanResult {
                     }),
                     CellValue::Number(a.map_or(nan, |s| s.ttft.p99_ms)),
                     CellValue::Number(a.map_or(nan, |s| s.tpot.p99_ms)),
+                    CellValue::Number(c.light_load.map_or(nan, |l| l.rate_per_s)),
+                    CellValue::Number(c.light_load.map_or(nan, |l| l.ttft_ms)),
+                    CellValue::Number(c.light_load.map_or(nan, |l| l.tpot_ms)),
                     c.note.clone().unwrap_or_default().into(),
                 ]
             })

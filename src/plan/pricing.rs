@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::{self, Kind};
 use crate::error::{Error, Result};
 
 const PRICING_TOML: &str = include_str!("../../calibration/pricing.toml");
@@ -81,6 +82,16 @@ impl PriceCatalog {
             message: e.to_string(),
         })?;
         for (name, p) in &f.gpus {
+            if catalog::canonical(Kind::Gpu, name) != Some(name.as_str()) {
+                return Err(Error::config(
+                    "calibration/pricing.toml",
+                    format!("gpus.{name}"),
+                    format!(
+                        "not a GPU catalog name; known: {}",
+                        crate::gpu::gpu_names().join(", ")
+                    ),
+                ));
+            }
             for v in [Some(p.on_demand), p.reserved, p.spot]
                 .into_iter()
                 .flatten()
@@ -97,13 +108,15 @@ impl PriceCatalog {
         Ok(PriceCatalog { gpus: f.gpus })
     }
 
-    /// $/GPU-hour of `gpu` in `column` (falls back to on-demand when the column is unknown).
+    /// $/GPU-hour of `gpu` (a catalog name or alias, [`crate::catalog`]) in `column` (falls
+    /// back to on-demand when the column has no price for it).
     pub fn price(&self, gpu: &str, column: PriceColumn) -> Result<f64> {
-        let p = self.gpus.get(gpu).ok_or_else(|| Error::Unknown {
+        let name = catalog::canonical(Kind::Gpu, gpu).unwrap_or(gpu);
+        let p = self.gpus.get(name).ok_or_else(|| Error::Unknown {
             kind: "price for gpu",
             name: gpu.to_string(),
             known: self.gpus.keys().cloned().collect::<Vec<_>>().join(", ")
-                + " (or set pricing.price_usd_per_gpu_hour)",
+                + " in calibration/pricing.toml (or set pricing.price_usd_per_gpu_hour, or --price)",
         })?;
         Ok(match column {
             PriceColumn::OnDemand => p.on_demand,
@@ -172,6 +185,13 @@ mod tests {
             assert!(c.price(g, PriceColumn::OnDemand).unwrap() > 0.0, "{g}");
             assert!(
                 c.price(g, PriceColumn::Spot).unwrap() < c.price(g, PriceColumn::OnDemand).unwrap()
+            );
+        }
+        // The aliases every command accepts are priced too.
+        for (alias, name) in Kind::Gpu.aliases() {
+            assert_eq!(
+                c.price(alias, PriceColumn::OnDemand).unwrap(),
+                c.price(name, PriceColumn::OnDemand).unwrap()
             );
         }
     }

@@ -15,7 +15,9 @@ use super::plot::{
 use super::{export_all, write_atomic, CsvExporter, JsonExporter};
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::SteadyState;
-use crate::plan::{CostWorkbookExporter, Measurement, PlanOutput, PlanResult, Status};
+use crate::plan::{
+    CandidateResult, CostWorkbookExporter, LightLoad, Measurement, PlanOutput, PlanResult, Status,
+};
 use crate::scenario::Scenario;
 
 fn io(e: std::io::Error) -> Error {
@@ -85,6 +87,118 @@ fn fleet_line(label: &str, m: &Measurement) -> String {
     )
 }
 
+/// Lines for the infeasible candidates below the first `shown` rows of the table (those that
+/// never ran: no price, the deployment does not resolve or does not fit; and those that ran
+/// and cannot serve the target), one per GPU x dtype x TP and reason with its batch caps, so
+/// none leaves the plan unsaid.
+fn below_table_lines(t: &mut String, p: &PlanResult, shown: usize) {
+    let below: Vec<&CandidateResult> = p
+        .candidates
+        .iter()
+        .skip(shown)
+        .filter(|c| c.status == Status::Infeasible)
+        .collect();
+    if below.is_empty() {
+        return;
+    }
+    let not_run = below.iter().filter(|c| c.simulations == 0).count();
+    let _ = writeln!(
+        t,
+        "Infeasible, below the table ({} candidates, {not_run} of them not run):",
+        below.len(),
+    );
+    // The same reason up to its figures, for the same GPU, dtype and TP: one line.
+    let reason = |c: &CandidateResult| -> String {
+        c.note
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .filter(|ch| !ch.is_ascii_digit())
+            .collect()
+    };
+    let mut groups: Vec<(&CandidateResult, String, Vec<u32>)> = Vec::new();
+    for c in below {
+        let k = &c.candidate;
+        let why = reason(c);
+        match groups.iter_mut().find(|(g, w, _)| {
+            let gk = &g.candidate;
+            (gk.gpu.as_str(), gk.dtype.as_str(), gk.tp) == (k.gpu.as_str(), k.dtype.as_str(), k.tp)
+                && *w == why
+        }) {
+            Some((_, _, seqs)) => seqs.push(k.max_num_seqs),
+            None => groups.push((c, why, vec![k.max_num_seqs])),
+        }
+    }
+    for (c, _, seqs) in groups {
+        let k = &c.candidate;
+        let _ = writeln!(
+            t,
+            "  {} {} TP{} seqs {}: {}",
+            k.gpu,
+            k.dtype,
+            k.tp,
+            seqs.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            c.note.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// When no candidate meets the SLOs: the best latencies each searched candidate reaches at
+/// light load, nearest to the SLOs first, so the reader sees how far off they are.
+fn light_load_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
+    let slo = &sc.slo;
+    let mut rows: Vec<(&CandidateResult, LightLoad, f64)> = p
+        .candidates
+        .iter()
+        .filter_map(|c| c.light_load.map(|l| (c, l)))
+        .map(|(c, l)| {
+            let worst = [
+                slo.ttft_ms.map(|x| l.ttft_ms / x),
+                slo.tpot_ms.map(|x| l.tpot_ms / x),
+                slo.e2e_ms.map(|x| l.e2e_ms / x),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(0.0f64, f64::max);
+            (c, l, worst)
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by(|a, b| a.2.total_cmp(&b.2));
+    let _ = writeln!(
+        t,
+        "Best latencies at light load (nearest the SLOs first; SLO: p{} TTFT {}, p{} TPOT {}):",
+        slo.ttft_percentile,
+        slo.ttft_ms.map_or("-".into(), |x| format!("{x} ms")),
+        slo.tpot_percentile,
+        slo.tpot_ms.map_or("-".into(), |x| format!("{x} ms")),
+    );
+    for (c, l, _) in rows {
+        let _ = writeln!(
+            t,
+            "  {:<32} at {:.3} req/s per replica: p{} TTFT {:.1} ms, p{} TPOT {:.2} ms{}",
+            c.candidate.label(),
+            l.rate_per_s,
+            slo.ttft_percentile,
+            l.ttft_ms,
+            slo.tpot_percentile,
+            l.tpot_ms,
+            slo.e2e_ms.map_or(String::new(), |_| format!(
+                ", p{} E2E {:.0} ms",
+                slo.e2e_percentile, l.e2e_ms
+            ))
+        );
+    }
+}
+
+/// Candidates the terminal table shows; candidates.csv has them all.
+const TABLE_ROWS: usize = 15;
+
 /// Writes the plan as a table and its chosen deployment with the evidence, for people.
 pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
     let mut t = String::new();
@@ -124,7 +238,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         "$/hour",
         "$/M out"
     );
-    for (i, c) in p.candidates.iter().enumerate().take(15) {
+    for (i, c) in p.candidates.iter().enumerate().take(TABLE_ROWS) {
         let (usd, per_m) = match (c.status, c.cost_at_target) {
             (Status::Feasible, Some(x)) => (
                 format!("{:.2}", x.usd_per_hour),
@@ -146,7 +260,12 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             t,
             "{:>4} {:<14}{:<6}{:>3}{:>5} {:>9.2}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  {}",
             i + 1,
-            c.candidate.gpu,
+            // A profile given as a long path keeps a space before the next column.
+            if c.candidate.gpu.len() >= 14 {
+                format!("{} ", c.candidate.gpu)
+            } else {
+                c.candidate.gpu.clone()
+            },
             c.candidate.dtype,
             c.candidate.tp,
             c.candidate.max_num_seqs,
@@ -164,13 +283,14 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             c.note.as_deref().unwrap_or("")
         );
     }
-    if p.candidates.len() > 15 {
+    if p.candidates.len() > TABLE_ROWS {
         let _ = writeln!(
             t,
             "     ... {} more in candidates.csv",
-            p.candidates.len() - 15
+            p.candidates.len() - TABLE_ROWS
         );
     }
+    below_table_lines(&mut t, p, TABLE_ROWS);
     let pruned = p
         .candidates
         .iter()
@@ -195,11 +315,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 c.replicas,
                 c.candidate.tp,
                 c.candidate.dtype,
-                if c.candidate.kv_cache_dtype == "auto" {
-                    "16-bit"
-                } else {
-                    &c.candidate.kv_cache_dtype
-                },
+                c.candidate.kv_cache_dtype,
                 c.candidate.max_num_seqs
             );
             let _ = writeln!(
@@ -306,25 +422,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 t,
                 "\nNo candidate meets the SLOs at this load within the search space."
             );
-            let mut bad_input = p
-                .candidates
-                .iter()
-                .filter(|c| c.status == Status::Infeasible)
-                .peekable();
-            if bad_input.peek().is_some() {
-                let _ = writeln!(t, "What stops each candidate:");
-                for c in bad_input.take(15) {
-                    let _ = writeln!(
-                        t,
-                        "  {} {} TP{} seqs {}: {}",
-                        c.candidate.gpu,
-                        c.candidate.dtype,
-                        c.candidate.tp,
-                        c.candidate.max_num_seqs,
-                        c.note.as_deref().unwrap_or("")
-                    );
-                }
-            }
+            light_load_lines(&mut t, sc, p);
             if let Some(n) = &p.nearest_slo {
                 let _ = writeln!(t, "  {n}");
             }

@@ -31,7 +31,15 @@ pub(crate) struct Trace {
     /// `(prefix_group, prefix_tokens)` per row when the trace has those columns, else empty.
     /// `prefix_group` is `u32::MAX` for a request without a shared prefix.
     pub prefix: Vec<(u32, u32)>,
+    /// Whether arrival times were written as numbers (servesim's `arrival_s`), which a
+    /// trace in milliseconds could mistake; Azure timestamps carry their own unit.
+    pub numeric_times: bool,
 }
+
+/// Rows above which a trace's inter-arrival times are judged for their unit.
+pub(crate) const UNIT_CHECK_MIN_ROWS: usize = 1000;
+/// Median inter-arrival time above which `arrival_s` looks like milliseconds, seconds.
+pub(crate) const UNIT_CHECK_MAX_MEDIAN_GAP_S: f64 = 60.0;
 
 /// Largest arrival time a trace may hold, seconds (u64 nanoseconds: about 584 years).
 const MAX_TIME_S: f64 = 1.8e10;
@@ -193,7 +201,11 @@ impl Trace {
         }
         rows.shrink_to_fit();
         prefix.shrink_to_fit();
-        Ok(Trace { rows, prefix })
+        Ok(Trace {
+            rows,
+            prefix,
+            numeric_times: !azure,
+        })
     }
 
     /// Mean arrival rate, requests per second: (rows - 1) / (last - first arrival); `None`
@@ -202,6 +214,21 @@ impl Trace {
         let (first, last) = (self.rows.first()?, self.rows.last()?);
         let span_s = (last.arrival_ns - first.arrival_ns) as f64 * 1e-9;
         (span_s > 0.0).then(|| (self.rows.len() - 1) as f64 / span_s)
+    }
+
+    /// Median time between consecutive arrivals, seconds (0 for a single row).
+    pub(crate) fn median_gap_s(&self) -> f64 {
+        let mut gaps: Vec<u64> = self
+            .rows
+            .windows(2)
+            .map(|w| w[1].arrival_ns - w[0].arrival_ns)
+            .collect();
+        if gaps.is_empty() {
+            return 0.0;
+        }
+        let mid = gaps.len() / 2;
+        let (_, m, _) = gaps.select_nth_unstable(mid);
+        *m as f64 * 1e-9
     }
 
     /// Mean prompt length, tokens.
