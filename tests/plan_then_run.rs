@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::servesim;
 use serde_json::Value;
 
@@ -57,20 +55,27 @@ fn rerun(scenario: Option<&str>, plan: &Value, replicas: u64) -> Value {
         format!("deployment.tp={}", c["tp"]),
         format!("scheduler.max_num_seqs={}", c["max_num_seqs"]),
         format!("deployment.replicas={replicas}"),
-        "workload.arrival.kind=\"poisson\"".to_string(),
-        format!("workload.arrival.rate_per_s={}", plan["target_rate_per_s"]),
+        // Offline, diurnal and other arrivals all become what the plan sized for: Poisson
+        // arrivals at the target (for a time-varying scenario, its peak hour).
+        format!(
+            "workload.arrival={{kind=\"poisson\", rate_per_s={}}}",
+            plan["target_rate_per_s"]
+        ),
         "workload.num_requests=20000".to_string(),
     ];
     // The embedded default is scenarios/chat-slo.toml.
     let file = scenario.unwrap_or("scenarios/chat-slo.toml");
-    if Path::new(file).file_name().unwrap() == "batch-offline.toml" {
-        // Offline arrivals carry no rate: the plan sized for Poisson arrivals at the target.
-        sets.retain(|s| !s.starts_with("workload.arrival.rate_per_s"));
-        sets.push(format!(
-            "workload.arrival={{kind=\"poisson\", rate_per_s={}}}",
-            plan["target_rate_per_s"]
-        ));
-        sets.retain(|s| s != "workload.arrival.kind=\"poisson\"");
+    if std::fs::read_to_string(file)
+        .unwrap()
+        .contains("[autoscale]")
+    {
+        // The steady-state plan is for a fixed fleet: pin the autoscaler to it.
+        sets.extend([
+            format!("autoscale.min_replicas={replicas}"),
+            format!("autoscale.max_replicas={replicas}"),
+            format!("autoscale.initial_replicas={replicas}"),
+            "autoscale.capacity_rate_per_replica=1.0".to_string(),
+        ]);
     }
     let mut args = vec!["run", file, "--format", "json"];
     for s in &sets {
@@ -139,11 +144,17 @@ fn the_batch_offline_plan_holds_and_one_replica_fewer_misses() {
 }
 
 #[test]
+fn the_diurnal_week_plan_holds_at_its_peak_and_one_replica_fewer_misses() {
+    check_holds_and_one_fewer_misses(Some("scenarios/diurnal-week.toml"));
+}
+
+#[test]
 fn every_shipped_scenario_with_a_plan_is_tested_here() {
     let tested = [
         "chat-slo.toml",
         "code-completion.toml",
         "batch-offline.toml",
+        "diurnal-week.toml",
     ];
     for e in std::fs::read_dir("scenarios").unwrap() {
         let path = e.unwrap().path();
