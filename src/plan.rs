@@ -269,12 +269,16 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
     let gpus = p.gpus.clone().unwrap_or_else(|| vec![d.gpu.clone()]);
     let dtypes = p.dtypes.clone().unwrap_or_else(|| vec![d.dtype.clone()]);
     let tps = p.tp.clone().unwrap_or_else(|| vec![d.tp]);
-    let seqs = p
+    let seqs_given = p
         .max_num_seqs
         .clone()
-        .unwrap_or_else(|| vec![base.scheduler.max_num_seqs.unwrap_or(256)]);
+        .or(base.scheduler.max_num_seqs.map(|s| vec![s]));
     let mut out = Vec::new();
     for g in &gpus {
+        // Without a batch cap in the scenario, each GPU's engine default, as `run` uses.
+        let seqs = seqs_given
+            .clone()
+            .unwrap_or_else(|| vec![engine_default_seqs(&d.engine, g)]);
         for dt in &dtypes {
             for &tp in &tps {
                 for &s in &seqs {
@@ -290,6 +294,21 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// The engine's default max_num_seqs on `gpu` (256, vLLM's base default, when either does
+/// not load; resolving the candidate then says why).
+fn engine_default_seqs(engine: &str, gpu: &str) -> u32 {
+    match (
+        crate::engine::EngineProfile::load(engine),
+        crate::gpu::GpuProfile::load(gpu),
+    ) {
+        (Ok(mut e), Ok(g)) => {
+            e.scheduler.for_gpu(&g);
+            e.scheduler.max_num_seqs
+        }
+        _ => 256,
+    }
 }
 
 /// The KV format a deployment of weights `dtype` runs with under the scenario's
