@@ -19,7 +19,12 @@
 //!   requests, doubling until its intervals are within 2%, at most 32,000), on a local rayon
 //!   pool of 1 and 2 threads. Targets: under 20 s on 2 threads; >= 1.8x from 1 to 2 threads.
 //!
-//! `cargo bench --bench targets` (about 1-2 minutes). Criterion prints time per iteration and,
+//! - (f) `plan-diurnal-week`: `servesim::plan::plan` on scenarios/diurnal-week.toml: the peak
+//!   plan, hour-by-hour sizing and a week of 24.2 million requests simulated with the
+//!   autoscaler for each of the two cheapest candidates. Target: under 60 s. Ten samples take
+//!   several minutes: `cargo bench --bench targets -- week` runs it alone.
+//!
+//! `cargo bench --bench targets` (about 1-2 minutes, plus (f)). Criterion prints time per iteration and,
 //! for (a)-(c), the throughput in elements (simulated requests) per second.
 //! `scripts/perf-bench.sh` runs it and prints the table with the sweep speed-up.
 //! Set `SERVESIM_BENCH_REQUESTS` to change the request count of (a)-(c) (default 1,000,000).
@@ -182,5 +187,20 @@ fn sweeping(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, runs, planning, sweeping);
+fn planning_week(c: &mut Criterion) {
+    let origin = "scenarios/diurnal-week.toml";
+    let sc = Scenario::parse(include_str!("../scenarios/diurnal-week.toml"), origin, &[])
+        .expect("diurnal-week parses");
+    let mut g = c.benchmark_group("targets");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(60));
+    g.bench_function("plan-diurnal-week", |b| {
+        b.iter(|| plan(&sc, origin).expect("plans"))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, runs, planning, sweeping, planning_week);
 criterion_main!(benches);

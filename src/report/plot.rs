@@ -637,7 +637,14 @@ where
     let label_font = (FONT, 16).into_font();
     let area = cc.plotting_area();
     let (xr, yr) = area.get_pixel_range();
-    let (ax0, ax1, ay0, ay1) = (xr.start, xr.end, yr.start, yr.end);
+    // Backend pixels are absolute; `root` draws relative to its own corner (not the image's
+    // when it is one panel of a stack).
+    let (bx, by) = root.get_base_pixel();
+    let (ax0, ax1, ay0, ay1) = (xr.start - bx, xr.end - bx, yr.start - by, yr.end - by);
+    let at = |x: f64, y: f64| {
+        let (px, py) = cc.backend_coord(&(x, y));
+        (px - bx, py - by)
+    };
     let text_size = |s: &str, f: &TextStyle| -> (i32, i32) {
         root.estimate_text_size(s, f)
             .map(|(w, h)| (w as i32, h as i32))
@@ -649,7 +656,7 @@ where
             continue;
         }
         let c = RULE_COLOURS[i % RULE_COLOURS.len()];
-        let (px, _) = cc.backend_coord(&(r.value, yhi));
+        let (px, _) = at(r.value, yhi);
         let (w, _) = text_size(&r.label, &label_font.clone().into());
         let (w, h) = (w, text_size(&r.label, &label_font.clone().into()).1);
         let x = if px + 6 + w > ax1 { px - 6 - w } else { px + 6 };
@@ -662,7 +669,7 @@ where
             continue;
         }
         let c = RULE_COLOURS[(i + p.x_rules.len()) % RULE_COLOURS.len()];
-        let (_, py) = cc.backend_coord(&(xhi, r.value));
+        let (_, py) = at(xhi, r.value);
         let (w, h) = text_size(&r.label, &label_font.clone().into());
         let y = if py - h - 6 < ay0 { py + 6 } else { py - h - 6 };
         let by_legend = any_legend && legend_right && ((py < (ay0 + ay1) / 2) == legend_up);
@@ -673,7 +680,7 @@ where
     // Markers: large, outlined, on top of everything, with a boxed label.
     let marker_font = FontDesc::new(FontFamily::SansSerif, 17.0, FontStyle::Bold);
     for m in &p.markers {
-        let (px, py) = cc.backend_coord(&(m.x, m.y));
+        let (px, py) = at(m.x, m.y);
         root.draw(&Circle::new((px, py), 10, MARKER_FILL.filled()))
             .map_err(err)?;
         root.draw(&Circle::new((px, py), 10, BLACK.stroke_width(2)))
