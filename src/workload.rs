@@ -693,6 +693,8 @@ pub struct RequestGenerator {
     duration_s: Option<f64>,
     last_ns: u64,
     done: bool,
+    /// The arrival time, s, that stopped the stream by passing the clock's range (u64 ns).
+    overflow_s: Option<f64>,
     offline: bool,
     mean_input: f64,
     mean_output: f64,
@@ -871,6 +873,7 @@ impl RequestGenerator {
             duration_s: cfg.duration_s,
             last_ns: 0,
             done: false,
+            overflow_s: None,
             offline: matches!(cfg.arrival, ArrivalConfig::Offline),
             mean_input,
             mean_output,
@@ -917,7 +920,10 @@ impl RequestGenerator {
                 if past_end(t_s, self.duration_s) {
                     return None;
                 }
-                let ns = secs_to_ns(t_s)?;
+                let Some(ns) = secs_to_ns(t_s) else {
+                    self.overflow_s = Some(t_s);
+                    return None;
+                };
                 let (i, o) = match filter {
                     Some(f) => f.sample(input, output, &mut self.length_rng),
                     None => (
@@ -934,7 +940,12 @@ impl RequestGenerator {
                 let ns = if *scale == 1.0 {
                     row.arrival_ns
                 } else {
-                    secs_to_ns(row.arrival_ns as f64 * 1e-9 * *scale)?
+                    let t_s = row.arrival_ns as f64 * 1e-9 * *scale;
+                    let Some(ns) = secs_to_ns(t_s) else {
+                        self.overflow_s = Some(t_s);
+                        return None;
+                    };
+                    ns
                 };
                 if past_end(ns as f64 * 1e-9, self.duration_s) {
                     return None;
@@ -964,6 +975,14 @@ impl RequestGenerator {
             prefix_group,
             prefix_tokens,
         })
+    }
+
+    /// When the stream stopped because its next arrival lay past the simulator's clock (u64
+    /// nanoseconds, about 584 years): that arrival's time, s, and the requests of
+    /// `num_requests` never sent (`None` when the stream ended normally).
+    pub fn overflowed(&self) -> Option<(f64, Option<u64>)> {
+        self.overflow_s
+            .map(|t| (t, self.num_requests.map(|n| n.saturating_sub(self.emitted))))
     }
 
     /// Whether every request arrives at t = 0 (offline batch).

@@ -94,6 +94,20 @@ fn estimate_json_streams_weights_at_the_measured_bandwidth() {
 }
 
 #[test]
+fn bench_burstiness_of_zero_exits_2_with_or_without_a_rate() {
+    // As vLLM: the burstiness is a gamma shape and must be > 0 whatever the rate.
+    for rate in [None, Some("5")] {
+        let mut args = vec!["bench", "--burstiness", "0", "--num-prompts", "10"];
+        if let Some(r) = rate {
+            args.extend(["--request-rate", r]);
+        }
+        let (code, _, err) = servesim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--burstiness"), "{err}");
+    }
+}
+
+#[test]
 fn estimate_unknown_model_exits_2() {
     let (code, out, err) = servesim(&["estimate", "--model", "gpt-17b", "--gpu", "h100-sxm"]);
     assert_one_line_input_error(code, &err);

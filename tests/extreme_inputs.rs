@@ -173,6 +173,20 @@ fn rate_of_one_in_a_million_seconds() {
 }
 
 #[test]
+fn an_arrival_past_the_clock_ends_the_run_as_truncated_and_says_so() {
+    // The second arrival comes ~1e300 s after the first: past u64 nanoseconds.
+    let v = run_json(&["workload.arrival.rate_per_s=1e-300"]);
+    let t = v["truncated"]
+        .as_str()
+        .expect("a run that loses requests says so");
+    assert!(
+        t.contains("past the simulator's clock") && t.contains("999 requests never sent"),
+        "{t}"
+    );
+    assert_eq!(u(&v, "completed"), 1);
+}
+
+#[test]
 fn rate_so_low_that_the_time_limit_stops_the_run() {
     // 1000 requests at 1e-6 req/s would take ~1e9 s, beyond the 30-day default limit.
     let v = run_json(&["workload.arrival.rate_per_s=1e-6"]);

@@ -56,6 +56,14 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         d.gpu_memory_utilization.map(V::Float),
     );
 
+    if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
+        // As vLLM: burstiness is a gamma shape, whatever the rate.
+        bail!(servesim::Error::config(
+            "--burstiness",
+            "burstiness",
+            format!("must be > 0, got {}", a.burstiness),
+        ));
+    }
     let arrival = if a.request_rate.is_infinite() && a.request_rate > 0.0 {
         table(&[("kind", V::String("offline".into()))])
     } else if a.burstiness == 1.0 {

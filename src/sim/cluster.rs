@@ -284,6 +284,14 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let end = metrics.last_event_ns.max(last_arrival_ns);
     fleet.account(end, &mut metrics);
 
+    if truncated.is_none() {
+        if let Some((t_s, unsent)) = gen.overflowed() {
+            truncated = Some(format!(
+                "the next arrival, at {t_s:.3e} s, lies past the simulator's clock (about 584 years): the run stopped there{}",
+                unsent.map_or(String::new(), |n| format!(", {n} requests never sent"))
+            ));
+        }
+    }
     let in_flight: u64 = fleet.slots.iter().map(|s| s.replica.outstanding()).sum();
     if truncated.is_none() && in_flight > 0 {
         truncated = Some(format!(
