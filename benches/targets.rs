@@ -174,13 +174,15 @@ fn sweeping(c: &mut Criterion) {
             .build()
             .expect("a rayon pool");
         let points =
-            pool.install(|| sweep(CHAT_SLO, origin, &base, &vary, &|| {}).expect("sweeps"));
+            pool.install(|| sweep(CHAT_SLO, origin, &base, &vary, None, &|| {}).expect("sweeps"));
         assert_eq!(points.len(), 100);
         assert!(points.iter().all(|p| p.error.is_none()), "every point runs");
         g.throughput(Throughput::Elements(100));
         g.bench_function(format!("threads-{threads}"), |b| {
             b.iter(|| {
-                pool.install(|| sweep(CHAT_SLO, origin, &base, &vary, &|| {}).expect("sweeps"))
+                pool.install(|| {
+                    sweep(CHAT_SLO, origin, &base, &vary, None, &|| {}).expect("sweeps")
+                })
             })
         });
     }

@@ -297,8 +297,20 @@ pub struct SweepArgs {
     /// Scenario file (default: the embedded default scenario).
     pub scenario: Option<PathBuf>,
     /// A key and its values: `KEY=v1,v2,...` or `KEY=start..end:steps` (repeatable: a grid).
-    #[arg(long = "vary", value_name = "KEY=VALUES", required = true)]
+    #[arg(
+        long = "vary",
+        value_name = "KEY=VALUES",
+        required_unless_present = "merge"
+    )]
     pub vary: Vec<String>,
+    /// Run only slice K of N of the grid (0 <= K < N: the points whose index is K modulo N),
+    /// writing its points and a shard.json into --out (one task of a job array).
+    #[arg(long, value_name = "K/N", conflicts_with = "merge")]
+    pub shard: Option<String>,
+    /// Merge the folders of every shard of one sweep into --out: the same files one run of
+    /// the whole grid writes.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["vary", "scenario"])]
+    pub merge: Vec<PathBuf>,
     /// Override any scenario key for every point (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,

@@ -32,7 +32,10 @@ pub use export::CostWorkbookExporter;
 pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
 pub use measure::{Load, Measurement, StopRule};
 pub use search::{Binding, Constraint, Probe, RateSearch, RATE_PRECISION};
-pub use sweep::{parse_vary, sweep, SweepPoint, SweepTable, Vary};
+pub use sweep::{
+    fingerprint, grid_points, merge_shards, parse_vary, sweep, Shard, ShardManifest, SweepPoint,
+    SweepTable, Vary,
+};
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -1,6 +1,6 @@
 //! The result of one run, named as vLLM's `bench serve` names its keys, plus servesim's own.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
@@ -13,7 +13,7 @@ use crate::sim::{simulate, SimOutput};
 use crate::workload::RequestGenerator;
 
 /// One SLO's outcome: the percentile of the metric against its threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SloOutcome {
     /// Threshold, ms.
     pub threshold_ms: f64,
@@ -26,7 +26,7 @@ pub struct SloOutcome {
 }
 
 /// SLO outcomes of a run (absent SLOs are `None`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct SloReport {
     /// TTFT SLO.
     pub ttft: Option<SloOutcome>,
@@ -39,7 +39,7 @@ pub struct SloReport {
 }
 
 /// Summary of one run. Latencies in ms, throughputs per second of the run's duration.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Requests completed.
     pub completed: u64,

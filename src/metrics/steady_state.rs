@@ -20,12 +20,12 @@
 //!
 //! docs/capacity-planning.md ("Method") shows the measurements that justify these choices.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::request_log::{Outcome, RequestRecord};
 
 /// Settings of the analysis.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SteadyStateConfig {
     /// Batches for the batch-means intervals (and time slices for throughput and the queue).
     pub batches: usize,
@@ -53,7 +53,7 @@ impl Default for SteadyStateConfig {
 }
 
 /// What the run is judged against.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Targets {
     /// TTFT SLO: (threshold ms, percentile).
     pub ttft: Option<(f64, f64)>,
@@ -67,7 +67,7 @@ pub struct Targets {
 
 /// A measured figure and the half-width of its confidence interval (`None` when the window
 /// has too few requests for one).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     /// Point estimate over the whole window.
     pub value: f64,
@@ -90,7 +90,7 @@ impl Interval {
 }
 
 /// Which SLO metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SloMetric {
     /// Time to first token.
@@ -113,7 +113,7 @@ impl SloMetric {
 }
 
 /// One SLO judged on the window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SloCheck {
     /// The metric.
     pub metric: SloMetric,
@@ -128,7 +128,7 @@ pub struct SloCheck {
 }
 
 /// The queue-growth test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct QueueGrowth {
     /// Fitted change of the number of requests in the system across the window, requests.
     pub growth_requests: f64,
@@ -143,7 +143,7 @@ pub struct QueueGrowth {
 }
 
 /// Mean, median, p90 and p99 of one latency over the window, ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowLatency {
     /// Mean, ms.
     pub mean_ms: f64,
@@ -156,17 +156,17 @@ pub struct WindowLatency {
 }
 
 /// A check the run failed, and by how much.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Miss {
     /// What failed: `ttft`, `tpot`, `e2e`, `goodput`, `warmup` (no steady state reached) or
     /// `queue`.
-    pub check: &'static str,
+    pub check: String,
     /// One line for people, with the figures.
     pub reason: String,
 }
 
 /// The steady state of one run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyState {
     /// Requests in the log.
     pub requests: u64,
@@ -516,7 +516,8 @@ pub fn analyze(
                     SloMetric::Ttft => "ttft",
                     SloMetric::Tpot => "tpot",
                     SloMetric::E2e => "e2e",
-                },
+                }
+                .into(),
                 reason: if completed.is_empty() {
                     format!(
                         "no request completed, so p{} {} is unknown",
@@ -537,7 +538,7 @@ pub fn analyze(
     }
     if goodput_share.value < targets.goodput_threshold {
         misses.push(Miss {
-            check: "goodput",
+            check: "goodput".into(),
             reason: format!(
                 "goodput {:.1}% < {:.0}%",
                 100.0 * goodput_share.value,
@@ -547,13 +548,13 @@ pub fn analyze(
     }
     if warmup_at_cap {
         misses.push(Miss {
-            check: "warmup",
+            check: "warmup".into(),
             reason: "no steady state within the run: the warm-up cut reached half of it (at or past saturation, or the run is too short)".into(),
         });
     }
     if !queue.stationary {
         misses.push(Miss {
-            check: "queue",
+            check: "queue".into(),
             reason: format!(
                 "queue grows by {:.0} requests ({:.1}% of arrivals) over the window: demand exceeds capacity",
                 queue.growth_requests,

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::measure::{measure, stationary_load, StopRule};
 use crate::error::{Error, Result};
@@ -74,8 +74,10 @@ pub fn parse_vary(spec: &str) -> Result<Vary> {
 }
 
 /// One grid point's overrides and result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepPoint {
+    /// Its position in the grid (row-major over the `--vary` keys, the last fastest).
+    pub index: usize,
     /// The `key=value` overrides of this point.
     pub overrides: Vec<(String, String)>,
     /// The run's summary, or why the point could not run.
@@ -84,16 +86,76 @@ pub struct SweepPoint {
     pub error: Option<String>,
 }
 
-/// Runs the grid (cartesian product of `varies`) over a scenario text, in parallel, each point
-/// measured in steady state where it has one; `tick` is called once per finished point (for a
-/// progress bar).
-pub fn sweep(
-    text: &str,
-    origin: &str,
-    base_overrides: &[String],
-    varies: &[Vary],
-    tick: &(dyn Fn() + Sync),
-) -> Result<Vec<SweepPoint>> {
+/// A slice of a sweep's grid: the points whose index is `index` modulo `count`, so that `count`
+/// machines (a Slurm job array, a Kubernetes Indexed Job) each run one (`--shard K/N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard, 0-based.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parses `K/N` (0 <= K < N).
+    pub fn parse(spec: &str) -> Result<Shard> {
+        let bad = |why: &str| Error::config("--shard", spec, why.to_string());
+        let (k, n) = spec
+            .split_once('/')
+            .ok_or_else(|| bad("expected K/N, e.g. 0/4"))?;
+        let index: usize = k.trim().parse().map_err(|_| bad("K is not an integer"))?;
+        let count: usize = n.trim().parse().map_err(|_| bad("N is not an integer"))?;
+        if count == 0 || index >= count {
+            return Err(bad("needs 0 <= K < N"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Whether grid point `i` belongs to this shard.
+    pub fn holds(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+}
+
+/// What a shard writes beside its points (shard.json), so that `--merge` can check that the
+/// shards belong to one sweep and cover it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardManifest {
+    /// The shard.
+    pub shard: Shard,
+    /// Points in the whole grid.
+    pub grid_points: usize,
+    /// The varied keys.
+    pub keys: Vec<String>,
+    /// A hash of the scenario text, the `--set` overrides and the `--vary` values: shards of
+    /// one sweep share it.
+    pub fingerprint: String,
+}
+
+/// FNV-1a 64 of the sweep's inputs (stable across machines and builds).
+pub fn fingerprint(text: &str, base_overrides: &[String], varies: &[Vary]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |s: &str| {
+        for b in s.bytes().chain([0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(text);
+    for o in base_overrides {
+        eat(o);
+    }
+    for v in varies {
+        eat(&v.key);
+        for x in &v.values {
+            eat(x);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The grid: the cartesian product of `varies`, row-major (the last key fastest).
+fn grid(varies: &[Vary]) -> Result<Vec<Vec<(String, String)>>> {
     let mut grid: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for v in varies {
         grid = grid
@@ -114,22 +176,49 @@ pub fn sweep(
             format!("{} points is too many", grid.len()),
         ));
     }
+    Ok(grid)
+}
+
+/// Points in the grid of `varies`.
+pub fn grid_points(varies: &[Vary]) -> Result<usize> {
+    Ok(grid(varies)?.len())
+}
+
+/// Runs the grid (cartesian product of `varies`) over a scenario text, in parallel, each point
+/// measured in steady state where it has one; only `shard`'s points when given. `tick` is
+/// called once per finished point (for a progress bar).
+pub fn sweep(
+    text: &str,
+    origin: &str,
+    base_overrides: &[String],
+    varies: &[Vary],
+    shard: Option<Shard>,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<SweepPoint>> {
+    let grid = grid(varies)?;
     // Check the base once so a typo is one clear error, not one per point.
     Scenario::parse(text, origin, base_overrides)?.resolve(origin)?;
-    Ok(grid
+    let mine: Vec<(usize, Vec<(String, String)>)> = grid
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| shard.is_none_or(|s| s.holds(*i)))
+        .collect();
+    Ok(mine
         .into_par_iter()
-        .map(|point| {
+        .map(|(index, point)| {
             let mut ov = base_overrides.to_vec();
             ov.extend(point.iter().map(|(k, v)| format!("{k}={v}")));
             let r = Scenario::parse(text, origin, &ov).and_then(|s| run_point(&s, origin));
             tick();
             match r {
                 Ok(summary) => SweepPoint {
+                    index,
                     overrides: point,
                     summary: Some(summary),
                     error: None,
                 },
                 Err(e) => SweepPoint {
+                    index,
                     overrides: point,
                     summary: None,
                     error: Some(e.to_string()),
@@ -137,6 +226,93 @@ pub fn sweep(
             }
         })
         .collect())
+}
+
+/// Merges shard outputs (each a folder with shard.json and sweep.json) into the points of the
+/// whole sweep, in grid order, after checking that they are the shards of one sweep, each
+/// once, covering every point. Returns the varied keys and the points.
+pub fn merge_shards(dirs: &[std::path::PathBuf]) -> Result<(Vec<String>, Vec<SweepPoint>)> {
+    let read = |p: std::path::PathBuf| -> Result<String> {
+        std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))
+    };
+    let mut first: Option<ShardManifest> = None;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut points: Vec<SweepPoint> = Vec::new();
+    for d in dirs {
+        let mpath = d.join("shard.json");
+        let m: ShardManifest = serde_json::from_str(&read(mpath.clone())?).map_err(|e| {
+            Error::config(mpath.display().to_string(), "(top level)", e.to_string())
+        })?;
+        if let Some(f) = &first {
+            if f.fingerprint != m.fingerprint || f.shard.count != m.shard.count {
+                return Err(Error::config(
+                    mpath.display().to_string(),
+                    "fingerprint",
+                    format!(
+                        "shard {}/{} of another sweep (fingerprint {}, {} shards) than the first ({}, {} shards)",
+                        m.shard.index, m.shard.count, m.fingerprint, m.shard.count, f.fingerprint, f.shard.count
+                    ),
+                ));
+            }
+        }
+        if !seen.insert(m.shard.index) {
+            return Err(Error::config(
+                mpath.display().to_string(),
+                "shard",
+                format!("shard {}/{} given twice", m.shard.index, m.shard.count),
+            ));
+        }
+        let ppath = d.join("sweep.json");
+        let mut ps: Vec<SweepPoint> = serde_json::from_str(&read(ppath.clone())?).map_err(|e| {
+            Error::config(ppath.display().to_string(), "(top level)", e.to_string())
+        })?;
+        if let Some(bad) = ps
+            .iter()
+            .find(|p| !m.shard.holds(p.index) || p.index >= m.grid_points)
+        {
+            return Err(Error::config(
+                ppath.display().to_string(),
+                format!("[{}].index", bad.index),
+                format!(
+                    "point {} is not shard {}/{}'s",
+                    bad.index, m.shard.index, m.shard.count
+                ),
+            ));
+        }
+        points.append(&mut ps);
+        first.get_or_insert(m);
+    }
+    let Some(m) = first else {
+        return Err(Error::config(
+            "--merge",
+            "folders",
+            "no shard folders given",
+        ));
+    };
+    if seen.len() != m.shard.count {
+        let missing: Vec<String> = (0..m.shard.count)
+            .filter(|k| !seen.contains(k))
+            .map(|k| format!("{k}/{}", m.shard.count))
+            .collect();
+        return Err(Error::config(
+            "--merge",
+            "folders",
+            format!("missing shard(s) {}", missing.join(", ")),
+        ));
+    }
+    points.sort_by_key(|p| p.index);
+    if points.len() != m.grid_points || points.iter().enumerate().any(|(i, p)| p.index != i) {
+        return Err(Error::config(
+            "--merge",
+            "folders",
+            format!(
+                "the shards hold {} points of a {}-point grid",
+                points.len(),
+                m.grid_points
+            ),
+        ));
+    }
+    Ok((m.keys, points))
 }
 
 /// Runs one grid point: a steady-state measurement when its arrivals are stationary (the run

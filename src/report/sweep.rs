@@ -64,7 +64,7 @@ pub fn write_sweep_text(
                                 "NOT sustainable: {}",
                                 st.misses
                                     .iter()
-                                    .map(|m| match m.check {
+                                    .map(|m| match m.check.as_str() {
                                         "ttft" => "TTFT",
                                         "tpot" => "TPOT",
                                         "e2e" => "E2E",
