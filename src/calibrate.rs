@@ -624,13 +624,10 @@ mod tests {
             t(crate::roofline::kernels::stream_s(&self.0, b as f64))
         }
         fn gemm(&mut self, m: u64, k: u64, n: u64, d: GemmDtype, _: usize) -> Result<Timing> {
-            let rate = match d {
-                GemmDtype::Bf16 => self.0.gemm.bf16_flops_per_s,
-                GemmDtype::Fp8 => self.0.gemm.fp8_flops_per_s,
-            };
+            let fp8 = matches!(d, GemmDtype::Fp8);
             let g = &self.0;
             t(
-                crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), rate)
+                crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), fp8)
                     .0,
             )
         }

@@ -233,8 +233,9 @@ pub struct CalibrateArgs {
 /// Flags of `servesim fit`.
 #[derive(Debug, Args)]
 pub struct FitArgs {
-    /// Measurement CSV (as `servesim calibrate` writes it).
-    pub measurements: PathBuf,
+    /// Measurement CSVs (as `servesim calibrate` writes them); their rows are fitted together.
+    #[arg(required = true, num_args = 1..)]
+    pub measurements: Vec<PathBuf>,
     /// Base GPU profile: a name or a path; fields without rows keep its values.
     #[arg(long, default_value = "calibration/gpus/h100-sxm.toml")]
     pub base: String,
@@ -249,9 +250,9 @@ pub struct ValidateKernelsArgs {
     /// GPU profile: a name or a path to a profile .toml.
     #[arg(long)]
     pub gpu: String,
-    /// Measurement CSV.
-    #[arg(long)]
-    pub measurements: PathBuf,
+    /// Measurement CSVs (repeatable, or several after one flag); their rows are pooled.
+    #[arg(long, required = true, num_args = 1..)]
+    pub measurements: Vec<PathBuf>,
     /// PNG scatter plot of predicted against measured.
     #[arg(long, default_value = "validate-kernels.png")]
     pub plot: PathBuf,

@@ -52,6 +52,10 @@ pub struct GemmCurve {
     pub fp8_flops_per_s: f64,
     /// Token count (GEMM m dimension) at which the tensor cores reach half the achievable rate.
     pub half_rate_tokens: f64,
+    /// The same for FP8 GEMMs, which run other kernels (smaller M tiles) than BF16 ones; absent:
+    /// `half_rate_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_half_rate_tokens: Option<f64>,
 }
 
 /// Attention kernels.
@@ -62,8 +66,12 @@ pub struct AttentionCurve {
     pub fixed_s: f64,
     /// Paged decode attention's KV read bandwidth as a fraction of the stream bandwidth.
     pub decode_bandwidth_fraction: f64,
-    /// Prefill (flash) attention rate as a fraction of the GEMM BF16 rate.
+    /// Prefill (flash) attention rate for long sequences as a fraction of the GEMM BF16 rate.
     pub prefill_flops_fraction: f64,
+    /// Keys per query row at which prefill attention reaches half that rate: each query row
+    /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
+    #[serde(default)]
+    pub prefill_half_rate_tokens: f64,
 }
 
 /// Small memory-bound kernels (norms, rotary, activation, residual add).
@@ -89,7 +97,9 @@ pub struct AllReduceCurve {
     /// Latency of a small all-reduce done by an engine's custom one-shot kernel over
     /// NVLink peer-to-peer (vLLM, TensorRT-LLM and SGLang ship one), seconds.
     pub custom_latency_s: f64,
-    /// Largest message the custom kernel takes, bytes (larger ones go to NCCL).
+    /// Largest message the GPU's peer-to-peer NVLink path lets an engine's custom kernel take,
+    /// bytes (0: no NVLink, always NCCL); the engine profile's own limit per TP degree applies
+    /// below it.
     pub custom_max_bytes: f64,
 }
 
@@ -216,6 +226,14 @@ impl GpuProfile {
             ("gemm.fixed_s", self.gemm.fixed_s),
             ("gemm.fp8_flops_per_s", self.gemm.fp8_flops_per_s),
             ("attention.fixed_s", self.attention.fixed_s),
+            (
+                "gemm.fp8_half_rate_tokens",
+                self.gemm.fp8_half_rate_tokens.unwrap_or(0.0),
+            ),
+            (
+                "attention.prefill_half_rate_tokens",
+                self.attention.prefill_half_rate_tokens,
+            ),
             ("small_ops.kernel_s", self.small_ops.kernel_s),
             ("small_ops.launch_s", self.small_ops.launch_s),
             ("allreduce.latency_s", self.allreduce.latency_s),
@@ -269,5 +287,20 @@ impl GpuProfile {
     /// Whether the GPU has FP8 tensor cores.
     pub fn supports_fp8(&self) -> bool {
         self.datasheet.fp8_flops_per_s > 0.0 && self.gemm.fp8_flops_per_s > 0.0
+    }
+
+    /// The GEMM curve for FP8 (`fp8`, on a GPU that supports it) or BF16 operands: (achievable
+    /// rate in FLOP/s, half-rate token count).
+    pub fn gemm_curve(&self, fp8: bool) -> (f64, f64) {
+        if fp8 && self.supports_fp8() {
+            (
+                self.gemm.fp8_flops_per_s,
+                self.gemm
+                    .fp8_half_rate_tokens
+                    .unwrap_or(self.gemm.half_rate_tokens),
+            )
+        } else {
+            (self.gemm.bf16_flops_per_s, self.gemm.half_rate_tokens)
+        }
     }
 }

@@ -101,12 +101,9 @@ impl Deployment {
         m.num_layers as f64 * per_layer + (m.embedding_params() + head) / tp * ACT_BYTES
     }
 
-    /// GEMM rate for the weight format on this GPU (FP8 math only where supported).
-    pub fn gemm_rate(&self) -> f64 {
-        match self.weight_dtype {
-            WeightDtype::Fp8 if self.gpu.supports_fp8() => self.gpu.gemm.fp8_flops_per_s,
-            _ => self.gpu.gemm.bf16_flops_per_s,
-        }
+    /// Whether the weight GEMMs run on FP8 tensor cores (FP8 weights on a GPU that has them).
+    pub fn fp8_gemms(&self) -> bool {
+        self.weight_dtype == WeightDtype::Fp8 && self.gpu.supports_fp8()
     }
 }
 
@@ -334,7 +331,7 @@ impl StepTimeModel {
             k,
             n,
             self.dep.weight_dtype.bytes(),
-            self.dep.gemm_rate(),
+            self.dep.fp8_gemms(),
         )
     }
 
@@ -457,6 +454,7 @@ impl StepTimeModel {
         ) + kernels::prefill_attention_at_rate_s(
             g,
             b.prefill_attention_units,
+            b.prefill_tokens as f64,
             self.q_width,
             self.attention_rate,
         );

@@ -21,6 +21,9 @@ pub enum KernelClass {
     Gemm,
     /// Paged decode attention over `batch` sequences of `context` cached tokens.
     PagedDecodeAttention,
+    /// Flash prefill attention (non-causal) of `batch` sequences of `context` tokens each,
+    /// every query attending to every key of its sequence.
+    PrefillAttention,
     /// An empty kernel: launch latency.
     EmptyKernel,
     /// NCCL all-reduce of `bytes` over `tp` GPUs.
@@ -29,11 +32,12 @@ pub enum KernelClass {
 
 impl KernelClass {
     /// Every class, in report order.
-    pub const ALL: [KernelClass; 6] = [
+    pub const ALL: [KernelClass; 7] = [
         KernelClass::StreamCopy,
         KernelClass::StreamReduce,
         KernelClass::Gemm,
         KernelClass::PagedDecodeAttention,
+        KernelClass::PrefillAttention,
         KernelClass::EmptyKernel,
         KernelClass::AllReduce,
     ];
@@ -45,6 +49,7 @@ impl KernelClass {
             KernelClass::StreamReduce => "stream_reduce",
             KernelClass::Gemm => "gemm",
             KernelClass::PagedDecodeAttention => "paged_decode_attention",
+            KernelClass::PrefillAttention => "prefill_attention",
             KernelClass::EmptyKernel => "empty_kernel",
             KernelClass::AllReduce => "allreduce",
         }
@@ -60,7 +65,7 @@ impl KernelClass {
         match self {
             KernelClass::StreamCopy | KernelClass::StreamReduce => &["bytes"],
             KernelClass::Gemm => &["m", "n", "k"],
-            KernelClass::PagedDecodeAttention => {
+            KernelClass::PagedDecodeAttention | KernelClass::PrefillAttention => {
                 &["batch", "context", "q_heads", "kv_heads", "head_dim"]
             }
             KernelClass::EmptyKernel => &[],
@@ -200,7 +205,10 @@ impl Measurement {
                 format!("gemm dtype must be bf16 or fp8, got '{}'", self.dtype),
             ));
         }
-        if class == KernelClass::PagedDecodeAttention {
+        if matches!(
+            class,
+            KernelClass::PagedDecodeAttention | KernelClass::PrefillAttention
+        ) {
             if let (Some(q), Some(kv)) = (self.q_heads, self.kv_heads) {
                 if kv == 0 || q % kv != 0 {
                     return Err(("q_heads", "must be a multiple of kv_heads".into()));

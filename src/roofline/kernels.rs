@@ -12,23 +12,25 @@ pub fn stream_s(gpu: &GpuProfile, bytes: f64) -> f64 {
 }
 
 /// One dense GEMM of `tokens` x `k` activations by a `k` x `n` weight matrix stored with
-/// `weight_bytes` bytes per element, at peak achievable rate `rate_flops_per_s`:
-/// `fixed + max(bytes / bw, flops / (rate x T / (T + half)))`. Returns (time, streaming part).
+/// `weight_bytes` bytes per element, on the FP8 tensor cores when `fp8` (and the GPU has them),
+/// BF16 otherwise: `fixed + max(bytes / bw, flops / (rate x T / (T + half)))` with the GPU's
+/// curve for that operand type. Returns (time, streaming part).
 pub fn gemm_s(
     gpu: &GpuProfile,
     tokens: f64,
     k: f64,
     n: f64,
     weight_bytes: f64,
-    rate_flops_per_s: f64,
+    fp8: bool,
 ) -> (f64, f64) {
     if tokens <= 0.0 {
         return (0.0, 0.0);
     }
+    let (peak, half) = gpu.gemm_curve(fp8);
     let weights = k * n;
     let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
     let flops = 2.0 * tokens * weights;
-    let rate = rate_flops_per_s * tokens / (tokens + gpu.gemm.half_rate_tokens);
+    let rate = peak * tokens / (tokens + half);
     let mem = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
 }
@@ -54,10 +56,19 @@ pub fn decode_attention_s(
     gpu.attention.fixed_s + (bytes / bw).max(flops / rate)
 }
 
-/// One causal prefill-attention kernel (one layer) over `units` = sum of
-/// `chunk x prior + chunk^2 / 2` token pairs, with query width `q_width` on this GPU.
-pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
-    prefill_attention_at_rate_s(gpu, units, q_width, gpu.gemm.bf16_flops_per_s)
+/// One prefill-attention kernel (one layer) over `units` query-key pairs (causal chunks: the
+/// sum of `chunk x prior + chunk^2 / 2`) of `query_tokens` query rows, with query width
+/// `q_width` on this GPU, in BF16: `fixed + 4 q_width (units + half x query_tokens) / rate`.
+/// Each query row costs `attention.prefill_half_rate_tokens` extra keys, so a row over L keys
+/// runs at `rate x L / (L + half)`.
+pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, query_tokens: f64, q_width: f64) -> f64 {
+    prefill_attention_at_rate_s(
+        gpu,
+        units,
+        query_tokens,
+        q_width,
+        gpu.gemm.bf16_flops_per_s,
+    )
 }
 
 /// [`prefill_attention_s`] with the attention math at a given GEMM rate (the FP8 rate when
@@ -65,6 +76,7 @@ pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
 pub fn prefill_attention_at_rate_s(
     gpu: &GpuProfile,
     units: f64,
+    query_tokens: f64,
     q_width: f64,
     gemm_rate: f64,
 ) -> f64 {
@@ -72,7 +84,8 @@ pub fn prefill_attention_at_rate_s(
         return 0.0;
     }
     let rate = gemm_rate * gpu.attention.prefill_flops_fraction;
-    gpu.attention.fixed_s + 4.0 * q_width * units / rate
+    let work = units + gpu.attention.prefill_half_rate_tokens * query_tokens.max(0.0);
+    gpu.attention.fixed_s + 4.0 * q_width * work / rate
 }
 
 /// One small memory-bound kernel moving `bytes`, seconds.
