@@ -197,7 +197,10 @@ pub struct StepBreakdown {
     pub launch_s: f64,
     /// Engine host overhead (scheduling, input preparation, output processing).
     pub host_s: f64,
-    /// Sum of the above.
+    /// Of the host and launch time, the part hidden under the GPU's work by an engine that
+    /// prepares the next iteration while the GPU runs this one (subtracted from the sum).
+    pub host_overlap_s: f64,
+    /// The iteration: the sum of the above less `host_overlap_s`.
     pub total_s: f64,
 }
 
@@ -232,6 +235,9 @@ pub struct StepTimeModel {
     elementwise_bytes_per_token_layer: f64,
     small_kernels_per_layer: f64,
     kernels_per_layer: f64,
+    /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
+    /// bytes (0: always NCCL).
+    custom_allreduce_max_bytes: f64,
     /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
     table_ns: Vec<u64>,
 }
@@ -309,6 +315,14 @@ impl StepTimeModel {
             elementwise_bytes_per_token_layer: (8.0 * h + 2.0 * (q + kv) + 3.0 * f) * ACT_BYTES,
             small_kernels_per_layer: 4.0,
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
+            custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
+                dep.engine
+                    .allreduce
+                    .custom_max_bytes(dep.tp)
+                    .unwrap_or(f64::INFINITY)
+            } else {
+                0.0
+            },
             table_ns: Vec::new(),
             dep,
         };
@@ -381,7 +395,7 @@ impl StepTimeModel {
                 g,
                 tokens * m.hidden_size as f64 * ACT_BYTES,
                 self.dep.tp,
-                self.dep.engine.scheduler.custom_allreduce,
+                self.custom_allreduce_max_bytes,
             );
         (
             self.layers * gemm,
@@ -398,8 +412,9 @@ impl StepTimeModel {
             return StepBreakdown::default();
         }
         let g = &self.queued_gpu;
-        let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
-        let sampled = b.sampled_seqs.max(1) as f64;
+        let (gemm_s, weight_stream_s, layer_small, allreduce_s) =
+            self.token_terms(self.padded_tokens(b) as f64);
+        let sampled = self.lm_head_rows(b);
         let (lm_head_s, _) = self.gemm_time(
             g,
             self.lm_head.weights,
@@ -411,8 +426,7 @@ impl StepTimeModel {
         // Per step: embedding gather, final norm, sampling (3 small kernels).
         let small_ops_s = layer_small + 3.0 * g.small_ops.kernel_s;
         let gpu_s = gemm_s + lm_head_s + attention_s + allreduce_s + small_ops_s;
-        let launch_s = self.launch_time(b, gpu_s);
-        let host_s = self.host_time(b);
+        let (launch_s, host_s, host_overlap_s) = self.host_terms(b, gpu_s);
         StepBreakdown {
             gemm_s,
             weight_stream_s,
@@ -422,8 +436,28 @@ impl StepTimeModel {
             small_ops_s,
             launch_s,
             host_s,
-            total_s: gpu_s + launch_s + host_s,
+            host_overlap_s,
+            total_s: gpu_s + launch_s + host_s - host_overlap_s,
         }
+    }
+
+    /// The host side of an iteration that keeps the GPU busy for `gpu_s`: (launch time not
+    /// hidden under the GPU, host time, hidden part of the host time). Without CUDA graphs the
+    /// host issues every kernel, and the GPU cannot finish before the last launch. An engine
+    /// that schedules synchronously adds its host time to the iteration; one that schedules
+    /// asynchronously prepares the next iteration while the GPU runs, so the iteration takes
+    /// the longer of the two.
+    fn host_terms(&self, b: &BatchShape, gpu_s: f64) -> (f64, f64, f64) {
+        let cpu_launch_s = self.cpu_launch_time(b);
+        let launch_s = (cpu_launch_s - gpu_s).max(0.0);
+        let host_s = self.host_time(b);
+        let overlap_s = if self.dep.engine.scheduler.async_scheduling {
+            let total = gpu_s.max(cpu_launch_s + host_s);
+            gpu_s + launch_s + host_s - total
+        } else {
+            0.0
+        };
+        (launch_s, host_s, overlap_s)
     }
 
     /// Decode context tokens whose KV comes from HBM: all of it, less the repeat reads of a
@@ -461,15 +495,45 @@ impl StepTimeModel {
         self.layers * per_layer
     }
 
-    /// Launch time not hidden by CUDA graphs: without graphs the host issues every kernel, and
-    /// the step cannot be shorter than the launches.
-    fn launch_time(&self, b: &BatchShape, gpu_s: f64) -> f64 {
+    /// Whether the iteration replays a CUDA graph: the engine captures graphs, the iteration
+    /// is within the captured sizes, and it is a pure decode or the engine graphs mixed
+    /// iterations too.
+    fn graphed(&self, b: &BatchShape) -> bool {
         let s = &self.dep.engine.scheduler;
-        if s.cuda_graphs && b.tokens() <= s.cuda_graph_max_tokens {
+        s.cuda_graphs
+            && b.tokens() <= s.graph_limit_tokens()
+            && (s.cuda_graph_mixed || b.prefill_tokens == 0)
+    }
+
+    /// Tokens the GEMMs, small ops and all-reduces run on: a graphed iteration is padded to
+    /// the smallest captured size that holds it.
+    fn padded_tokens(&self, b: &BatchShape) -> u32 {
+        let t = b.tokens();
+        if !self.graphed(b) {
+            return t;
+        }
+        self.dep.engine.scheduler.graph_size(t)
+    }
+
+    /// Host time spent launching the iteration's kernels: none when a CUDA graph is replayed,
+    /// otherwise one launch per kernel.
+    fn cpu_launch_time(&self, b: &BatchShape) -> f64 {
+        if self.graphed(b) {
             return 0.0;
         }
         let n_kernels = self.layers * self.kernels_per_layer + 4.0;
-        (n_kernels * kernels::empty_kernel_s(&self.dep.gpu) - gpu_s).max(0.0)
+        n_kernels * kernels::empty_kernel_s(&self.dep.gpu)
+    }
+
+    /// Sequences whose logits the LM head computes: the sampled ones, or for a padded pure
+    /// decode the whole padded batch.
+    fn lm_head_rows(&self, b: &BatchShape) -> f64 {
+        let sampled = b.sampled_seqs.max(1);
+        if b.prefill_tokens == 0 {
+            sampled.max(self.padded_tokens(b)) as f64
+        } else {
+            sampled as f64
+        }
     }
 
     fn host_time(&self, b: &BatchShape) -> f64 {
@@ -481,10 +545,10 @@ impl StepTimeModel {
     /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding.
     #[inline]
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
-        let t = b.tokens() as usize;
-        if t == 0 {
+        if b.tokens() == 0 {
             return 0;
         }
+        let t = self.padded_tokens(b) as usize;
         let table = match self.table_ns.get(t) {
             Some(&ns) => ns,
             None => {
@@ -493,7 +557,7 @@ impl StepTimeModel {
             }
         };
         let g = &self.queued_gpu;
-        let sampled = b.sampled_seqs.max(1) as f64;
+        let sampled = self.lm_head_rows(b);
         let lm =
             self.gemm_time(
                 g,
@@ -505,7 +569,8 @@ impl StepTimeModel {
             .0 + 3.0 * g.small_ops.kernel_s;
         let attn = self.attention_time(b);
         let gpu_s = table as f64 * 1e-9 + lm + attn;
-        let rest = lm + attn + self.launch_time(b, gpu_s) + self.host_time(b);
+        let (launch, host, overlap) = self.host_terms(b, gpu_s);
+        let rest = lm + attn + launch + host - overlap;
         (table + secs_to_ns(rest)).max(1)
     }
 }
@@ -525,6 +590,7 @@ mod tests {
     use crate::model::load_model;
 
     fn model(name: &str, gpu: &str, tp: u32) -> StepTimeModel {
+        // The tests read `dep` back from the model to vary one thing at a time.
         let dep = Deployment {
             model: load_model(name).unwrap(),
             gpu: GpuProfile::load(gpu).unwrap(),
@@ -559,6 +625,73 @@ mod tests {
             (ns - secs_to_ns(b.total_s) as i64).abs() <= 2,
             "{ns} vs {b:?}"
         );
+    }
+
+    #[test]
+    fn asynchronous_scheduling_hides_host_time_under_the_gpu() {
+        let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
+        dep.engine.host.per_iteration_s = 1e-3;
+        dep.engine.host.per_sequence_s = 0.0;
+        let b = BatchShape::decode(64, 1000);
+        dep.engine.scheduler.async_scheduling = false;
+        let sync = StepTimeModel::new(dep.clone(), 2048).unwrap().breakdown(&b);
+        dep.engine.scheduler.async_scheduling = true;
+        let asyn = StepTimeModel::new(dep.clone(), 2048).unwrap().breakdown(&b);
+        let gpu = sync.total_s - sync.host_s;
+        assert!(gpu > 1e-3, "{sync:?}");
+        assert!((sync.total_s - (gpu + 1e-3)).abs() < 1e-12);
+        // The GPU takes longer than the host: the host time disappears.
+        assert!((asyn.total_s - gpu).abs() < 1e-12, "{asyn:?}");
+        assert!((asyn.host_overlap_s - 1e-3).abs() < 1e-12);
+        // A host slower than the GPU sets the pace instead.
+        dep.engine.host.per_iteration_s = 2.0 * gpu;
+        let m = StepTimeModel::new(dep, 2048).unwrap();
+        let slow = m.breakdown(&b);
+        assert!((slow.total_s - 2.0 * gpu).abs() < 1e-12, "{slow:?}");
+        assert!((m.step_ns(&b) as i64 - secs_to_ns(slow.total_s) as i64).abs() <= 2);
+    }
+
+    #[test]
+    fn graphed_decodes_run_the_padded_size_and_mixed_ones_do_not() {
+        let mut dep = model("llama-3.1-70b", "h100-sxm", 4).dep;
+        dep.weight_dtype = WeightDtype::Fp8;
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        dep.engine.scheduler.max_num_seqs = 1024;
+        let m = StepTimeModel::new(dep, 4096).unwrap();
+        // 300 decodes run the 384-graph: GEMMs as for 384 tokens, attention for 300 requests.
+        let d300 = m.breakdown(&BatchShape::decode(300, 500));
+        let d384 = m.breakdown(&BatchShape::decode(384, 500));
+        assert_eq!(d300.gemm_s, d384.gemm_s);
+        assert!(d300.attention_s < d384.attention_s);
+        // With a prefill chunk the iteration is eager (TensorRT-LLM): no padding.
+        let mut mixed = BatchShape::decode(300, 500);
+        mixed.add_prefill(20, 0, true);
+        let mut mixed_384 = BatchShape::decode(364, 500);
+        mixed_384.add_prefill(20, 0, true);
+        assert!(m.breakdown(&mixed).gemm_s < m.breakdown(&mixed_384).gemm_s);
+        // The simulator's path agrees with the breakdown.
+        let ns = m.step_ns(&BatchShape::decode(300, 500)) as i64;
+        assert!((ns - secs_to_ns(d300.total_s) as i64).abs() <= 3, "{ns} {d300:?}");
+    }
+
+    #[test]
+    fn engines_switch_to_nccl_above_their_custom_all_reduce_size() {
+        let mut dep = model("llama-3.1-70b", "h100-sxm", 8).dep;
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        dep.engine.scheduler.cuda_graphs = false;
+        let m = StepTimeModel::new(dep.clone(), 4096).unwrap();
+        // 16 tokens x 8192 x 2 B = 256 KiB: custom; 128 tokens = 2 MiB: NCCL at TP 8.
+        let small = m.breakdown(&BatchShape::decode(16, 100)).allreduce_s;
+        let large = m.breakdown(&BatchShape::decode(128, 100)).allreduce_s;
+        let per_layer = |s: f64| s / (2.0 * 80.0);
+        assert!(per_layer(small) < 12e-6, "{small}");
+        assert!(per_layer(large) > dep.gpu.allreduce.latency_s, "{large}");
+        // vLLM keeps its symmetric-memory path up to 64 MiB at TP 8.
+        dep.engine = EngineProfile::load("vllm").unwrap();
+        dep.engine.scheduler.cuda_graphs = false;
+        let v = StepTimeModel::new(dep.clone(), 4096).unwrap();
+        let vl = v.breakdown(&BatchShape::decode(128, 100)).allreduce_s;
+        assert!(per_layer(vl) < dep.gpu.allreduce.latency_s, "{vl}");
     }
 
     #[test]

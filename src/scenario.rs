@@ -325,8 +325,12 @@ impl Scenario {
         let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
         let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
         let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
+        let model = load_model(&d.model).map_err(at("deployment.model"))?;
         engine.scheduler.for_gpu(&gpu);
         let s = &self.scheduler;
+        if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
+            self.apply_workload_limits(&mut engine, &gpu, &model, weight_dtype, kv_dtype, origin)?;
+        }
         let es = &mut engine.scheduler;
         if let Some(v) = s.gpu_memory_utilization {
             if !(v > 0.0 && v <= 1.0) {
@@ -383,7 +387,7 @@ impl Scenario {
         let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
 
         let deployment = Deployment {
-            model: load_model(&d.model).map_err(at("deployment.model"))?,
+            model,
             gpu,
             engine,
             tp: d.tp,
@@ -521,6 +525,48 @@ impl Scenario {
             memory,
             sim,
         })
+    }
+
+    /// Replaces the engine's default batch limits by the ones its benchmark tool derives from
+    /// the workload's mean lengths, when the engine profile has such a rule (TensorRT-LLM's
+    /// `trtllm-bench`); limits the scenario sets itself are applied afterwards and win.
+    fn apply_workload_limits(
+        &self,
+        engine: &mut EngineProfile,
+        gpu: &GpuProfile,
+        model: &crate::model::ModelSpec,
+        weight_dtype: crate::precision::WeightDtype,
+        kv_dtype: crate::precision::KvDtype,
+        origin: &str,
+    ) -> Result<()> {
+        let Some(rule) = engine.scheduler.workload_limits.clone() else {
+            return Ok(());
+        };
+        let gen = crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
+        let tp = self.deployment.tp;
+        let kv_heads = model.num_kv_heads.max(tp as u64) as f64;
+        let inputs = crate::engine::LimitInputs {
+            params: model.total_params(),
+            weight_bytes: if weight_dtype == crate::precision::WeightDtype::Fp8 {
+                1.0
+            } else {
+                2.0
+            },
+            kv_bytes_per_token: 2.0
+                * model.num_layers as f64
+                * kv_heads
+                * model.head_dim as f64
+                * kv_dtype.bytes(),
+            gpu_memory_bytes: gpu.datasheet.memory_bytes,
+            tp,
+            input_tokens: gen.mean_input_tokens(),
+            output_tokens: gen.mean_output_tokens(),
+        };
+        if let Some((seqs, tokens)) = rule.limits(&inputs) {
+            engine.scheduler.max_num_seqs = seqs;
+            engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
+        }
+        Ok(())
     }
 
     fn slo_policy(&self, origin: &str) -> Result<SloPolicy> {

@@ -526,10 +526,48 @@ fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<V
     Ok(out)
 }
 
-/// Fits an engine's three host costs (per iteration, per sequence, per request) to its rows by coordinate
-/// descent with golden-section search on each, in log space, from `start`. Online rows the
-/// model cannot keep up with even at zero host cost are left out (see [`HostFit::left_out`]).
-/// Deterministic.
+/// Weight of the prior that holds a host cost the rows cannot identify at its start value:
+/// the objective adds this times the squared log ratio to the start for each fitted cost
+/// (a 10x move adds 1.6e-4, a few per cent of a typical fit's mean Huber loss).
+const PRIOR_WEIGHT: f64 = 3e-5;
+
+/// The host costs the fitter fits, in order.
+pub const HOST_KEYS: [&str; 3] = [
+    "host.per_iteration_s",
+    "host.per_sequence_s",
+    "host.per_request_s",
+];
+
+/// Search bounds of the host costs of [`HOST_KEYS`], seconds.
+pub const HOST_BOUNDS: [(f64, f64); 3] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2)];
+
+/// The host cost number `k` of [`HOST_KEYS`] in `h`.
+pub fn host_param(h: &HostCosts, k: usize) -> f64 {
+    match k {
+        0 => h.per_iteration_s,
+        1 => h.per_sequence_s,
+        _ => h.per_request_s,
+    }
+}
+
+/// Sets the host cost number `k` of [`HOST_KEYS`] in `h`.
+pub fn set_host_param(h: &mut HostCosts, k: usize, v: f64) {
+    match k {
+        0 => h.per_iteration_s = v,
+        1 => h.per_sequence_s = v,
+        _ => h.per_request_s = v,
+    }
+}
+
+/// Fits an engine's host costs ([`HOST_KEYS`]; the per-request frontend time only with
+/// online rows) to its rows:
+/// Nelder-Mead in the logarithms of the costs (inside [`HOST_BOUNDS`]), started from `start`
+/// and from the two best points of a coarse grid over (per iteration, per sequence), since
+/// the objective has kinks (a host cost that starts or stops hiding under the GPU) and more
+/// than one basin. A weak prior toward the start values ([`PRIOR_WEIGHT`]) keeps a cost the
+/// rows do not constrain where it was (for example the per-iteration cost of an engine whose
+/// host work hides under long GPU iterations). Online rows the model cannot keep up with
+/// even at zero host cost are left out (see [`HostFit::left_out`]). Deterministic.
 pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostFit> {
     let left_out = overloaded_without_host(rows, start)?;
     let kept: Vec<ReferenceRow> = rows
@@ -538,66 +576,86 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostF
         .cloned()
         .collect();
     let rows = &kept[..];
-    let mut best = start.clone();
-    let bounds = [
-        (1e-5_f64, 2e-2_f64),
-        (1e-8_f64, 1e-4_f64),
-        (1e-5_f64, 5e-2_f64),
-    ];
-    let mut score = objective(rows, &best)?;
     // The frontend's per-request time only shows in latencies: offline rows cannot fit it.
-    let fitted = if rows.iter().any(|r| r.kind == LoadKind::Online) {
-        3
+    let keys: Vec<usize> = if rows.iter().any(|r| r.kind == LoadKind::Online) {
+        vec![0, 1, 2]
     } else {
-        2
+        vec![0, 1]
     };
-    for _round in 0..3 {
-        for (k, &(lo, hi)) in bounds.iter().enumerate().take(fitted) {
-            let eval = |x: f64| -> Result<f64> {
-                let mut h = best.clone();
-                match k {
-                    0 => h.per_iteration_s = x,
-                    1 => h.per_sequence_s = x,
-                    _ => h.per_request_s = x,
-                }
-                objective(rows, &h)
-            };
-            let (mut a, mut b) = (lo.ln(), hi.ln());
-            let g = (5f64.sqrt() - 1.0) / 2.0;
-            let mut c = b - g * (b - a);
-            let mut d = a + g * (b - a);
-            let mut fc = eval(c.exp())?;
-            let mut fd = eval(d.exp())?;
-            for _ in 0..18 {
-                if fc < fd {
-                    b = d;
-                    d = c;
-                    fd = fc;
-                    c = b - g * (b - a);
-                    fc = eval(c.exp())?;
-                } else {
-                    a = c;
-                    c = d;
-                    fc = fd;
-                    d = a + g * (b - a);
-                    fd = eval(d.exp())?;
-                }
+    let anchor: Vec<f64> = keys
+        .iter()
+        .map(|&k| {
+            let (lo, hi) = HOST_BOUNDS[k];
+            host_param(start, k).clamp(lo, hi).ln()
+        })
+        .collect();
+    let at = |x: &[f64]| -> HostCosts {
+        let mut h = start.clone();
+        for (&k, xk) in keys.iter().zip(x) {
+            let (lo, hi) = HOST_BOUNDS[k];
+            set_host_param(&mut h, k, xk.exp().clamp(lo, hi));
+        }
+        h
+    };
+    let first_error = std::sync::Mutex::new(None::<Error>);
+    let f = |x: &[f64]| -> f64 {
+        let prior: f64 = x.iter().zip(&anchor).map(|(a, b)| (a - b).powi(2)).sum();
+        // Outside the bounds the costs are clamped; a growing penalty leads the simplex back.
+        let outside: f64 = x
+            .iter()
+            .zip(&keys)
+            .map(|(xk, &k)| {
+                let (lo, hi) = HOST_BOUNDS[k];
+                (lo.ln() - xk).max(0.0) + (xk - hi.ln()).max(0.0)
+            })
+            .sum();
+        match objective(rows, &at(x)) {
+            Ok(v) => v + PRIOR_WEIGHT * prior + outside,
+            Err(e) => {
+                first_error
+                    .lock()
+                    .map(|mut slot| slot.get_or_insert(e).to_string())
+                    .ok();
+                f64::INFINITY
             }
-            let x = ((a + b) / 2.0).exp();
-            let fx = eval(x)?;
-            if fx < score {
-                score = fx;
-                match k {
-                    0 => best.per_iteration_s = x,
-                    1 => best.per_sequence_s = x,
-                    _ => best.per_request_s = x,
-                }
+        }
+    };
+    let x0: Vec<f64> = anchor.clone();
+    // Coarse grid over the first two costs, the others at their start values.
+    const GRID: usize = 7;
+    let mut grid: Vec<(f64, Vec<f64>)> = Vec::new();
+    for i in 0..=GRID {
+        for j in 0..=GRID {
+            let mut x = x0.clone();
+            for (k, t) in [(0, i), (1, j)] {
+                let (lo, hi) = HOST_BOUNDS[k];
+                x[k] = lo.ln() + (hi.ln() - lo.ln()) * t as f64 / GRID as f64;
+            }
+            grid.push((f(&x), x));
+        }
+    }
+    grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best = (x0.clone(), f(&x0));
+    let starts: Vec<Vec<f64>> = std::iter::once(x0)
+        .chain(grid.into_iter().take(2).map(|(_, x)| x))
+        .collect();
+    for s0 in starts {
+        let mut x = s0;
+        for step in [0.7, 0.2] {
+            let (nx, v) = crate::calibrate::fit::nelder_mead(&f, &x, step, 1e-7, 200);
+            x = nx;
+            if v < best.1 {
+                best = (x.clone(), v);
             }
         }
     }
+    if let Some(e) = first_error.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let host = at(&best.0);
     Ok(HostFit {
-        host: best,
-        score,
+        score: objective(rows, &host)?,
+        host,
         fitted_rows: rows.len(),
         left_out,
     })

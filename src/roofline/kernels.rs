@@ -104,13 +104,14 @@ pub fn allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32) -> f64 {
         + 2.0 * (tp - 1.0) / tp * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
 }
 
-/// One all-reduce as a serving engine runs it: its custom one-shot kernel for messages up to
-/// `allreduce.custom_max_bytes` when `custom` is set, NCCL otherwise, seconds.
-pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom: bool) -> f64 {
+/// One all-reduce as a serving engine runs it: its own low-latency NVLink kernel for messages
+/// up to `custom_max_bytes` (the engine's limit at this TP degree, capped by the GPU's
+/// `allreduce.custom_max_bytes`; 0 when the engine has none), NCCL above, seconds.
+pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom_max_bytes: f64) -> f64 {
     if tp <= 1 {
         return 0.0;
     }
-    if custom && bytes <= gpu.allreduce.custom_max_bytes {
+    if bytes <= custom_max_bytes.min(gpu.allreduce.custom_max_bytes) {
         let t = tp as f64;
         gpu.allreduce.custom_latency_s
             + 2.0 * (t - 1.0) / t * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
