@@ -34,6 +34,8 @@ pub enum Command {
     Fit(FitArgs),
     /// Compare a GPU profile's kernel predictions with measurements; writes a PNG scatter.
     ValidateKernels(ValidateKernelsArgs),
+    /// Fit an engine's host costs to `vllm bench serve --save-result` files; writes a profile.
+    FitEngine(FitEngineArgs),
 }
 
 /// Output format of a command's main result.
@@ -240,6 +242,36 @@ pub struct FitArgs {
     #[arg(long, default_value = "calibration/gpus/h100-sxm.toml")]
     pub base: String,
     /// Output profile TOML.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Flags of `servesim fit-engine`.
+#[derive(Debug, Args)]
+pub struct FitEngineArgs {
+    /// Result files in `vllm bench serve --save-result` format (or `servesim bench --format
+    /// json` output), measured on the deployment the flags below name.
+    #[arg(required = true, num_args = 1..)]
+    pub results: Vec<PathBuf>,
+    /// Model the results were measured with: a catalog name or a config.json path.
+    #[arg(long)]
+    pub model: String,
+    /// GPU type: a profile name or a path to a profile .toml.
+    #[arg(long)]
+    pub gpu: String,
+    /// Tensor-parallel size.
+    #[arg(long = "tp", alias = "tensor-parallel-size", default_value_t = 1)]
+    pub tp: u32,
+    /// Weight format: bf16, fp16 or fp8.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// KV-cache format: auto or fp8.
+    #[arg(long = "kv-cache-dtype", default_value = "auto")]
+    pub kv_cache_dtype: String,
+    /// Engine profile to start from (name or .toml path); everything but the host costs is kept.
+    #[arg(long, default_value = "vllm")]
+    pub base: String,
+    /// The fitted engine profile (TOML, the schema of calibration/engines/).
     #[arg(long)]
     pub out: PathBuf,
 }

@@ -6,6 +6,10 @@
 //! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
 //! profile's host costs ([`fit_engine_host`]).
 
+mod result_file;
+
+pub use result_file::{parse_result_file, read_result_file, ResultDeployment};
+
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -107,6 +111,12 @@ pub struct ReferenceRow {
     pub num_requests: u64,
     /// Arrival rate of an online row, req/s.
     pub rate_rps: Option<f64>,
+    /// Arrival process of an online row: `None` for evenly spaced arrivals (the published
+    /// reference runs), `Some(b)` for gamma-distributed gaps of shape `b` (vLLM's
+    /// `--burstiness`; 1 is Poisson, `vllm bench serve`'s default).
+    pub burstiness: Option<f64>,
+    /// The client's cap on outstanding requests (vLLM `--max-concurrency`), if any.
+    pub max_concurrency: Option<u32>,
     /// Scheduler settings the measurement used (absent: engine defaults).
     pub max_num_seqs: Option<u32>,
     /// Token budget the measurement used.
@@ -232,6 +242,18 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
             num_requests: req("num_requests")? as u64,
             rate_rps,
+            burstiness: match num("burstiness")? {
+                Some(b) if b <= 0.0 => {
+                    return Err(bad("burstiness", "must be > 0 when given".into()))
+                }
+                b => b,
+            },
+            max_concurrency: match num("max_concurrency")? {
+                Some(c) if c < 1.0 => {
+                    return Err(bad("max_concurrency", "must be >= 1 when given".into()))
+                }
+                c => c.map(|c| c as u32),
+            },
             max_num_seqs: num("max_num_seqs")?.map(|v| v as u32),
             max_num_batched_tokens: num("max_num_batched_tokens")?.map(|v| v as u32),
             max_model_len: num("max_model_len")?.map(|v| v as u32),
@@ -290,8 +312,20 @@ impl ReferenceRow {
                 arrival.insert("kind".into(), V::String("offline".into()));
             }
             LoadKind::Online => {
-                arrival.insert("kind".into(), V::String("constant".into()));
-                arrival.insert("rate_per_s".into(), V::Float(self.rate_rps.unwrap_or(1.0)));
+                let rate = V::Float(self.rate_rps.unwrap_or(1.0));
+                match self.burstiness {
+                    None => {
+                        arrival.insert("kind".into(), V::String("constant".into()));
+                    }
+                    Some(b) if b == 1.0 => {
+                        arrival.insert("kind".into(), V::String("poisson".into()));
+                    }
+                    Some(b) => {
+                        arrival.insert("kind".into(), V::String("gamma".into()));
+                        arrival.insert("burstiness".into(), V::Float(b));
+                    }
+                }
+                arrival.insert("rate_per_s".into(), rate);
             }
         }
         w.insert("arrival".into(), V::Table(arrival));
@@ -302,6 +336,9 @@ impl ReferenceRow {
             fixed(self.input_len.saturating_sub(self.prefix_len).max(1)),
         );
         w.insert("output".into(), fixed(self.output_len));
+        if let Some(c) = self.max_concurrency {
+            w.insert("max_concurrency".into(), V::Integer(c as i64));
+        }
         if self.prefix_len > 0 {
             let mut p = toml::Table::new();
             p.insert("tokens".into(), V::Integer(self.prefix_len as i64));
