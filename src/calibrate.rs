@@ -626,10 +626,7 @@ mod tests {
         fn gemm(&mut self, m: u64, k: u64, n: u64, d: GemmDtype, _: usize) -> Result<Timing> {
             let fp8 = matches!(d, GemmDtype::Fp8);
             let g = &self.0;
-            t(
-                crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), fp8)
-                    .0,
-            )
+            t(crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), fp8).0)
         }
         fn paged_decode_attention(&mut self, s: AttentionShape, _: usize) -> Result<Timing> {
             let tokens = (s.batch * s.context) as f64;

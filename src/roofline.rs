@@ -671,7 +671,10 @@ mod tests {
         assert!(m.breakdown(&mixed).gemm_s < m.breakdown(&mixed_384).gemm_s);
         // The simulator's path agrees with the breakdown.
         let ns = m.step_ns(&BatchShape::decode(300, 500)) as i64;
-        assert!((ns - secs_to_ns(d300.total_s) as i64).abs() <= 3, "{ns} {d300:?}");
+        assert!(
+            (ns - secs_to_ns(d300.total_s) as i64).abs() <= 3,
+            "{ns} {d300:?}"
+        );
     }
 
     #[test]

@@ -327,7 +327,11 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 key: "gemm.fp8_half_rate_tokens",
                 lo: 0.01,
                 hi: 1e5,
-                get: |g| g.gemm.fp8_half_rate_tokens.unwrap_or(g.gemm.half_rate_tokens),
+                get: |g| {
+                    g.gemm
+                        .fp8_half_rate_tokens
+                        .unwrap_or(g.gemm.half_rate_tokens)
+                },
                 set: |g, v| g.gemm.fp8_half_rate_tokens = Some(v),
             });
         }

@@ -19,11 +19,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let toml = result.to_toml(
-        &names.join(" + "),
-        &args.base,
-        &calibrate::today_utc(),
-    )?;
+    let toml = result.to_toml(&names.join(" + "), &args.base, &calibrate::today_utc())?;
     calibrate::write_atomic(&args.out, toml.as_bytes())?;
     print!("{}", result.table());
     for (name, n, e) in &result.stages {

@@ -62,13 +62,7 @@ pub fn decode_attention_s(
 /// Each query row costs `attention.prefill_half_rate_tokens` extra keys, so a row over L keys
 /// runs at `rate x L / (L + half)`.
 pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, query_tokens: f64, q_width: f64) -> f64 {
-    prefill_attention_at_rate_s(
-        gpu,
-        units,
-        query_tokens,
-        q_width,
-        gpu.gemm.bf16_flops_per_s,
-    )
+    prefill_attention_at_rate_s(gpu, units, query_tokens, q_width, gpu.gemm.bf16_flops_per_s)
 }
 
 /// [`prefill_attention_s`] with the attention math at a given GEMM rate (the FP8 rate when
