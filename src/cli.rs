@@ -201,6 +201,9 @@ pub struct ValidateArgs {
     /// Fit this engine's host costs to its rows first, print them, and validate with them.
     #[arg(long = "fit-engine")]
     pub fit_engine: Option<String>,
+    /// Share of the rows the prediction intervals hold, in (0, 1).
+    #[arg(long, default_value_t = 0.9)]
+    pub coverage: f64,
     /// Output format of the per-row table.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,

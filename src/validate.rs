@@ -563,6 +563,99 @@ fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<V
     Ok(out)
 }
 
+/// A prediction interval of one metric: over the reference rows, `measured / predicted - 1`
+/// lay in [`low`, `high`] for a share `coverage` of them (empirical quantiles of the log ratio,
+/// linear interpolation), so a prediction `p` of this metric stands for a measurement in
+/// `[p (1 + low), p (1 + high)]` with that confidence, as far as the rows are representative.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictionInterval {
+    /// The metric.
+    pub metric: Metric,
+    /// Load kind of the rows.
+    pub kind: LoadKind,
+    /// Rows the interval rests on.
+    pub rows: usize,
+    /// Share of the rows inside the interval, in (0, 1).
+    pub coverage: f64,
+    /// Lower bound of `measured / predicted - 1` (a fraction; negative: measured below).
+    pub low: f64,
+    /// Upper bound of `measured / predicted - 1` (a fraction).
+    pub high: f64,
+}
+
+/// The `q` quantile (0..=1) of sorted values, linear interpolation between order statistics.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 1 {
+        return sorted[0];
+    }
+    let x = q.clamp(0.0, 1.0) * (n - 1) as f64;
+    let i = (x.floor() as usize).min(n - 2);
+    let f = x - i as f64;
+    sorted[i] * (1.0 - f) + sorted[i + 1] * f
+}
+
+/// Central interval of the log ratios `ln(measured / predicted)` holding `coverage` of them,
+/// as fractions `(low, high)` of the prediction; `None` without rows.
+fn ratio_interval(mut log_ratios: Vec<f64>, coverage: f64) -> Option<(f64, f64)> {
+    log_ratios.retain(|x| x.is_finite());
+    if log_ratios.is_empty() {
+        return None;
+    }
+    log_ratios.sort_by(f64::total_cmp);
+    let tail = (1.0 - coverage.clamp(0.0, 1.0)) / 2.0;
+    Some((
+        quantile(&log_ratios, tail).exp() - 1.0,
+        quantile(&log_ratios, 1.0 - tail).exp() - 1.0,
+    ))
+}
+
+/// Per-(metric, load kind) prediction intervals holding `coverage` (in (0, 1)) of the rows'
+/// errors. Rows with a non-positive measured or predicted value are left out.
+pub fn prediction_intervals(comps: &[Comparison], coverage: f64) -> Vec<PredictionInterval> {
+    let mut out = Vec::new();
+    for kind in [LoadKind::Offline, LoadKind::Online] {
+        for (metric, _) in Metric::ALL {
+            let logs: Vec<f64> = comps
+                .iter()
+                .filter(|c| c.metric == metric && c.kind == kind)
+                .filter(|c| c.measured > 0.0 && c.predicted > 0.0)
+                .map(|c| (c.measured / c.predicted).ln())
+                .collect();
+            let rows = logs.len();
+            if let Some((low, high)) = ratio_interval(logs, coverage) {
+                out.push(PredictionInterval {
+                    metric,
+                    kind,
+                    rows,
+                    coverage,
+                    low,
+                    high,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The step-time headroom the reference rows call for: the fractional slow-down `h` such that
+/// real iterations took at most `(1 + h)` times the predicted ones on a share `coverage` of
+/// the rows (the upper end of the central interval). An iteration's time is read off the
+/// metrics it sets: offline throughput (`predicted / measured`) and the online derived ITL
+/// (`measured / predicted`). `None` without such rows; may be negative when the model is slow.
+pub fn step_time_headroom(comps: &[Comparison], coverage: f64) -> Option<f64> {
+    let logs: Vec<f64> = comps
+        .iter()
+        .filter(|c| c.measured > 0.0 && c.predicted > 0.0)
+        .filter_map(|c| match (c.kind, c.metric) {
+            (LoadKind::Offline, Metric::OutputTokensPerS) => Some((c.predicted / c.measured).ln()),
+            (LoadKind::Online, Metric::ItlDerivedMs) => Some((c.measured / c.predicted).ln()),
+            _ => None,
+        })
+        .collect();
+    ratio_interval(logs, coverage).map(|(_, high)| high)
+}
+
 /// Weight of the prior that holds a host cost the rows cannot identify at its start value:
 /// the objective adds this times the squared log ratio to the start for each fitted cost
 /// (a 10x move adds 1.6e-4, a few per cent of a typical fit's mean Huber loss).
@@ -750,6 +843,57 @@ mod tests {
         assert!(alone.left_out.is_empty());
         assert_eq!(with.host.per_iteration_s, alone.host.per_iteration_s);
         assert_eq!(with.host.per_request_s, alone.host.per_request_s);
+    }
+
+    fn comp(kind: LoadKind, metric: Metric, measured: f64, predicted: f64) -> Comparison {
+        Comparison {
+            id: String::new(),
+            kind,
+            metric,
+            measured,
+            predicted,
+            signed_error: (predicted - measured) / measured,
+        }
+    }
+
+    #[test]
+    fn prediction_intervals_are_quantiles_of_the_measured_to_predicted_ratio() {
+        // Eleven rows measured at 0.90, 0.92, ..., 1.10 times the prediction.
+        let comps: Vec<Comparison> = (0..11)
+            .map(|i| {
+                let r = 0.90 + 0.02 * i as f64;
+                comp(LoadKind::Online, Metric::E2eMeanMs, 100.0 * r, 100.0)
+            })
+            .collect();
+        let iv = prediction_intervals(&comps, 0.8);
+        assert_eq!(iv.len(), 1);
+        let p = &iv[0];
+        assert_eq!(
+            (p.rows, p.metric, p.kind),
+            (11, Metric::E2eMeanMs, LoadKind::Online)
+        );
+        // The 10th and 90th percentiles of 11 evenly spaced ratios are the 2nd and 10th.
+        assert!((p.low - (0.92 - 1.0)).abs() < 1e-9, "{p:?}");
+        assert!((p.high - (1.08 - 1.0)).abs() < 1e-9, "{p:?}");
+        // Full coverage spans the extremes; a wider coverage never narrows the band.
+        let full = &prediction_intervals(&comps, 1.0)[0];
+        assert!((full.low + 0.10).abs() < 1e-9 && (full.high - 0.10).abs() < 1e-9);
+        assert!(full.high >= p.high && full.low <= p.low);
+    }
+
+    #[test]
+    fn step_time_headroom_reads_throughput_and_itl_the_right_way_round() {
+        // Offline: measured throughput 20% below the prediction = iterations 25% longer.
+        let slow_offline = comp(LoadKind::Offline, Metric::OutputTokensPerS, 800.0, 1000.0);
+        let h = step_time_headroom(&[slow_offline.clone()], 0.9).unwrap();
+        assert!((h - 0.25).abs() < 1e-9, "{h}");
+        // Online: measured ITL 10% above the prediction = iterations 10% longer.
+        let slow_online = comp(LoadKind::Online, Metric::ItlDerivedMs, 11.0, 10.0);
+        let h = step_time_headroom(&[slow_online], 0.9).unwrap();
+        assert!((h - 0.10).abs() < 1e-9, "{h}");
+        // Other metrics do not count; no rows, no headroom.
+        let e2e = comp(LoadKind::Online, Metric::E2eMeanMs, 2.0, 1.0);
+        assert_eq!(step_time_headroom(&[e2e], 0.9), None);
     }
 
     #[test]
