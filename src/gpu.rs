@@ -103,6 +103,23 @@ pub struct AllReduceCurve {
     pub custom_max_bytes: f64,
 }
 
+/// Grouped expert GEMMs of mixture-of-experts layers (fused-MoE kernels).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeCurve {
+    /// The grouped GEMMs' math rate as a fraction of the dense GEMM curve's (they gather rows
+    /// per expert and pad each expert's rows to the kernel's tile).
+    pub grouped_flops_fraction: f64,
+}
+
+impl Default for MoeCurve {
+    fn default() -> Self {
+        MoeCurve {
+            grouped_flops_fraction: 1.0,
+        }
+    }
+}
+
 /// A GPU as the step-time model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +140,9 @@ pub struct GpuProfile {
     pub small_ops: SmallOpsCurve,
     /// All-reduce within a TP group.
     pub allreduce: AllReduceCurve,
+    /// Fused-MoE kernels (absent: grouped GEMMs at the dense curve's rate).
+    #[serde(default)]
+    pub moe: MoeCurve,
 }
 
 /// (name, contents) of every embedded GPU profile.
@@ -263,6 +283,10 @@ impl GpuProfile {
             (
                 "small_ops.bandwidth_fraction",
                 self.small_ops.bandwidth_fraction,
+            ),
+            (
+                "moe.grouped_flops_fraction",
+                self.moe.grouped_flops_fraction,
             ),
         ];
         for (key, v) in fractions {

@@ -238,6 +238,8 @@ pub struct StepTimeModel {
     /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
     /// bytes (0: always NCCL).
     custom_allreduce_max_bytes: f64,
+    /// Intermediate width of one expert on this GPU (MoE models; experts split by TP).
+    expert_inter: f64,
     /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
     table_ns: Vec<u64>,
 }
@@ -311,9 +313,14 @@ impl StepTimeModel {
             },
             // Serving engines fuse the residual add into RMSNorm (vLLM fused_add_rms_norm,
             // TensorRT-LLM's fused residual norm): 2 such kernels (read 2h, write 2h), rotary
-            // on q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
-            elementwise_bytes_per_token_layer: (8.0 * h + 2.0 * (q + kv) + 3.0 * f) * ACT_BYTES,
-            small_kernels_per_layer: 4.0,
+            // on q and k (read+write), SiLU-and-mul (read 2f, write f; for MoE it is part of
+            // the fused-MoE chain); 16-bit activations.
+            elementwise_bytes_per_token_layer: (8.0 * h
+                + 2.0 * (q + kv)
+                + if m.moe.is_some() { 0.0 } else { 3.0 * f })
+                * ACT_BYTES,
+            small_kernels_per_layer: if m.moe.is_some() { 3.0 } else { 4.0 },
+            expert_inter: f,
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine
@@ -358,21 +365,26 @@ impl StepTimeModel {
         let m = &self.dep.model;
         let mut gemm = 0.0;
         let mut stream = 0.0;
-        let active = m.expected_active_experts(tokens);
-        let k_per_tok = m.experts_per_token() as f64;
-        for s in &self.gemms {
-            let (t, st) = if s.expert {
-                // Each token visits k experts; `active` distinct experts are read.
-                let per_expert_tokens = tokens * k_per_tok / active;
-                let (t1, st1) = self.gemm_time(g, s.weights, s.k, s.n, per_expert_tokens);
-                let fixed = g.gemm.fixed_s;
-                // One grouped kernel: fixed cost once, streaming and math per active expert.
-                (fixed + (t1 - fixed) * active, st1 * active)
-            } else {
-                self.gemm_time(g, s.weights, s.k, s.n, tokens)
-            };
+        let mut moe_small = 0.0;
+        for s in self.gemms.iter().filter(|s| !s.expert) {
+            let (t, st) = self.gemm_time(g, s.weights, s.k, s.n, tokens);
             gemm += t;
             stream += st;
+        }
+        if let Some(moe) = &m.moe {
+            let (t, st, routing) = kernels::fused_moe_s(
+                g,
+                tokens,
+                moe.num_experts as f64,
+                moe.experts_per_token as f64,
+                m.hidden_size as f64,
+                self.expert_inter,
+                self.dep.weight_dtype.bytes(),
+                self.dep.fp8_gemms(),
+            );
+            gemm += t;
+            stream += st;
+            moe_small = routing;
         }
         if self.router_weights > 0.0 {
             gemm += self
@@ -389,7 +401,8 @@ impl StepTimeModel {
             * kernels::small_op_s(
                 g,
                 tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
-            );
+            )
+            + moe_small;
         let ar = 2.0
             * kernels::engine_allreduce_s(
                 g,
@@ -695,6 +708,52 @@ mod tests {
         let v = StepTimeModel::new(dep.clone(), 4096).unwrap();
         let vl = v.breakdown(&BatchShape::decode(128, 100)).allreduce_s;
         assert!(per_layer(vl) < dep.gpu.allreduce.latency_s, "{vl}");
+    }
+
+    #[test]
+    fn moe_layers_cost_the_fused_moe_chain_of_the_experts_they_wake() {
+        let m = model("mixtral-8x7b", "h100-sxm", 2);
+        let dep = &m.dep;
+        let per_layer = |t: f64| {
+            let (gemm, _, routing) = kernels::fused_moe_s(
+                &m.queued_gpu,
+                t,
+                8.0,
+                2.0,
+                4096.0,
+                14336.0 / 2.0,
+                dep.weight_dtype.bytes(),
+                false,
+            );
+            (gemm, routing)
+        };
+        // One token wakes 2 of 8 experts, 64 tokens nearly all 8: the weights read grow ~4x.
+        let (one, r1) = per_layer(1.0);
+        let (many, r64) = per_layer(64.0);
+        assert!(many > 3.0 * one, "{one} {many}");
+        assert!(r64 > r1 && r1 > 0.0);
+        // The step model charges exactly that chain per layer, beside the dense GEMMs.
+        let b = m.breakdown(&BatchShape::decode(1, 100));
+        let dense: f64 = m
+            .gemms
+            .iter()
+            .filter(|g| !g.expert)
+            .map(|g| m.gemm_time(&m.queued_gpu, g.weights, g.k, g.n, 1.0).0)
+            .sum::<f64>()
+            + m.gemm_time(&m.queued_gpu, m.router_weights, 4096.0, 8.0, 1.0)
+                .0;
+        assert!(
+            (b.gemm_s - 32.0 * (dense + one)).abs() < 1e-9 * b.gemm_s,
+            "{b:?}"
+        );
+        // A grouped-GEMM rate below the dense one makes the experts' math slower, not their
+        // weight reads.
+        let mut slow = m.queued_gpu.clone();
+        slow.moe.grouped_flops_fraction = 0.25;
+        let big = kernels::fused_moe_s(&slow, 4096.0, 8.0, 2.0, 4096.0, 7168.0, 2.0, false).0;
+        let fast =
+            kernels::fused_moe_s(&m.queued_gpu, 4096.0, 8.0, 2.0, 4096.0, 7168.0, 2.0, false).0;
+        assert!(big > 1.5 * fast, "{big} {fast}");
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
 //!    `attention.decode_bandwidth_fraction`; (`prefill_attention` rows):
 //!    `attention.prefill_flops_fraction`, `attention.prefill_half_rate_tokens`;
-//! 4. launch (`empty_kernel` rows): `small_ops.launch_s`;
-//! 5. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
+//! 4. fused MoE (`fused_moe` rows, after the GEMM curve): `moe.grouped_flops_fraction`;
+//! 5. launch (`empty_kernel` rows): `small_ops.launch_s`;
+//! 6. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
 //!    `allreduce.bus_bandwidth_bytes_per_s`.
 //!
 //! Each stage runs Nelder-Mead on the logarithms of its parameters (so they stay positive and
@@ -383,6 +384,21 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
         fitted.extend(params.iter().map(|p| (p.key, prefill.len())));
     }
 
+    let moe = of(KernelClass::FusedMoe);
+    if !moe.is_empty() {
+        // Start inside the bounds: from the upper bound the simplex would see a flat valley.
+        gpu.moe.grouped_flops_fraction = gpu.moe.grouped_flops_fraction.min(0.5);
+        let params = [param!(
+            "moe.grouped_flops_fraction",
+            0.01,
+            1.0,
+            moe.grouped_flops_fraction
+        )];
+        let e = fit_stage(&mut gpu, &params, &moe);
+        stages.push(("fused moe", moe.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, moe.len())));
+    }
+
     let empty = of(KernelClass::EmptyKernel);
     if !empty.is_empty() {
         // The MSLE minimiser of a constant is the geometric mean.
@@ -414,7 +430,7 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
 
     if stages.is_empty() {
         return Err(Error::Infeasible(
-            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, prefill_attention, empty_kernel, allreduce)".into(),
+            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, prefill_attention, fused_moe, empty_kernel, allreduce)".into(),
         ));
     }
     gpu.validate("fitted profile")?;
@@ -445,6 +461,7 @@ fn value_of(g: &GpuProfile, key: &str) -> f64 {
         "gemm.fp8_flops_per_s" => g.gemm.fp8_flops_per_s,
         "gemm.fp8_half_rate_tokens" => g.gemm.fp8_half_rate_tokens.unwrap_or(f64::NAN),
         "attention.prefill_flops_fraction" => g.attention.prefill_flops_fraction,
+        "moe.grouped_flops_fraction" => g.moe.grouped_flops_fraction,
         "attention.prefill_half_rate_tokens" => g.attention.prefill_half_rate_tokens,
         "attention.fixed_s" => g.attention.fixed_s,
         "attention.decode_bandwidth_fraction" => g.attention.decode_bandwidth_fraction,

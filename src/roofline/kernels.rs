@@ -35,6 +35,70 @@ pub fn gemm_s(
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
 }
 
+/// The expected number of distinct experts (of `experts`) that `tokens` tokens hit when each
+/// picks `top_k` of them uniformly at random: `E (1 - (1 - k/E)^T)`.
+pub fn expected_active_experts(tokens: f64, experts: f64, top_k: f64) -> f64 {
+    if experts <= 0.0 || tokens <= 0.0 {
+        return 0.0;
+    }
+    experts * (1.0 - (1.0 - (top_k / experts).min(1.0)).powf(tokens))
+}
+
+/// One layer's mixture-of-experts block as fused-MoE kernels run it (vLLM's fused_moe,
+/// TensorRT-LLM's CUTLASS MoE): top-k routing of the router's logits, alignment of the
+/// tokens to the experts, the two grouped expert GEMMs (gate+up of `hidden x 2 inter`, down of
+/// `inter x hidden` per expert, weights in `weight_bytes`, on FP8 tensor cores when `fp8`),
+/// the activation and the weighted sum back into token order. `tokens` tokens each visit
+/// `top_k` of `experts`; every active expert's weights are read once, and its
+/// `tokens x top_k / active` tokens run at the GEMM curve's rate for that many rows times
+/// `moe.grouped_flops_fraction` (one fixed time per grouped GEMM). Returns (grouped GEMM time, its weight-streaming part,
+/// routing and permutation time), seconds.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_moe_s(
+    gpu: &GpuProfile,
+    tokens: f64,
+    experts: f64,
+    top_k: f64,
+    hidden: f64,
+    inter: f64,
+    weight_bytes: f64,
+    fp8: bool,
+) -> (f64, f64, f64) {
+    if tokens <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let active = expected_active_experts(tokens, experts, top_k).max(1.0);
+    let per_expert = tokens * top_k / active;
+    let fixed = gpu.gemm.fixed_s;
+    // The grouped kernels run the dense curve at a fraction of its math rate.
+    let mut grouped = gpu.clone();
+    let f = gpu.moe.grouped_flops_fraction;
+    grouped.gemm.bf16_flops_per_s *= f;
+    grouped.gemm.fp8_flops_per_s *= f;
+    let mut time = 0.0;
+    let mut stream = 0.0;
+    for (k, n) in [(hidden, 2.0 * inter), (inter, hidden)] {
+        let (t, st) = gemm_s(&grouped, per_expert, k, n, weight_bytes, fp8);
+        time += fixed + (t - fixed) * active;
+        stream += st * active;
+    }
+    let pairs = tokens * top_k;
+    let routing = [
+        // top-k of the fp32 logits, writing ids and weights
+        tokens * experts * 4.0 + pairs * 8.0,
+        // alignment of the (token, expert) pairs to the experts' blocks
+        pairs * 8.0,
+        // SiLU-and-mul of the gate+up output
+        pairs * 3.0 * inter * ACT_BYTES,
+        // weighted sum of each token's expert outputs back into token order
+        (pairs + tokens) * hidden * ACT_BYTES,
+    ]
+    .iter()
+    .map(|&b| small_op_s(gpu, b))
+    .sum();
+    (time, stream, routing)
+}
+
 /// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
 /// across the batch, of which `hbm_tokens` are read from HBM (the rest are repeat reads of a
 /// shared prefix served by L2); `kv_bytes_per_token` = 2 x kv_heads x head_dim x bytes per
