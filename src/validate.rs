@@ -317,7 +317,7 @@ impl ReferenceRow {
                     None => {
                         arrival.insert("kind".into(), V::String("constant".into()));
                     }
-                    Some(b) if b == 1.0 => {
+                    Some(1.0) => {
                         arrival.insert("kind".into(), V::String("poisson".into()));
                     }
                     Some(b) => {
@@ -885,7 +885,7 @@ mod tests {
     fn step_time_headroom_reads_throughput_and_itl_the_right_way_round() {
         // Offline: measured throughput 20% below the prediction = iterations 25% longer.
         let slow_offline = comp(LoadKind::Offline, Metric::OutputTokensPerS, 800.0, 1000.0);
-        let h = step_time_headroom(&[slow_offline.clone()], 0.9).unwrap();
+        let h = step_time_headroom(std::slice::from_ref(&slow_offline), 0.9).unwrap();
         assert!((h - 0.25).abs() < 1e-9, "{h}");
         // Online: measured ITL 10% above the prediction = iterations 10% longer.
         let slow_online = comp(LoadKind::Online, Metric::ItlDerivedMs, 11.0, 10.0);
