@@ -112,6 +112,12 @@ fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
     println!("  small ops              {}", ms(s.small_ops_s));
     println!("  kernel launches        {}", ms(s.launch_s));
     println!("  engine host overhead   {}", ms(s.host_s));
+    if s.host_overlap_s > 0.0 {
+        println!(
+            "  hidden under the GPU  -{}   (asynchronous scheduling: the step takes the longer of the two)",
+            ms(s.host_overlap_s)
+        );
+    }
     println!("  step time              {}", ms(s.total_s));
     println!(
         "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",
