@@ -808,15 +808,9 @@ mod tests {
             if d == GemmDtype::Fp8 && self.fp8_shapes_fail {
                 return Err(Error::Unavailable("cuBLASLt has no fp8 algorithm".into()));
             }
-            let rate = match d {
-                GemmDtype::Bf16 => self.gpu.gemm.bf16_flops_per_s,
-                GemmDtype::Fp8 => self.gpu.gemm.fp8_flops_per_s,
-            };
+            let fp8 = matches!(d, GemmDtype::Fp8);
             let g = &self.gpu;
-            t(
-                crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), rate)
-                    .0,
-            )
+            t(crate::roofline::kernels::gemm_s(g, m as f64, k as f64, n as f64, d.bytes(), fp8).0)
         }
         fn paged_decode_attention(&mut self, s: AttentionShape, _: usize) -> Result<Timing> {
             let tokens = (s.batch * s.context) as f64;

@@ -34,6 +34,8 @@ pub enum Command {
     Fit(FitArgs),
     /// Compare a GPU profile's kernel predictions with measurements; writes a PNG scatter.
     ValidateKernels(ValidateKernelsArgs),
+    /// Fit an engine's host costs to `vllm bench serve --save-result` files; writes a profile.
+    FitEngine(FitEngineArgs),
 }
 
 /// Output format of a command's main result.
@@ -206,6 +208,9 @@ pub struct ValidateArgs {
     /// Fit this engine's host costs to its rows first, print them, and validate with them.
     #[arg(long = "fit-engine")]
     pub fit_engine: Option<String>,
+    /// Share of the rows the prediction intervals hold, in (0, 1).
+    #[arg(long, default_value_t = 0.9)]
+    pub coverage: f64,
     /// Output format of the per-row table.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -244,12 +249,43 @@ pub struct CalibrateArgs {
 /// Flags of `servesim fit`.
 #[derive(Debug, Args)]
 pub struct FitArgs {
-    /// Measurement CSV (as `servesim calibrate` writes it).
-    pub measurements: PathBuf,
+    /// Measurement CSVs (as `servesim calibrate` writes them); their rows are fitted together.
+    #[arg(required = true, num_args = 1..)]
+    pub measurements: Vec<PathBuf>,
     /// Base GPU profile: a name or a path; fields without rows keep its values.
     #[arg(long, default_value = "calibration/gpus/h100-sxm.toml")]
     pub base: String,
     /// Output profile TOML.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Flags of `servesim fit-engine`.
+#[derive(Debug, Args)]
+pub struct FitEngineArgs {
+    /// Result files in `vllm bench serve --save-result` format (or `servesim bench --format
+    /// json` output), measured on the deployment the flags below name.
+    #[arg(required = true, num_args = 1..)]
+    pub results: Vec<PathBuf>,
+    /// Model the results were measured with: a catalog name or a config.json path.
+    #[arg(long)]
+    pub model: String,
+    /// GPU type: a profile name or a path to a profile .toml.
+    #[arg(long)]
+    pub gpu: String,
+    /// Tensor-parallel size.
+    #[arg(long = "tp", alias = "tensor-parallel-size", default_value_t = 1)]
+    pub tp: u32,
+    /// Weight format: bf16, fp16 or fp8.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// KV-cache format: auto or fp8.
+    #[arg(long = "kv-cache-dtype", default_value = "auto")]
+    pub kv_cache_dtype: String,
+    /// Engine profile to start from (name or .toml path); everything but the host costs is kept.
+    #[arg(long, default_value = "vllm")]
+    pub base: String,
+    /// The fitted engine profile (TOML, the schema of calibration/engines/).
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -260,9 +296,9 @@ pub struct ValidateKernelsArgs {
     /// GPU profile: a name or a path to a profile .toml.
     #[arg(long)]
     pub gpu: String,
-    /// Measurement CSV.
-    #[arg(long)]
-    pub measurements: PathBuf,
+    /// Measurement CSVs (repeatable, or several after one flag); their rows are pooled.
+    #[arg(long, required = true, num_args = 1..)]
+    pub measurements: Vec<PathBuf>,
     /// PNG scatter plot of predicted against measured.
     #[arg(long, default_value = "validate-kernels.png")]
     pub plot: PathBuf,

@@ -5,6 +5,7 @@ mod bench;
 mod calibrate;
 mod estimate;
 mod fit;
+mod fit_engine;
 mod plan;
 mod run;
 mod sweep;
@@ -28,6 +29,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Fit(args) => fit::run(&args),
         Command::ValidateKernels(args) => validate_kernels::run(&args),
+        Command::FitEngine(args) => fit_engine::run(&args),
     }
 }
 

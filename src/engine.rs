@@ -27,14 +27,109 @@ pub struct SchedulerDefaults {
     pub cuda_graphs: bool,
     /// Largest batch (tokens) captured in CUDA graphs.
     pub cuda_graph_max_tokens: u32,
+    /// The token counts the engine captures CUDA graphs for (ascending); a graphed iteration
+    /// runs the graph of the smallest size that holds it, its GEMMs padded to that size.
+    /// Empty: a graph for every size (no padding).
+    #[serde(default)]
+    pub cuda_graph_sizes: Vec<u32>,
+    /// Whether iterations that carry prefill chunks replay graphs too (vLLM's piecewise
+    /// graphs, attention outside them); `false`: only pure-decode iterations do (TensorRT-LLM),
+    /// mixed ones launch every kernel from the host.
+    #[serde(default = "yes")]
+    pub cuda_graph_mixed: bool,
+    /// The engine captures graphs only up to this multiple of `max_num_seqs` tokens (vLLM:
+    /// 2, TensorRT-LLM: 1, its max batch size); absent: up to `cuda_graph_max_tokens` alone.
+    #[serde(default)]
+    pub cuda_graph_seqs_multiple: Option<u32>,
     /// Reserve KV blocks for the whole output at admission, so running requests are never
     /// preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); vLLM allocates as it goes and preempts.
     pub reserve_output_kv: bool,
     /// Whether TP all-reduces of small messages use the engine's custom NVLink kernel.
     pub custom_allreduce: bool,
+    /// Whether the host prepares the next iteration while the GPU runs the current one (vLLM's
+    /// asynchronous scheduling, TensorRT-LLM's overlap scheduler): an iteration then takes the
+    /// longer of its GPU time and its host time, instead of their sum.
+    #[serde(default)]
+    pub async_scheduling: bool,
     /// Larger defaults the engine picks on large-memory GPUs, if it does.
     #[serde(default)]
     pub large_gpu: Option<LargeGpuDefaults>,
+    /// Limits the engine's benchmark tool derives from the workload instead of these defaults,
+    /// if it does (`trtllm-bench`).
+    #[serde(default)]
+    pub workload_limits: Option<WorkloadLimits>,
+}
+
+/// `trtllm-bench`'s rule for the engine's batch limits (tensorrt_llm/bench/build/tuning.py,
+/// `calc_engine_setting` and `finetune_setting`): the requests whose whole KV (at the
+/// dataset's mean prompt + output length) fit in `kv_cache_fraction` of the memory the
+/// weights leave, rounded up generously, give `max_batch_size`; that times
+/// `1 + input / output` gives `max_num_tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadLimits {
+    /// Fraction of the memory left by the weights the rule counts as KV cache.
+    pub kv_cache_fraction: f64,
+}
+
+/// What [`WorkloadLimits::limits`] needs to know about the deployment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitInputs {
+    /// Parameters of the whole model.
+    pub params: f64,
+    /// Bytes per weight the rule assumes (1 for FP8, 2 otherwise).
+    pub weight_bytes: f64,
+    /// KV-cache bytes per token of the whole model, with KV heads counted as
+    /// `max(tp, kv_heads)` as the tool does.
+    pub kv_bytes_per_token: f64,
+    /// Memory of one GPU, bytes.
+    pub gpu_memory_bytes: f64,
+    /// GPUs of the replica (TP degree).
+    pub tp: u32,
+    /// Mean prompt length of the workload, tokens.
+    pub input_tokens: f64,
+    /// Mean output length of the workload, tokens.
+    pub output_tokens: f64,
+}
+
+impl WorkloadLimits {
+    /// (max_num_seqs, max_num_batched_tokens) by the rule, or `None` when not even one
+    /// request's KV fits (the engine's own memory check then decides).
+    pub fn limits(&self, x: &LimitInputs) -> Option<(u32, u32)> {
+        let gib = (1u64 << 30) as f64;
+        let available = (x.gpu_memory_bytes * x.tp as f64 - x.params * x.weight_bytes) / gib;
+        let cache = available * self.kv_cache_fraction;
+        let per_request = x.kv_bytes_per_token / gib * (x.input_tokens + x.output_tokens);
+        if !(cache > 0.0 && per_request > 0.0 && x.output_tokens > 0.0) {
+            return None;
+        }
+        let requests = cache / per_request;
+        if requests < 1.0 {
+            return None;
+        }
+        let raw_bs = requests.min(4096.0);
+        let raw_tokens = (raw_bs * (1.0 + x.input_tokens / x.output_tokens)).min(32768.0);
+        let up = |v: f64, step: f64| step * (v / step).ceil();
+        let bs = if raw_bs < 256.0 {
+            up(raw_bs, 32.0).max(64.0)
+        } else if raw_bs < 1024.0 {
+            up(raw_bs, 128.0)
+        } else {
+            up(raw_bs, 256.0)
+        };
+        let tokens = if raw_tokens < 4096.0 {
+            up(raw_tokens, 256.0).max(2048.0)
+        } else if raw_tokens < 8192.0 {
+            up(raw_tokens, 512.0)
+        } else {
+            up(raw_tokens, 1024.0)
+        };
+        Some((bs as u32, tokens as u32))
+    }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Scheduler defaults an engine uses instead on GPUs with at least `min_memory_bytes` whose
@@ -54,6 +149,32 @@ pub struct LargeGpuDefaults {
 }
 
 impl SchedulerDefaults {
+    /// The largest iteration (tokens) the engine replays a CUDA graph for, with its batch
+    /// limits as they finally are: `cuda_graph_max_tokens`, capped by the multiple of
+    /// `max_num_seqs` and by the token budget.
+    pub fn graph_limit_tokens(&self) -> u32 {
+        let by_seqs = match self.cuda_graph_seqs_multiple {
+            Some(k) => self.max_num_seqs.saturating_mul(k),
+            None => u32::MAX,
+        };
+        self.cuda_graph_max_tokens
+            .min(by_seqs)
+            .min(self.max_num_batched_tokens)
+    }
+
+    /// The captured size a graphed iteration of `tokens` tokens runs (`tokens` itself without
+    /// a size list): the smallest listed size that holds it, where the sizes above the graph
+    /// limit are replaced by the limit itself (TensorRT-LLM pads to its max batch size when a
+    /// listed size exceeds it; `_filter_cuda_graph_batch_sizes`).
+    pub fn graph_size(&self, tokens: u32) -> u32 {
+        let limit = self.graph_limit_tokens();
+        self.cuda_graph_sizes
+            .iter()
+            .map(|&n| n.min(limit))
+            .find(|&n| n >= tokens)
+            .unwrap_or(tokens)
+    }
+
     /// Applies the large-GPU defaults when `gpu` qualifies.
     pub fn for_gpu(&mut self, gpu: &crate::gpu::GpuProfile) {
         if let Some(l) = &self.large_gpu {
@@ -83,6 +204,31 @@ pub struct HostCosts {
     pub runtime_reserved_bytes: f64,
 }
 
+/// Which all-reduce implementation the engine picks for a message: its own low-latency
+/// NVLink kernels (custom one-shot / two-shot, symmetric memory) up to a size that depends on
+/// the TP degree, NCCL above.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllReducePolicy {
+    /// `[tp, bytes]` pairs: the largest message the engine's own kernels take at that TP
+    /// degree; a degree not listed uses the entry of the largest listed degree below it.
+    /// Empty: no engine limit (the GPU's `allreduce.custom_max_bytes` alone decides).
+    #[serde(default)]
+    pub custom_max_bytes_by_tp: Vec<(u32, f64)>,
+}
+
+impl AllReducePolicy {
+    /// The engine's limit at TP degree `tp`, bytes (`None`: no engine limit).
+    pub fn custom_max_bytes(&self, tp: u32) -> Option<f64> {
+        self.custom_max_bytes_by_tp
+            .iter()
+            .filter(|(t, _)| *t <= tp)
+            .max_by_key(|(t, _)| *t)
+            .or_else(|| self.custom_max_bytes_by_tp.iter().min_by_key(|(t, _)| *t))
+            .map(|&(_, b)| b)
+    }
+}
+
 /// A serving engine's profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +241,9 @@ pub struct EngineProfile {
     pub scheduler: SchedulerDefaults,
     /// Host costs.
     pub host: HostCosts,
+    /// All-reduce implementation choice.
+    #[serde(default)]
+    pub allreduce: AllReducePolicy,
 }
 
 const CATALOG: &[(&str, &str)] = &[
@@ -144,6 +293,24 @@ impl EngineProfile {
                 "must be > 0",
             ));
         }
+        if let Some(w) = &s.workload_limits {
+            if !(w.kv_cache_fraction > 0.0 && w.kv_cache_fraction <= 1.0) {
+                return Err(Error::config(
+                    origin,
+                    "scheduler.workload_limits.kv_cache_fraction",
+                    format!("must be in (0, 1], got {}", w.kv_cache_fraction),
+                ));
+            }
+        }
+        if s.cuda_graph_sizes.windows(2).any(|w| w[0] >= w[1])
+            || s.cuda_graph_sizes.first() == Some(&0)
+        {
+            return Err(Error::config(
+                origin,
+                "scheduler.cuda_graph_sizes",
+                "must be ascending token counts >= 1",
+            ));
+        }
         if s.block_size == 0 {
             return Err(Error::config(origin, "scheduler.block_size", "must be > 0"));
         }
@@ -153,6 +320,15 @@ impl EngineProfile {
                 "scheduler.gpu_memory_utilization",
                 format!("must be in (0, 1], got {}", s.gpu_memory_utilization),
             ));
+        }
+        for (i, &(tp, bytes)) in self.allreduce.custom_max_bytes_by_tp.iter().enumerate() {
+            if tp == 0 || !(bytes.is_finite() && bytes >= 0.0) {
+                return Err(Error::config(
+                    origin,
+                    format!("allreduce.custom_max_bytes_by_tp[{i}]"),
+                    format!("needs a TP degree >= 1 and bytes >= 0, got [{tp}, {bytes}]"),
+                ));
+            }
         }
         for (key, v) in [
             ("host.per_iteration_s", self.host.per_iteration_s),
@@ -168,5 +344,86 @@ impl EngineProfile {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trtllm_bench_limits_follow_the_tools_rule() {
+        let rule = WorkloadLimits {
+            kv_cache_fraction: 0.95,
+        };
+        // Llama-3.1-8B FP8 on one H100 (81,559 MiB): 8.03e9 one-byte weights, 64 KiB of FP8 KV
+        // per token (32 layers x 8 heads x 128 x 2). 128/2048: 515 requests fit, rounded up to
+        // 640; 515 x (1 + 128/2048) = 547 tokens, raised to the 2048 floor.
+        let x = LimitInputs {
+            params: 8.03e9,
+            weight_bytes: 1.0,
+            kv_bytes_per_token: 65536.0,
+            gpu_memory_bytes: 85_520_809_984.0,
+            tp: 1,
+            input_tokens: 128.0,
+            output_tokens: 2048.0,
+        };
+        assert_eq!(rule.limits(&x), Some((640, 2048)));
+        // 128/128: 4096 requests (the cap), 8192 tokens.
+        let short = LimitInputs {
+            output_tokens: 128.0,
+            ..x
+        };
+        assert_eq!(rule.limits(&short), Some((4096, 8192)));
+        // Llama-3.1-405B FP8 on eight H100s, 128/4096: 242 requests -> 256, 2048 tokens.
+        let big = LimitInputs {
+            params: 405.85e9,
+            kv_bytes_per_token: 2.0 * 126.0 * 8.0 * 128.0,
+            tp: 8,
+            output_tokens: 4096.0,
+            ..x
+        };
+        assert_eq!(rule.limits(&big), Some((256, 2048)));
+        // Weights that do not fit leave nothing to size.
+        let none = LimitInputs { tp: 1, ..big };
+        assert_eq!(rule.limits(&none), None);
+    }
+
+    #[test]
+    fn allreduce_limits_by_tp_degree() {
+        let p = AllReducePolicy {
+            custom_max_bytes_by_tp: vec![(2, 16e6), (4, 8e6), (8, 524_288.0)],
+        };
+        assert_eq!(p.custom_max_bytes(2), Some(16e6));
+        assert_eq!(p.custom_max_bytes(4), Some(8e6));
+        assert_eq!(p.custom_max_bytes(6), Some(8e6));
+        assert_eq!(p.custom_max_bytes(16), Some(524_288.0));
+        assert_eq!(AllReducePolicy::default().custom_max_bytes(8), None);
+    }
+
+    #[test]
+    fn graph_sizes_pad_up_to_the_engines_limit() {
+        let mut s = EngineProfile::load("trtllm").unwrap().scheduler;
+        s.max_num_seqs = 224;
+        s.max_num_batched_tokens = 2048;
+        // Sizes above the max batch size are replaced by it (TensorRT-LLM pads to it).
+        assert_eq!(s.graph_limit_tokens(), 224);
+        assert_eq!(s.graph_size(100), 128);
+        assert_eq!(s.graph_size(176), 224);
+        assert_eq!(s.graph_size(224), 224);
+        // vLLM captures up to twice max_num_seqs, every 8 tokens to 256.
+        let mut v = EngineProfile::load("vllm").unwrap().scheduler;
+        v.max_num_seqs = 128;
+        assert_eq!(v.graph_limit_tokens(), 256);
+        assert_eq!(v.graph_size(97), 104);
+        assert_eq!(v.graph_size(300), 300);
+    }
+
+    #[test]
+    fn a_bad_allreduce_entry_names_its_key() {
+        let mut p = EngineProfile::load("vllm").unwrap();
+        p.allreduce.custom_max_bytes_by_tp = vec![(0, 1e6)];
+        let e = p.validate("x.toml").unwrap_err().to_string();
+        assert!(e.contains("allreduce.custom_max_bytes_by_tp[0]"), "{e}");
     }
 }

@@ -51,6 +51,10 @@ pub struct GemmCurve {
     pub fp8_flops_per_s: f64,
     /// Token count (GEMM m dimension) at which the tensor cores reach half the achievable rate.
     pub half_rate_tokens: f64,
+    /// The same for FP8 GEMMs, which run other kernels (smaller M tiles) than BF16 ones; absent:
+    /// `half_rate_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_half_rate_tokens: Option<f64>,
 }
 
 /// Attention kernels.
@@ -61,8 +65,12 @@ pub struct AttentionCurve {
     pub fixed_s: f64,
     /// Paged decode attention's KV read bandwidth as a fraction of the stream bandwidth.
     pub decode_bandwidth_fraction: f64,
-    /// Prefill (flash) attention rate as a fraction of the GEMM BF16 rate.
+    /// Prefill (flash) attention rate for long sequences as a fraction of the GEMM BF16 rate.
     pub prefill_flops_fraction: f64,
+    /// Keys per query row at which prefill attention reaches half that rate: each query row
+    /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
+    #[serde(default)]
+    pub prefill_half_rate_tokens: f64,
 }
 
 /// Small memory-bound kernels (norms, rotary, activation, residual add).
@@ -88,8 +96,27 @@ pub struct AllReduceCurve {
     /// Latency of a small all-reduce done by an engine's custom one-shot kernel over
     /// NVLink peer-to-peer (vLLM, TensorRT-LLM and SGLang ship one), seconds.
     pub custom_latency_s: f64,
-    /// Largest message the custom kernel takes, bytes (larger ones go to NCCL).
+    /// Largest message the GPU's peer-to-peer NVLink path lets an engine's custom kernel take,
+    /// bytes (0: no NVLink, always NCCL); the engine profile's own limit per TP degree applies
+    /// below it.
     pub custom_max_bytes: f64,
+}
+
+/// Grouped expert GEMMs of mixture-of-experts layers (fused-MoE kernels).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeCurve {
+    /// The grouped GEMMs' math rate as a fraction of the dense GEMM curve's (they gather rows
+    /// per expert and pad each expert's rows to the kernel's tile).
+    pub grouped_flops_fraction: f64,
+}
+
+impl Default for MoeCurve {
+    fn default() -> Self {
+        MoeCurve {
+            grouped_flops_fraction: 1.0,
+        }
+    }
 }
 
 /// A GPU as the step-time model sees it.
@@ -112,6 +139,9 @@ pub struct GpuProfile {
     pub small_ops: SmallOpsCurve,
     /// All-reduce within a TP group.
     pub allreduce: AllReduceCurve,
+    /// Fused-MoE kernels (absent: grouped GEMMs at the dense curve's rate).
+    #[serde(default)]
+    pub moe: MoeCurve,
 }
 
 /// (name, contents) of every embedded GPU profile.
@@ -204,6 +234,14 @@ impl GpuProfile {
             ("gemm.fixed_s", self.gemm.fixed_s),
             ("gemm.fp8_flops_per_s", self.gemm.fp8_flops_per_s),
             ("attention.fixed_s", self.attention.fixed_s),
+            (
+                "gemm.fp8_half_rate_tokens",
+                self.gemm.fp8_half_rate_tokens.unwrap_or(0.0),
+            ),
+            (
+                "attention.prefill_half_rate_tokens",
+                self.attention.prefill_half_rate_tokens,
+            ),
             ("small_ops.kernel_s", self.small_ops.kernel_s),
             ("small_ops.launch_s", self.small_ops.launch_s),
             ("allreduce.latency_s", self.allreduce.latency_s),
@@ -234,6 +272,10 @@ impl GpuProfile {
                 "small_ops.bandwidth_fraction",
                 self.small_ops.bandwidth_fraction,
             ),
+            (
+                "moe.grouped_flops_fraction",
+                self.moe.grouped_flops_fraction,
+            ),
         ];
         for (key, v) in fractions {
             if !(v.is_finite() && v > 0.0 && v <= 1.0) {
@@ -257,5 +299,20 @@ impl GpuProfile {
     /// Whether the GPU has FP8 tensor cores.
     pub fn supports_fp8(&self) -> bool {
         self.datasheet.fp8_flops_per_s > 0.0 && self.gemm.fp8_flops_per_s > 0.0
+    }
+
+    /// The GEMM curve for FP8 (`fp8`, on a GPU that supports it) or BF16 operands: (achievable
+    /// rate in FLOP/s, half-rate token count).
+    pub fn gemm_curve(&self, fp8: bool) -> (f64, f64) {
+        if fp8 && self.supports_fp8() {
+            (
+                self.gemm.fp8_flops_per_s,
+                self.gemm
+                    .fp8_half_rate_tokens
+                    .unwrap_or(self.gemm.half_rate_tokens),
+            )
+        } else {
+            (self.gemm.bf16_flops_per_s, self.gemm.half_rate_tokens)
+        }
     }
 }

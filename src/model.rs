@@ -208,11 +208,11 @@ impl ModelSpec {
     pub fn expected_active_experts(&self, tokens: f64) -> f64 {
         match &self.moe {
             None => 1.0,
-            Some(m) => {
-                let e = m.num_experts as f64;
-                let k = m.experts_per_token as f64;
-                e * (1.0 - (1.0 - k / e).powf(tokens.max(0.0)))
-            }
+            Some(m) => crate::roofline::kernels::expected_active_experts(
+                tokens.max(0.0),
+                m.num_experts as f64,
+                m.experts_per_token as f64,
+            ),
         }
     }
 }

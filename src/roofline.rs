@@ -101,12 +101,9 @@ impl Deployment {
         m.num_layers as f64 * per_layer + (m.embedding_params() + head) / tp * ACT_BYTES
     }
 
-    /// GEMM rate for the weight format on this GPU (FP8 math only where supported).
-    pub fn gemm_rate(&self) -> f64 {
-        match self.weight_dtype {
-            WeightDtype::Fp8 if self.gpu.supports_fp8() => self.gpu.gemm.fp8_flops_per_s,
-            _ => self.gpu.gemm.bf16_flops_per_s,
-        }
+    /// Whether the weight GEMMs run on FP8 tensor cores (FP8 weights on a GPU that has them).
+    pub fn fp8_gemms(&self) -> bool {
+        self.weight_dtype == WeightDtype::Fp8 && self.gpu.supports_fp8()
     }
 }
 
@@ -200,7 +197,10 @@ pub struct StepBreakdown {
     pub launch_s: f64,
     /// Engine host overhead (scheduling, input preparation, output processing).
     pub host_s: f64,
-    /// Sum of the above.
+    /// Of the host and launch time, the part hidden under the GPU's work by an engine that
+    /// prepares the next iteration while the GPU runs this one (subtracted from the sum).
+    pub host_overlap_s: f64,
+    /// The iteration: the sum of the above less `host_overlap_s`.
     pub total_s: f64,
 }
 
@@ -235,6 +235,11 @@ pub struct StepTimeModel {
     elementwise_bytes_per_token_layer: f64,
     small_kernels_per_layer: f64,
     kernels_per_layer: f64,
+    /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
+    /// bytes (0: always NCCL).
+    custom_allreduce_max_bytes: f64,
+    /// Intermediate width of one expert on this GPU (MoE models; experts split by TP).
+    expert_inter: f64,
     /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
     table_ns: Vec<u64>,
     /// Multiplier on every step time, dimensionless (1 = as modelled; 1.2 = 20% slower).
@@ -310,10 +315,23 @@ impl StepTimeModel {
             },
             // Serving engines fuse the residual add into RMSNorm (vLLM fused_add_rms_norm,
             // TensorRT-LLM's fused residual norm): 2 such kernels (read 2h, write 2h), rotary
-            // on q and k (read+write), SiLU-and-mul (read 2f, write f); 16-bit activations.
-            elementwise_bytes_per_token_layer: (8.0 * h + 2.0 * (q + kv) + 3.0 * f) * ACT_BYTES,
-            small_kernels_per_layer: 4.0,
+            // on q and k (read+write), SiLU-and-mul (read 2f, write f; for MoE it is part of
+            // the fused-MoE chain); 16-bit activations.
+            elementwise_bytes_per_token_layer: (8.0 * h
+                + 2.0 * (q + kv)
+                + if m.moe.is_some() { 0.0 } else { 3.0 * f })
+                * ACT_BYTES,
+            small_kernels_per_layer: if m.moe.is_some() { 3.0 } else { 4.0 },
+            expert_inter: f,
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
+            custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
+                dep.engine
+                    .allreduce
+                    .custom_max_bytes(dep.tp)
+                    .unwrap_or(f64::INFINITY)
+            } else {
+                0.0
+            },
             table_ns: Vec::new(),
             time_scale: 1.0,
             dep,
@@ -337,7 +355,7 @@ impl StepTimeModel {
             k,
             n,
             self.dep.weight_dtype.bytes(),
-            self.dep.gemm_rate(),
+            self.dep.fp8_gemms(),
         )
     }
 
@@ -350,21 +368,26 @@ impl StepTimeModel {
         let m = &self.dep.model;
         let mut gemm = 0.0;
         let mut stream = 0.0;
-        let active = m.expected_active_experts(tokens);
-        let k_per_tok = m.experts_per_token() as f64;
-        for s in &self.gemms {
-            let (t, st) = if s.expert {
-                // Each token visits k experts; `active` distinct experts are read.
-                let per_expert_tokens = tokens * k_per_tok / active;
-                let (t1, st1) = self.gemm_time(g, s.weights, s.k, s.n, per_expert_tokens);
-                let fixed = g.gemm.fixed_s;
-                // One grouped kernel: fixed cost once, streaming and math per active expert.
-                (fixed + (t1 - fixed) * active, st1 * active)
-            } else {
-                self.gemm_time(g, s.weights, s.k, s.n, tokens)
-            };
+        let mut moe_small = 0.0;
+        for s in self.gemms.iter().filter(|s| !s.expert) {
+            let (t, st) = self.gemm_time(g, s.weights, s.k, s.n, tokens);
             gemm += t;
             stream += st;
+        }
+        if let Some(moe) = &m.moe {
+            let (t, st, routing) = kernels::fused_moe_s(
+                g,
+                tokens,
+                moe.num_experts as f64,
+                moe.experts_per_token as f64,
+                m.hidden_size as f64,
+                self.expert_inter,
+                self.dep.weight_dtype.bytes(),
+                self.dep.fp8_gemms(),
+            );
+            gemm += t;
+            stream += st;
+            moe_small = routing;
         }
         if self.router_weights > 0.0 {
             gemm += self
@@ -381,13 +404,14 @@ impl StepTimeModel {
             * kernels::small_op_s(
                 g,
                 tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
-            );
+            )
+            + moe_small;
         let ar = 2.0
             * kernels::engine_allreduce_s(
                 g,
                 tokens * m.hidden_size as f64 * ACT_BYTES,
                 self.dep.tp,
-                self.dep.engine.scheduler.custom_allreduce,
+                self.custom_allreduce_max_bytes,
             );
         (
             self.layers * gemm,
@@ -404,8 +428,9 @@ impl StepTimeModel {
             return StepBreakdown::default();
         }
         let g = &self.queued_gpu;
-        let (gemm_s, weight_stream_s, layer_small, allreduce_s) = self.token_terms(tokens);
-        let sampled = b.sampled_seqs.max(1) as f64;
+        let (gemm_s, weight_stream_s, layer_small, allreduce_s) =
+            self.token_terms(self.padded_tokens(b) as f64);
+        let sampled = self.lm_head_rows(b);
         let (lm_head_s, _) = self.gemm_time(
             g,
             self.lm_head.weights,
@@ -417,8 +442,7 @@ impl StepTimeModel {
         // Per step: embedding gather, final norm, sampling (3 small kernels).
         let small_ops_s = layer_small + 3.0 * g.small_ops.kernel_s;
         let gpu_s = gemm_s + lm_head_s + attention_s + allreduce_s + small_ops_s;
-        let launch_s = self.launch_time(b, gpu_s);
-        let host_s = self.host_time(b);
+        let (launch_s, host_s, host_overlap_s) = self.host_terms(b, gpu_s);
         StepBreakdown {
             gemm_s,
             weight_stream_s,
@@ -428,8 +452,28 @@ impl StepTimeModel {
             small_ops_s,
             launch_s,
             host_s,
-            total_s: gpu_s + launch_s + host_s,
+            host_overlap_s,
+            total_s: gpu_s + launch_s + host_s - host_overlap_s,
         }
+    }
+
+    /// The host side of an iteration that keeps the GPU busy for `gpu_s`: (launch time not
+    /// hidden under the GPU, host time, hidden part of the host time). Without CUDA graphs the
+    /// host issues every kernel, and the GPU cannot finish before the last launch. An engine
+    /// that schedules synchronously adds its host time to the iteration; one that schedules
+    /// asynchronously prepares the next iteration while the GPU runs, so the iteration takes
+    /// the longer of the two.
+    fn host_terms(&self, b: &BatchShape, gpu_s: f64) -> (f64, f64, f64) {
+        let cpu_launch_s = self.cpu_launch_time(b);
+        let launch_s = (cpu_launch_s - gpu_s).max(0.0);
+        let host_s = self.host_time(b);
+        let overlap_s = if self.dep.engine.scheduler.async_scheduling {
+            let total = gpu_s.max(cpu_launch_s + host_s);
+            gpu_s + launch_s + host_s - total
+        } else {
+            0.0
+        };
+        (launch_s, host_s, overlap_s)
     }
 
     /// Decode context tokens whose KV comes from HBM: all of it, less the repeat reads of a
@@ -460,21 +504,52 @@ impl StepTimeModel {
         ) + kernels::prefill_attention_at_rate_s(
             g,
             b.prefill_attention_units,
+            b.prefill_tokens as f64,
             self.q_width,
             self.attention_rate,
         );
         self.layers * per_layer
     }
 
-    /// Launch time not hidden by CUDA graphs: without graphs the host issues every kernel, and
-    /// the step cannot be shorter than the launches.
-    fn launch_time(&self, b: &BatchShape, gpu_s: f64) -> f64 {
+    /// Whether the iteration replays a CUDA graph: the engine captures graphs, the iteration
+    /// is within the captured sizes, and it is a pure decode or the engine graphs mixed
+    /// iterations too.
+    fn graphed(&self, b: &BatchShape) -> bool {
         let s = &self.dep.engine.scheduler;
-        if s.cuda_graphs && b.tokens() <= s.cuda_graph_max_tokens {
+        s.cuda_graphs
+            && b.tokens() <= s.graph_limit_tokens()
+            && (s.cuda_graph_mixed || b.prefill_tokens == 0)
+    }
+
+    /// Tokens the GEMMs, small ops and all-reduces run on: a graphed iteration is padded to
+    /// the smallest captured size that holds it.
+    fn padded_tokens(&self, b: &BatchShape) -> u32 {
+        let t = b.tokens();
+        if !self.graphed(b) {
+            return t;
+        }
+        self.dep.engine.scheduler.graph_size(t)
+    }
+
+    /// Host time spent launching the iteration's kernels: none when a CUDA graph is replayed,
+    /// otherwise one launch per kernel.
+    fn cpu_launch_time(&self, b: &BatchShape) -> f64 {
+        if self.graphed(b) {
             return 0.0;
         }
         let n_kernels = self.layers * self.kernels_per_layer + 4.0;
-        (n_kernels * kernels::empty_kernel_s(&self.dep.gpu) - gpu_s).max(0.0)
+        n_kernels * kernels::empty_kernel_s(&self.dep.gpu)
+    }
+
+    /// Sequences whose logits the LM head computes: the sampled ones, or for a padded pure
+    /// decode the whole padded batch.
+    fn lm_head_rows(&self, b: &BatchShape) -> f64 {
+        let sampled = b.sampled_seqs.max(1);
+        if b.prefill_tokens == 0 {
+            sampled.max(self.padded_tokens(b)) as f64
+        } else {
+            sampled as f64
+        }
     }
 
     fn host_time(&self, b: &BatchShape) -> f64 {
@@ -486,10 +561,10 @@ impl StepTimeModel {
     /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding.
     #[inline]
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
-        let t = b.tokens() as usize;
-        if t == 0 {
+        if b.tokens() == 0 {
             return 0;
         }
+        let t = self.padded_tokens(b) as usize;
         let table = match self.table_ns.get(t) {
             Some(&ns) => ns,
             None => {
@@ -498,7 +573,7 @@ impl StepTimeModel {
             }
         };
         let g = &self.queued_gpu;
-        let sampled = b.sampled_seqs.max(1) as f64;
+        let sampled = self.lm_head_rows(b);
         let lm =
             self.gemm_time(
                 g,
@@ -510,7 +585,8 @@ impl StepTimeModel {
             .0 + 3.0 * g.small_ops.kernel_s;
         let attn = self.attention_time(b);
         let gpu_s = table as f64 * 1e-9 + lm + attn;
-        let rest = lm + attn + self.launch_time(b, gpu_s) + self.host_time(b);
+        let (launch, host, overlap) = self.host_terms(b, gpu_s);
+        let rest = lm + attn + launch + host - overlap;
         let ns = (table + secs_to_ns(rest)).max(1);
         if self.time_scale == 1.0 {
             ns
@@ -542,6 +618,7 @@ mod tests {
     use crate::model::load_model;
 
     fn model(name: &str, gpu: &str, tp: u32) -> StepTimeModel {
+        // The tests read `dep` back from the model to vary one thing at a time.
         let dep = Deployment {
             model: load_model(name).unwrap(),
             gpu: GpuProfile::load(gpu).unwrap(),
@@ -576,6 +653,122 @@ mod tests {
             (ns - secs_to_ns(b.total_s) as i64).abs() <= 2,
             "{ns} vs {b:?}"
         );
+    }
+
+    #[test]
+    fn asynchronous_scheduling_hides_host_time_under_the_gpu() {
+        let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
+        dep.engine.host.per_iteration_s = 1e-3;
+        dep.engine.host.per_sequence_s = 0.0;
+        let b = BatchShape::decode(64, 1000);
+        dep.engine.scheduler.async_scheduling = false;
+        let sync = StepTimeModel::new(dep.clone(), 2048).unwrap().breakdown(&b);
+        dep.engine.scheduler.async_scheduling = true;
+        let asyn = StepTimeModel::new(dep.clone(), 2048).unwrap().breakdown(&b);
+        let gpu = sync.total_s - sync.host_s;
+        assert!(gpu > 1e-3, "{sync:?}");
+        assert!((sync.total_s - (gpu + 1e-3)).abs() < 1e-12);
+        // The GPU takes longer than the host: the host time disappears.
+        assert!((asyn.total_s - gpu).abs() < 1e-12, "{asyn:?}");
+        assert!((asyn.host_overlap_s - 1e-3).abs() < 1e-12);
+        // A host slower than the GPU sets the pace instead.
+        dep.engine.host.per_iteration_s = 2.0 * gpu;
+        let m = StepTimeModel::new(dep, 2048).unwrap();
+        let slow = m.breakdown(&b);
+        assert!((slow.total_s - 2.0 * gpu).abs() < 1e-12, "{slow:?}");
+        assert!((m.step_ns(&b) as i64 - secs_to_ns(slow.total_s) as i64).abs() <= 2);
+    }
+
+    #[test]
+    fn graphed_decodes_run_the_padded_size_and_mixed_ones_do_not() {
+        let mut dep = model("llama-3.1-70b", "h100-sxm", 4).dep;
+        dep.weight_dtype = WeightDtype::Fp8;
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        dep.engine.scheduler.max_num_seqs = 1024;
+        let m = StepTimeModel::new(dep, 4096).unwrap();
+        // 300 decodes run the 384-graph: GEMMs as for 384 tokens, attention for 300 requests.
+        let d300 = m.breakdown(&BatchShape::decode(300, 500));
+        let d384 = m.breakdown(&BatchShape::decode(384, 500));
+        assert_eq!(d300.gemm_s, d384.gemm_s);
+        assert!(d300.attention_s < d384.attention_s);
+        // With a prefill chunk the iteration is eager (TensorRT-LLM): no padding.
+        let mut mixed = BatchShape::decode(300, 500);
+        mixed.add_prefill(20, 0, true);
+        let mut mixed_384 = BatchShape::decode(364, 500);
+        mixed_384.add_prefill(20, 0, true);
+        assert!(m.breakdown(&mixed).gemm_s < m.breakdown(&mixed_384).gemm_s);
+        // The simulator's path agrees with the breakdown.
+        let ns = m.step_ns(&BatchShape::decode(300, 500)) as i64;
+        assert!(
+            (ns - secs_to_ns(d300.total_s) as i64).abs() <= 3,
+            "{ns} {d300:?}"
+        );
+    }
+
+    #[test]
+    fn engines_switch_to_nccl_above_their_custom_all_reduce_size() {
+        let mut dep = model("llama-3.1-70b", "h100-sxm", 8).dep;
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        dep.engine.scheduler.cuda_graphs = false;
+        let m = StepTimeModel::new(dep.clone(), 4096).unwrap();
+        // 16 tokens x 8192 x 2 B = 256 KiB: custom; 128 tokens = 2 MiB: NCCL at TP 8.
+        let small = m.breakdown(&BatchShape::decode(16, 100)).allreduce_s;
+        let large = m.breakdown(&BatchShape::decode(128, 100)).allreduce_s;
+        let per_layer = |s: f64| s / (2.0 * 80.0);
+        assert!(per_layer(small) < 12e-6, "{small}");
+        assert!(per_layer(large) > dep.gpu.allreduce.latency_s, "{large}");
+        // vLLM keeps its symmetric-memory path up to 64 MiB at TP 8.
+        dep.engine = EngineProfile::load("vllm").unwrap();
+        dep.engine.scheduler.cuda_graphs = false;
+        let v = StepTimeModel::new(dep.clone(), 4096).unwrap();
+        let vl = v.breakdown(&BatchShape::decode(128, 100)).allreduce_s;
+        assert!(per_layer(vl) < dep.gpu.allreduce.latency_s, "{vl}");
+    }
+
+    #[test]
+    fn moe_layers_cost_the_fused_moe_chain_of_the_experts_they_wake() {
+        let m = model("mixtral-8x7b", "h100-sxm", 2);
+        let dep = &m.dep;
+        let per_layer = |t: f64| {
+            let (gemm, _, routing) = kernels::fused_moe_s(
+                &m.queued_gpu,
+                t,
+                8.0,
+                2.0,
+                4096.0,
+                14336.0 / 2.0,
+                dep.weight_dtype.bytes(),
+                false,
+            );
+            (gemm, routing)
+        };
+        // One token wakes 2 of 8 experts, 64 tokens nearly all 8: the weights read grow ~4x.
+        let (one, r1) = per_layer(1.0);
+        let (many, r64) = per_layer(64.0);
+        assert!(many > 3.0 * one, "{one} {many}");
+        assert!(r64 > r1 && r1 > 0.0);
+        // The step model charges exactly that chain per layer, beside the dense GEMMs.
+        let b = m.breakdown(&BatchShape::decode(1, 100));
+        let dense: f64 = m
+            .gemms
+            .iter()
+            .filter(|g| !g.expert)
+            .map(|g| m.gemm_time(&m.queued_gpu, g.weights, g.k, g.n, 1.0).0)
+            .sum::<f64>()
+            + m.gemm_time(&m.queued_gpu, m.router_weights, 4096.0, 8.0, 1.0)
+                .0;
+        assert!(
+            (b.gemm_s - 32.0 * (dense + one)).abs() < 1e-9 * b.gemm_s,
+            "{b:?}"
+        );
+        // A grouped-GEMM rate below the dense one makes the experts' math slower, not their
+        // weight reads.
+        let mut slow = m.queued_gpu.clone();
+        slow.moe.grouped_flops_fraction = 0.25;
+        let big = kernels::fused_moe_s(&slow, 4096.0, 8.0, 2.0, 4096.0, 7168.0, 2.0, false).0;
+        let fast =
+            kernels::fused_moe_s(&m.queued_gpu, 4096.0, 8.0, 2.0, 4096.0, 7168.0, 2.0, false).0;
+        assert!(big > 1.5 * fast, "{big} {fast}");
     }
 
     #[test]

@@ -392,7 +392,16 @@ impl Scenario {
             deployment,
             memory,
             scheduler,
-        } = resolve_deployment(d, &self.scheduler, origin)?;
+        } = resolve_deployment(
+            d,
+            &self.scheduler,
+            origin,
+            Some(&|| {
+                let gen =
+                    crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
+                Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
+            }),
+        )?;
         let max_model_len = scheduler.max_model_len;
         self.workload.validate(origin)?;
         if let Some(shortest) = self.workload.shortest_request_tokens() {
@@ -557,10 +566,14 @@ pub struct ResolvedDeployment {
 /// ([`crate::catalog`]), applies the KV-format rule ([`crate::precision::KvDtype::resolve`])
 /// and the engine's defaults for the GPU, and plans the memory. Errors name `origin` and the
 /// key (`deployment.*`, `scheduler.*`).
+/// `mean_lengths` gives the workload's mean prompt and output tokens, for an engine whose
+/// batch limits depend on them (`workload_limits`, trtllm-bench's); without it those limits
+/// are not applied.
 pub fn resolve_deployment(
     d: &DeploymentConfig,
     s: &SchedulerOverrides,
     origin: &str,
+    mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
 ) -> Result<ResolvedDeployment> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
     let weight_dtype: WeightDtype = d.dtype.parse().map_err(|e| err("deployment.dtype", e))?;
@@ -581,7 +594,36 @@ pub fn resolve_deployment(
     let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
     let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
     let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
+    let model = load_model(&d.model).map_err(at("deployment.model"))?;
     engine.scheduler.for_gpu(&gpu);
+    if let (Some(rule), Some(lengths)) = (engine.scheduler.workload_limits.clone(), mean_lengths) {
+        if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
+            let (input_tokens, output_tokens) = lengths()?;
+            let kv_dtype = kv_setting.resolve(weight_dtype);
+            let kv_heads = model.num_kv_heads.max(d.tp as u64) as f64;
+            let inputs = crate::engine::LimitInputs {
+                params: model.total_params(),
+                weight_bytes: if weight_dtype == WeightDtype::Fp8 {
+                    1.0
+                } else {
+                    2.0
+                },
+                kv_bytes_per_token: 2.0
+                    * model.num_layers as f64
+                    * kv_heads
+                    * model.head_dim as f64
+                    * kv_dtype.bytes(),
+                gpu_memory_bytes: gpu.datasheet.memory_bytes,
+                tp: d.tp,
+                input_tokens,
+                output_tokens,
+            };
+            if let Some((seqs, tokens)) = rule.limits(&inputs) {
+                engine.scheduler.max_num_seqs = seqs;
+                engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
+            }
+        }
+    }
     let es = &mut engine.scheduler;
     if let Some(v) = s.gpu_memory_utilization {
         if !(v > 0.0 && v <= 1.0) {
@@ -638,7 +680,7 @@ pub fn resolve_deployment(
     let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
 
     let deployment = Deployment {
-        model: load_model(&d.model).map_err(at("deployment.model"))?,
+        model,
         gpu,
         engine,
         tp: d.tp,

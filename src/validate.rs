@@ -6,6 +6,10 @@
 //! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
 //! profile's host costs ([`fit_engine_host`]).
 
+mod result_file;
+
+pub use result_file::{parse_result_file, read_result_file, ResultDeployment};
+
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -107,6 +111,12 @@ pub struct ReferenceRow {
     pub num_requests: u64,
     /// Arrival rate of an online row, req/s.
     pub rate_rps: Option<f64>,
+    /// Arrival process of an online row: `None` for evenly spaced arrivals (the published
+    /// reference runs), `Some(b)` for gamma-distributed gaps of shape `b` (vLLM's
+    /// `--burstiness`; 1 is Poisson, `vllm bench serve`'s default).
+    pub burstiness: Option<f64>,
+    /// The client's cap on outstanding requests (vLLM `--max-concurrency`), if any.
+    pub max_concurrency: Option<u32>,
     /// Scheduler settings the measurement used (absent: engine defaults).
     pub max_num_seqs: Option<u32>,
     /// Token budget the measurement used.
@@ -232,6 +242,18 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
             num_requests: req("num_requests")? as u64,
             rate_rps,
+            burstiness: match num("burstiness")? {
+                Some(b) if b <= 0.0 => {
+                    return Err(bad("burstiness", "must be > 0 when given".into()))
+                }
+                b => b,
+            },
+            max_concurrency: match num("max_concurrency")? {
+                Some(c) if c < 1.0 => {
+                    return Err(bad("max_concurrency", "must be >= 1 when given".into()))
+                }
+                c => c.map(|c| c as u32),
+            },
             max_num_seqs: num("max_num_seqs")?.map(|v| v as u32),
             max_num_batched_tokens: num("max_num_batched_tokens")?.map(|v| v as u32),
             max_model_len: num("max_model_len")?.map(|v| v as u32),
@@ -290,8 +312,20 @@ impl ReferenceRow {
                 arrival.insert("kind".into(), V::String("offline".into()));
             }
             LoadKind::Online => {
-                arrival.insert("kind".into(), V::String("constant".into()));
-                arrival.insert("rate_per_s".into(), V::Float(self.rate_rps.unwrap_or(1.0)));
+                let rate = V::Float(self.rate_rps.unwrap_or(1.0));
+                match self.burstiness {
+                    None => {
+                        arrival.insert("kind".into(), V::String("constant".into()));
+                    }
+                    Some(1.0) => {
+                        arrival.insert("kind".into(), V::String("poisson".into()));
+                    }
+                    Some(b) => {
+                        arrival.insert("kind".into(), V::String("gamma".into()));
+                        arrival.insert("burstiness".into(), V::Float(b));
+                    }
+                }
+                arrival.insert("rate_per_s".into(), rate);
             }
         }
         w.insert("arrival".into(), V::Table(arrival));
@@ -302,6 +336,9 @@ impl ReferenceRow {
             fixed(self.input_len.saturating_sub(self.prefix_len).max(1)),
         );
         w.insert("output".into(), fixed(self.output_len));
+        if let Some(c) = self.max_concurrency {
+            w.insert("max_concurrency".into(), V::Integer(c as i64));
+        }
         if self.prefix_len > 0 {
             let mut p = toml::Table::new();
             p.insert("tokens".into(), V::Integer(self.prefix_len as i64));
@@ -526,10 +563,141 @@ fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<V
     Ok(out)
 }
 
-/// Fits an engine's three host costs (per iteration, per sequence, per request) to its rows by coordinate
-/// descent with golden-section search on each, in log space, from `start`. Online rows the
-/// model cannot keep up with even at zero host cost are left out (see [`HostFit::left_out`]).
-/// Deterministic.
+/// A prediction interval of one metric: over the reference rows, `measured / predicted - 1`
+/// lay in [`low`, `high`] for a share `coverage` of them (empirical quantiles of the log ratio,
+/// linear interpolation), so a prediction `p` of this metric stands for a measurement in
+/// `[p (1 + low), p (1 + high)]` with that confidence, as far as the rows are representative.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictionInterval {
+    /// The metric.
+    pub metric: Metric,
+    /// Load kind of the rows.
+    pub kind: LoadKind,
+    /// Rows the interval rests on.
+    pub rows: usize,
+    /// Share of the rows inside the interval, in (0, 1).
+    pub coverage: f64,
+    /// Lower bound of `measured / predicted - 1` (a fraction; negative: measured below).
+    pub low: f64,
+    /// Upper bound of `measured / predicted - 1` (a fraction).
+    pub high: f64,
+}
+
+/// The `q` quantile (0..=1) of sorted values, linear interpolation between order statistics.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 1 {
+        return sorted[0];
+    }
+    let x = q.clamp(0.0, 1.0) * (n - 1) as f64;
+    let i = (x.floor() as usize).min(n - 2);
+    let f = x - i as f64;
+    sorted[i] * (1.0 - f) + sorted[i + 1] * f
+}
+
+/// Central interval of the log ratios `ln(measured / predicted)` holding `coverage` of them,
+/// as fractions `(low, high)` of the prediction; `None` without rows.
+fn ratio_interval(mut log_ratios: Vec<f64>, coverage: f64) -> Option<(f64, f64)> {
+    log_ratios.retain(|x| x.is_finite());
+    if log_ratios.is_empty() {
+        return None;
+    }
+    log_ratios.sort_by(f64::total_cmp);
+    let tail = (1.0 - coverage.clamp(0.0, 1.0)) / 2.0;
+    Some((
+        quantile(&log_ratios, tail).exp() - 1.0,
+        quantile(&log_ratios, 1.0 - tail).exp() - 1.0,
+    ))
+}
+
+/// Per-(metric, load kind) prediction intervals holding `coverage` (in (0, 1)) of the rows'
+/// errors. Rows with a non-positive measured or predicted value are left out.
+pub fn prediction_intervals(comps: &[Comparison], coverage: f64) -> Vec<PredictionInterval> {
+    let mut out = Vec::new();
+    for kind in [LoadKind::Offline, LoadKind::Online] {
+        for (metric, _) in Metric::ALL {
+            let logs: Vec<f64> = comps
+                .iter()
+                .filter(|c| c.metric == metric && c.kind == kind)
+                .filter(|c| c.measured > 0.0 && c.predicted > 0.0)
+                .map(|c| (c.measured / c.predicted).ln())
+                .collect();
+            let rows = logs.len();
+            if let Some((low, high)) = ratio_interval(logs, coverage) {
+                out.push(PredictionInterval {
+                    metric,
+                    kind,
+                    rows,
+                    coverage,
+                    low,
+                    high,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The step-time headroom the reference rows call for: the fractional slow-down `h` such that
+/// real iterations took at most `(1 + h)` times the predicted ones on a share `coverage` of
+/// the rows (the upper end of the central interval). An iteration's time is read off the
+/// metrics it sets: offline throughput (`predicted / measured`) and the online derived ITL
+/// (`measured / predicted`). `None` without such rows; may be negative when the model is slow.
+pub fn step_time_headroom(comps: &[Comparison], coverage: f64) -> Option<f64> {
+    let logs: Vec<f64> = comps
+        .iter()
+        .filter(|c| c.measured > 0.0 && c.predicted > 0.0)
+        .filter_map(|c| match (c.kind, c.metric) {
+            (LoadKind::Offline, Metric::OutputTokensPerS) => Some((c.predicted / c.measured).ln()),
+            (LoadKind::Online, Metric::ItlDerivedMs) => Some((c.measured / c.predicted).ln()),
+            _ => None,
+        })
+        .collect();
+    ratio_interval(logs, coverage).map(|(_, high)| high)
+}
+
+/// Weight of the prior that holds a host cost the rows cannot identify at its start value:
+/// the objective adds this times the squared log ratio to the start for each fitted cost
+/// (a 10x move adds 1.6e-4, a few per cent of a typical fit's mean Huber loss).
+const PRIOR_WEIGHT: f64 = 3e-5;
+
+/// The host costs the fitter fits, in order.
+pub const HOST_KEYS: [&str; 3] = [
+    "host.per_iteration_s",
+    "host.per_sequence_s",
+    "host.per_request_s",
+];
+
+/// Search bounds of the host costs of [`HOST_KEYS`], seconds.
+pub const HOST_BOUNDS: [(f64, f64); 3] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2)];
+
+/// The host cost number `k` of [`HOST_KEYS`] in `h`.
+pub fn host_param(h: &HostCosts, k: usize) -> f64 {
+    match k {
+        0 => h.per_iteration_s,
+        1 => h.per_sequence_s,
+        _ => h.per_request_s,
+    }
+}
+
+/// Sets the host cost number `k` of [`HOST_KEYS`] in `h`.
+pub fn set_host_param(h: &mut HostCosts, k: usize, v: f64) {
+    match k {
+        0 => h.per_iteration_s = v,
+        1 => h.per_sequence_s = v,
+        _ => h.per_request_s = v,
+    }
+}
+
+/// Fits an engine's host costs ([`HOST_KEYS`]; the per-request frontend time only with
+/// online rows) to its rows:
+/// Nelder-Mead in the logarithms of the costs (inside [`HOST_BOUNDS`]), started from `start`
+/// and from the two best points of a coarse grid over (per iteration, per sequence), since
+/// the objective has kinks (a host cost that starts or stops hiding under the GPU) and more
+/// than one basin. A weak prior toward the start values ([`PRIOR_WEIGHT`]) keeps a cost the
+/// rows do not constrain where it was (for example the per-iteration cost of an engine whose
+/// host work hides under long GPU iterations). Online rows the model cannot keep up with
+/// even at zero host cost are left out (see [`HostFit::left_out`]). Deterministic.
 pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostFit> {
     let left_out = overloaded_without_host(rows, start)?;
     let kept: Vec<ReferenceRow> = rows
@@ -538,66 +706,86 @@ pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostF
         .cloned()
         .collect();
     let rows = &kept[..];
-    let mut best = start.clone();
-    let bounds = [
-        (1e-5_f64, 2e-2_f64),
-        (1e-8_f64, 1e-4_f64),
-        (1e-5_f64, 5e-2_f64),
-    ];
-    let mut score = objective(rows, &best)?;
     // The frontend's per-request time only shows in latencies: offline rows cannot fit it.
-    let fitted = if rows.iter().any(|r| r.kind == LoadKind::Online) {
-        3
+    let keys: Vec<usize> = if rows.iter().any(|r| r.kind == LoadKind::Online) {
+        vec![0, 1, 2]
     } else {
-        2
+        vec![0, 1]
     };
-    for _round in 0..3 {
-        for (k, &(lo, hi)) in bounds.iter().enumerate().take(fitted) {
-            let eval = |x: f64| -> Result<f64> {
-                let mut h = best.clone();
-                match k {
-                    0 => h.per_iteration_s = x,
-                    1 => h.per_sequence_s = x,
-                    _ => h.per_request_s = x,
-                }
-                objective(rows, &h)
-            };
-            let (mut a, mut b) = (lo.ln(), hi.ln());
-            let g = (5f64.sqrt() - 1.0) / 2.0;
-            let mut c = b - g * (b - a);
-            let mut d = a + g * (b - a);
-            let mut fc = eval(c.exp())?;
-            let mut fd = eval(d.exp())?;
-            for _ in 0..18 {
-                if fc < fd {
-                    b = d;
-                    d = c;
-                    fd = fc;
-                    c = b - g * (b - a);
-                    fc = eval(c.exp())?;
-                } else {
-                    a = c;
-                    c = d;
-                    fc = fd;
-                    d = a + g * (b - a);
-                    fd = eval(d.exp())?;
-                }
+    let anchor: Vec<f64> = keys
+        .iter()
+        .map(|&k| {
+            let (lo, hi) = HOST_BOUNDS[k];
+            host_param(start, k).clamp(lo, hi).ln()
+        })
+        .collect();
+    let at = |x: &[f64]| -> HostCosts {
+        let mut h = start.clone();
+        for (&k, xk) in keys.iter().zip(x) {
+            let (lo, hi) = HOST_BOUNDS[k];
+            set_host_param(&mut h, k, xk.exp().clamp(lo, hi));
+        }
+        h
+    };
+    let first_error = std::sync::Mutex::new(None::<Error>);
+    let f = |x: &[f64]| -> f64 {
+        let prior: f64 = x.iter().zip(&anchor).map(|(a, b)| (a - b).powi(2)).sum();
+        // Outside the bounds the costs are clamped; a growing penalty leads the simplex back.
+        let outside: f64 = x
+            .iter()
+            .zip(&keys)
+            .map(|(xk, &k)| {
+                let (lo, hi) = HOST_BOUNDS[k];
+                (lo.ln() - xk).max(0.0) + (xk - hi.ln()).max(0.0)
+            })
+            .sum();
+        match objective(rows, &at(x)) {
+            Ok(v) => v + PRIOR_WEIGHT * prior + outside,
+            Err(e) => {
+                first_error
+                    .lock()
+                    .map(|mut slot| slot.get_or_insert(e).to_string())
+                    .ok();
+                f64::INFINITY
             }
-            let x = ((a + b) / 2.0).exp();
-            let fx = eval(x)?;
-            if fx < score {
-                score = fx;
-                match k {
-                    0 => best.per_iteration_s = x,
-                    1 => best.per_sequence_s = x,
-                    _ => best.per_request_s = x,
-                }
+        }
+    };
+    let x0: Vec<f64> = anchor.clone();
+    // Coarse grid over the first two costs, the others at their start values.
+    const GRID: usize = 7;
+    let mut grid: Vec<(f64, Vec<f64>)> = Vec::new();
+    for i in 0..=GRID {
+        for j in 0..=GRID {
+            let mut x = x0.clone();
+            for (k, t) in [(0, i), (1, j)] {
+                let (lo, hi) = HOST_BOUNDS[k];
+                x[k] = lo.ln() + (hi.ln() - lo.ln()) * t as f64 / GRID as f64;
+            }
+            grid.push((f(&x), x));
+        }
+    }
+    grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best = (x0.clone(), f(&x0));
+    let starts: Vec<Vec<f64>> = std::iter::once(x0)
+        .chain(grid.into_iter().take(2).map(|(_, x)| x))
+        .collect();
+    for s0 in starts {
+        let mut x = s0;
+        for step in [0.7, 0.2] {
+            let (nx, v) = crate::calibrate::fit::nelder_mead(&f, &x, step, 1e-7, 200);
+            x = nx;
+            if v < best.1 {
+                best = (x.clone(), v);
             }
         }
     }
+    if let Some(e) = first_error.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let host = at(&best.0);
     Ok(HostFit {
-        host: best,
-        score,
+        score: objective(rows, &host)?,
+        host,
         fitted_rows: rows.len(),
         left_out,
     })
@@ -655,6 +843,57 @@ mod tests {
         assert!(alone.left_out.is_empty());
         assert_eq!(with.host.per_iteration_s, alone.host.per_iteration_s);
         assert_eq!(with.host.per_request_s, alone.host.per_request_s);
+    }
+
+    fn comp(kind: LoadKind, metric: Metric, measured: f64, predicted: f64) -> Comparison {
+        Comparison {
+            id: String::new(),
+            kind,
+            metric,
+            measured,
+            predicted,
+            signed_error: (predicted - measured) / measured,
+        }
+    }
+
+    #[test]
+    fn prediction_intervals_are_quantiles_of_the_measured_to_predicted_ratio() {
+        // Eleven rows measured at 0.90, 0.92, ..., 1.10 times the prediction.
+        let comps: Vec<Comparison> = (0..11)
+            .map(|i| {
+                let r = 0.90 + 0.02 * i as f64;
+                comp(LoadKind::Online, Metric::E2eMeanMs, 100.0 * r, 100.0)
+            })
+            .collect();
+        let iv = prediction_intervals(&comps, 0.8);
+        assert_eq!(iv.len(), 1);
+        let p = &iv[0];
+        assert_eq!(
+            (p.rows, p.metric, p.kind),
+            (11, Metric::E2eMeanMs, LoadKind::Online)
+        );
+        // The 10th and 90th percentiles of 11 evenly spaced ratios are the 2nd and 10th.
+        assert!((p.low - (0.92 - 1.0)).abs() < 1e-9, "{p:?}");
+        assert!((p.high - (1.08 - 1.0)).abs() < 1e-9, "{p:?}");
+        // Full coverage spans the extremes; a wider coverage never narrows the band.
+        let full = &prediction_intervals(&comps, 1.0)[0];
+        assert!((full.low + 0.10).abs() < 1e-9 && (full.high - 0.10).abs() < 1e-9);
+        assert!(full.high >= p.high && full.low <= p.low);
+    }
+
+    #[test]
+    fn step_time_headroom_reads_throughput_and_itl_the_right_way_round() {
+        // Offline: measured throughput 20% below the prediction = iterations 25% longer.
+        let slow_offline = comp(LoadKind::Offline, Metric::OutputTokensPerS, 800.0, 1000.0);
+        let h = step_time_headroom(std::slice::from_ref(&slow_offline), 0.9).unwrap();
+        assert!((h - 0.25).abs() < 1e-9, "{h}");
+        // Online: measured ITL 10% above the prediction = iterations 10% longer.
+        let slow_online = comp(LoadKind::Online, Metric::ItlDerivedMs, 11.0, 10.0);
+        let h = step_time_headroom(&[slow_online], 0.9).unwrap();
+        assert!((h - 0.10).abs() < 1e-9, "{h}");
+        // Other metrics do not count; no rows, no headroom.
+        let e2e = comp(LoadKind::Online, Metric::E2eMeanMs, 2.0, 1.0);
+        assert_eq!(step_time_headroom(&[e2e], 0.9), None);
     }
 
     #[test]

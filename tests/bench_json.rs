@@ -130,3 +130,36 @@ fn bench_json_goodput_reflects_slos() {
         "{loose:#}"
     );
 }
+
+#[test]
+fn bench_json_is_a_vllm_result_file() {
+    // The load keys `vllm bench serve --save-result` writes, as it writes them.
+    let v = bench(&["--burstiness", "0.5", "--max-concurrency", "64"]);
+    assert_eq!(v["num_prompts"].as_u64(), Some(1000));
+    assert_eq!(v["request_rate"].as_f64(), Some(10.0));
+    assert_eq!(v["burstiness"].as_f64(), Some(0.5));
+    assert_eq!(v["max_concurrency"].as_u64(), Some(64));
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["bench", "--num-prompts", "50", "--format", "json"])
+        .output()
+        .expect("the servesim binary runs");
+    assert!(out.status.success());
+    let offline: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(offline["request_rate"].as_str(), Some("inf"));
+    assert!(offline["max_concurrency"].is_null());
+    // And `fit-engine`'s reader takes it as one.
+    let dep = servesim::validate::ResultDeployment {
+        engine: "vllm".into(),
+        model: "llama-3.1-8b".into(),
+        gpu: "h100-sxm".into(),
+        tp: 1,
+        dtype: "bf16".into(),
+        kv_cache_dtype: "auto".into(),
+    };
+    let row =
+        servesim::validate::parse_result_file(&v.to_string(), "bench.json", "b", &dep).unwrap();
+    assert_eq!(row.num_requests, 1000);
+    assert_eq!(row.burstiness, Some(0.5));
+    assert_eq!(row.max_concurrency, Some(64));
+    assert_eq!(row.measured.len(), 7);
+}

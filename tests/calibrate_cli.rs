@@ -30,6 +30,11 @@ fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {
     assert!(!out.exists());
 }
 
+const KERNEL_ROWS: [&str; 2] = [
+    "calibration/reference/h100-vidur-kernels.csv",
+    "calibration/reference/h100-kernels-published.csv",
+];
+
 #[test]
 fn calibrate_check_without_a_gpu_exits_2_saying_so() {
     let (code, out, err) = servesim(&["calibrate", "--check"]);
@@ -94,27 +99,84 @@ fn fit_and_validate_run_on_the_reference_rows() {
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("fitted.toml");
     let png = dir.path().join("v.png");
-    let (code, out, err) = servesim(&[
-        "fit",
-        "calibration/reference/h100-operators.csv",
+    let mut args = vec!["fit"];
+    args.extend(KERNEL_ROWS);
+    args.extend([
         "--base",
         "calibration/gpus/h100-sxm.toml",
         "--out",
         prof.to_str().unwrap(),
     ]);
+    let (code, out, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("gemm.bf16_flops_per_s"), "{out}");
-    let (code, out, err) = servesim(&[
-        "validate-kernels",
-        "--gpu",
-        prof.to_str().unwrap(),
-        "--measurements",
-        "calibration/reference/h100-operators.csv",
-        "--plot",
-        png.to_str().unwrap(),
-    ]);
+    // The committed H100 profile is the fit of these kernel rows: refitting it moves nothing
+    // (its values are rounded to four digits).
+    let fitted = servesim::gpu::GpuProfile::load(prof.to_str().unwrap()).unwrap();
+    let committed = servesim::gpu::GpuProfile::load("h100-sxm").unwrap();
+    let pairs = [
+        ("gemm.fixed_s", fitted.gemm.fixed_s, committed.gemm.fixed_s),
+        (
+            "gemm.bf16_flops_per_s",
+            fitted.gemm.bf16_flops_per_s,
+            committed.gemm.bf16_flops_per_s,
+        ),
+        (
+            "gemm.fp8_flops_per_s",
+            fitted.gemm.fp8_flops_per_s,
+            committed.gemm.fp8_flops_per_s,
+        ),
+        (
+            "gemm.half_rate_tokens",
+            fitted.gemm.half_rate_tokens,
+            committed.gemm.half_rate_tokens,
+        ),
+        (
+            "gemm.fp8_half_rate_tokens",
+            fitted.gemm.fp8_half_rate_tokens.unwrap(),
+            committed.gemm.fp8_half_rate_tokens.unwrap(),
+        ),
+        (
+            "attention.prefill_flops_fraction",
+            fitted.attention.prefill_flops_fraction,
+            committed.attention.prefill_flops_fraction,
+        ),
+        (
+            "attention.prefill_half_rate_tokens",
+            fitted.attention.prefill_half_rate_tokens,
+            committed.attention.prefill_half_rate_tokens,
+        ),
+        (
+            "moe.grouped_flops_fraction",
+            fitted.moe.grouped_flops_fraction,
+            committed.moe.grouped_flops_fraction,
+        ),
+        (
+            "allreduce.latency_s",
+            fitted.allreduce.latency_s,
+            committed.allreduce.latency_s,
+        ),
+        (
+            "allreduce.bus_bandwidth_bytes_per_s",
+            fitted.allreduce.bus_bandwidth_bytes_per_s,
+            committed.allreduce.bus_bandwidth_bytes_per_s,
+        ),
+    ];
+    for (key, f, c) in pairs {
+        assert!(
+            (f / c - 1.0).abs() < 1e-3,
+            "{key}: refitted {f:e}, committed {c:e}"
+        );
+    }
+    let mut args = vec!["validate-kernels", "--gpu", prof.to_str().unwrap()];
+    args.push("--measurements");
+    args.extend(KERNEL_ROWS);
+    args.extend(["--plot", png.to_str().unwrap()]);
+    let (code, out, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("gemm") && out.contains("allreduce"), "{out}");
+    for class in ["gemm", "prefill_attention", "fused_moe", "allreduce"] {
+        assert!(out.contains(class), "{out}");
+    }
     assert!(std::fs::metadata(&png).unwrap().len() > 1000);
 }
 

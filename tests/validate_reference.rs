@@ -1,22 +1,30 @@
-//! Fidelity against the embedded reference measurements (calibration/reference/
-//! serving-measurements.csv): the targets of the fidelity issue (median |error| <= 10% for
-//! offline throughput and mean E2E, <= 20% for mean TTFT, no offline row worse than 25%),
-//! so a regression in the step-time model, the engine profiles or the simulator fails here.
+//! Fidelity against the reference measurements of calibration/reference/: the embedded
+//! serving-measurements.csv and the TensorRT-LLM 70B/405B rows of
+//! trtllm-1.0-offline-70b-405b.csv, so a regression in the step-time model, the engine
+//! profiles or the simulator fails here. The targets are issue #18's where the model reaches
+//! them (offline median <= 7%, no offline row worse than 25%, mean TTFT <= 12%; the 70B/405B
+//! rows' median <= 8% with a bias within 5%) and the previous issue's where it does not yet
+//! (mean E2E and ITL <= 10%: issue #18 asks 7%, measured 7.6%; see docs/validation.md).
 //!
 //! Measured with `cargo run --release -- validate` when this test was last updated:
 //!
 //! ```text
 //! load      metric                rows  median |err|        bias       worst  worst row
-//! offline   output_tokens_per_s     20          2.1%       +0.4%        9.1%  T-H200-2048-128
-//! online    output_tokens_per_s     10          0.0%       -2.2%       21.7%  V-A6
-//! online    ttft_mean_ms            10          4.4%    +6888.5%    68873.5%  V-A6
-//! online    e2e_mean_ms             10          7.9%     +156.1%     1546.0%  V-A6
+//! offline   output_tokens_per_s     20          2.8%       +1.3%       13.3%  T-H200-2048-128
+//! online    output_tokens_per_s     10          0.0%       -2.6%       25.9%  V-A6
+//! online    ttft_mean_ms            10          7.9%    +8704.7%    87024.4%  V-A6
+//! online    e2e_mean_ms             10          7.6%     +199.5%     1949.1%  V-A6
+//! online    itl_derived_ms          10          7.6%      +10.4%       57.7%  V-A6
 //! ```
+//!
+//! and `validate --reference calibration/reference/trtllm-1.0-offline-70b-405b.csv`: 40 rows,
+//! median 4.5%, bias +1.8%, worst 20.6% (T-405b-H100-TP8-20000-2000).
 //!
 //! The assertions are the targets; the comments give the figure measured against them.
 
 use servesim::validate::{
-    compare, parse_reference, summarize, ErrorSummary, LoadKind, Metric, REFERENCE_CSV,
+    compare, parse_reference, read_reference, step_time_headroom, summarize, ErrorSummary,
+    LoadKind, Metric, REFERENCE_CSV,
 };
 
 fn summaries() -> Vec<ErrorSummary> {
@@ -65,12 +73,41 @@ fn offline_throughput_fidelity() {
     let s = summaries();
     let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
     assert!(e.rows >= 20, "{e:?}");
-    // Measured 2.1%.
-    assert!(e.median_abs_error <= 0.10, "{e:#?}");
-    // Measured 9.1% (T-H200-2048-128).
+    // Measured 2.8%.
+    assert!(e.median_abs_error <= 0.07, "{e:#?}");
+    // Measured 13.3% (T-H200-2048-128).
     assert!(e.worst_abs_error <= 0.25, "{e:#?}");
-    // No systematic bias either way.
+    // No systematic bias either way (measured +1.3%).
     assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
+}
+
+#[test]
+fn held_out_trtllm_70b_405b_rows_fidelity() {
+    let rows = read_reference(std::path::Path::new(
+        "calibration/reference/trtllm-1.0-offline-70b-405b.csv",
+    ))
+    .unwrap();
+    let comps = compare(&rows, None).unwrap();
+    let s = summarize(&comps);
+    let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
+    assert_eq!(e.rows, 40, "{e:?}");
+    // Measured 4.5%.
+    assert!(e.median_abs_error <= 0.08, "{e:#?}");
+    // Measured +1.8%.
+    assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
+    // Measured 20.6% (T-405b-H100-TP8-20000-2000).
+    assert!(e.worst_abs_error <= 0.25, "{e:#?}");
+}
+
+#[test]
+fn the_step_time_headroom_is_a_modest_slow_down() {
+    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
+    let comps = compare(&rows, None).unwrap();
+    // Measured +7.8% at 90% coverage; a wider coverage never asks for less.
+    let h90 = step_time_headroom(&comps, 0.9).unwrap();
+    let h98 = step_time_headroom(&comps, 0.98).unwrap();
+    assert!((0.0..=0.2).contains(&h90), "{h90}");
+    assert!(h98 >= h90, "{h90} {h98}");
 }
 
 #[test]
@@ -78,12 +115,15 @@ fn online_latency_fidelity() {
     let s = summaries();
     let e2e = find(&s, LoadKind::Online, Metric::E2eMeanMs);
     assert!(e2e.rows >= 10, "{e2e:?}");
-    // Measured 7.9%.
+    // Measured 7.6% (issue #18 asks 7%).
     assert!(e2e.median_abs_error <= 0.10, "{e2e:#?}");
     let ttft = find(&s, LoadKind::Online, Metric::TtftMeanMs);
     assert!(ttft.rows >= 10, "{ttft:?}");
-    // Measured 4.4%.
-    assert!(ttft.median_abs_error <= 0.20, "{ttft:#?}");
+    // Measured 7.9%.
+    assert!(ttft.median_abs_error <= 0.12, "{ttft:#?}");
+    let itl = find(&s, LoadKind::Online, Metric::ItlDerivedMs);
+    // Measured 7.6% (issue #18 asks 7%).
+    assert!(itl.median_abs_error <= 0.10, "{itl:#?}");
     // Throughput of the online rows is the offered load when the engine keeps up (measured
     // 0.0%).
     let tput = find(&s, LoadKind::Online, Metric::OutputTokensPerS);

@@ -6,12 +6,15 @@
 //! Stages, in order (each sees the parameters the earlier ones fitted):
 //! 1. memory (`stream_reduce` rows, or `stream_copy` rows when there are no reductions):
 //!    `memory.latency_s`, `memory.stream_bandwidth_bytes_per_s`;
-//! 2. GEMM (`gemm` rows): `gemm.fixed_s`, `gemm.bf16_flops_per_s` (bf16 rows),
-//!    `gemm.fp8_flops_per_s` (fp8 rows), `gemm.half_rate_tokens`;
+//! 2. GEMM (`gemm` rows): `gemm.fixed_s` (one per source, the largest source's kept: see
+//!    `fit_gemm_stage`), `gemm.bf16_flops_per_s` (bf16 rows),
+//!    `gemm.fp8_flops_per_s` and `gemm.fp8_half_rate_tokens` (fp8 rows), `gemm.half_rate_tokens`;
 //! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
-//!    `attention.decode_bandwidth_fraction`;
-//! 4. launch (`empty_kernel` rows): `small_ops.launch_s`;
-//! 5. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
+//!    `attention.decode_bandwidth_fraction`; (`prefill_attention` rows):
+//!    `attention.prefill_flops_fraction`, `attention.prefill_half_rate_tokens`;
+//! 4. fused MoE (`fused_moe` rows, after the GEMM curve): `moe.grouped_flops_fraction`;
+//! 5. launch (`empty_kernel` rows): `small_ops.launch_s`;
+//! 6. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
 //!    `allreduce.bus_bandwidth_bytes_per_s`.
 //!
 //! Each stage runs Nelder-Mead on the logarithms of its parameters (so they stay positive and
@@ -84,7 +87,7 @@ fn msle(gpu: &GpuProfile, rows: &[&Measurement]) -> f64 {
 
 /// Minimises `f` over `x0.len()` dimensions with Nelder-Mead (standard coefficients), initial
 /// simplex steps `step`, until the simplex's values agree to `tol` or `max_iter` iterations.
-fn nelder_mead(
+pub(crate) fn nelder_mead(
     f: &dyn Fn(&[f64]) -> f64,
     x0: &[f64],
     step: f64,
@@ -261,6 +264,79 @@ pub fn check_base(base: &GpuProfile, rows: &[Measurement]) -> Result<()> {
     Ok(())
 }
 
+/// The publication a row comes from: its `source` up to the first " (" (the rows of one
+/// table share how they were timed).
+fn source_group(r: &Measurement) -> &str {
+    r.source.split(" (").next().unwrap_or("").trim()
+}
+
+/// The GEMM stage: the curve (`params`: rates and ramps) is shared by every row, while each
+/// source ([`source_group`]) gets its own fixed time, since publications time kernels
+/// differently (one kernel at a time with CUDA events, or replayed from a CUDA graph) and
+/// that shifts small GEMMs by microseconds. `gemm.fixed_s` becomes the fixed time of the
+/// source with the most rows. Returns the root-mean-square log error.
+fn fit_gemm_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f64 {
+    let mut groups: Vec<(&str, usize)> = Vec::new();
+    for r in rows {
+        let g = source_group(r);
+        match groups.iter_mut().find(|(k, _)| *k == g) {
+            Some(e) => e.1 += 1,
+            None => groups.push((g, 1)),
+        }
+    }
+    let group_of: Vec<usize> = rows
+        .iter()
+        .map(|r| {
+            let g = source_group(r);
+            groups.iter().position(|(k, _)| *k == g).unwrap_or(0)
+        })
+        .collect();
+    let (fixed_lo, fixed_hi) = (1e-7_f64, 2e-5_f64);
+    let clamp = |p: &Param, v: f64| v.clamp(p.lo, p.hi);
+    let n = params.len();
+    let base = gpu.clone();
+    let apply = |g: &mut GpuProfile, x: &[f64]| {
+        for (p, xi) in params.iter().zip(x) {
+            (p.set)(g, clamp(p, xi.exp()));
+        }
+    };
+    let objective = |x: &[f64]| {
+        let mut g = base.clone();
+        apply(&mut g, &x[..n]);
+        let mut s = 0.0;
+        for (r, &gi) in rows.iter().zip(&group_of) {
+            g.gemm.fixed_s = x[n + gi].exp().clamp(fixed_lo, fixed_hi);
+            let e = match predict(&g, r) {
+                Some(p) if p > 0.0 && p.is_finite() => (p / r.median_s()).ln(),
+                _ => 10.0,
+            };
+            s += e * e;
+        }
+        s / rows.len().max(1) as f64
+    };
+    let mut x: Vec<f64> = params
+        .iter()
+        .map(|p| clamp(p, (p.get)(gpu).max(p.lo)).ln())
+        .collect();
+    x.extend(
+        groups
+            .iter()
+            .map(|_| gpu.gemm.fixed_s.clamp(fixed_lo, fixed_hi).ln()),
+    );
+    let mut best = objective(&x);
+    for step in [0.7, 0.3, 0.1, 0.03] {
+        let (nx, v) = nelder_mead(&objective, &x, step, 1e-14, 8000);
+        if v <= best {
+            best = v;
+            x = nx;
+        }
+    }
+    apply(gpu, &x[..n]);
+    let largest = (0..groups.len()).max_by_key(|&i| groups[i].1).unwrap_or(0);
+    gpu.gemm.fixed_s = x[n + largest].exp().clamp(fixed_lo, fixed_hi);
+    best.sqrt()
+}
+
 /// Fits `base`'s parameters to `rows` (see the module docs for which rows feed which
 /// parameters). An error when no row can be used, or when `base` is not the measured GPU's
 /// profile ([`check_base`]).
@@ -297,10 +373,12 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
     if !gemm.is_empty() {
         let bf16 = base.datasheet.bf16_flops_per_s;
         let fp8 = base.datasheet.fp8_flops_per_s;
-        let mut params = vec![
-            param!("gemm.fixed_s", 1e-8, 1e-3, gemm.fixed_s),
-            param!("gemm.half_rate_tokens", 0.01, 1e5, gemm.half_rate_tokens),
-        ];
+        let mut params = vec![param!(
+            "gemm.half_rate_tokens",
+            0.01,
+            1e5,
+            gemm.half_rate_tokens
+        )];
         if gemm.iter().any(|r| r.dtype == "bf16") {
             params.push(param!(
                 "gemm.bf16_flops_per_s",
@@ -313,19 +391,35 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
             if gpu.gemm.fp8_flops_per_s <= 0.0 {
                 gpu.gemm.fp8_flops_per_s = 0.5 * fp8;
             }
+            if gpu.gemm.fp8_half_rate_tokens.is_none() {
+                gpu.gemm.fp8_half_rate_tokens = Some(gpu.gemm.half_rate_tokens);
+            }
             params.push(param!(
                 "gemm.fp8_flops_per_s",
                 fp8 * 0.01,
                 fp8,
                 gemm.fp8_flops_per_s
             ));
+            // FP8 GEMMs run other kernels (smaller M tiles): their own ramp.
+            params.push(Param {
+                key: "gemm.fp8_half_rate_tokens",
+                lo: 0.01,
+                hi: 1e5,
+                get: |g| {
+                    g.gemm
+                        .fp8_half_rate_tokens
+                        .unwrap_or(g.gemm.half_rate_tokens)
+                },
+                set: |g, v| g.gemm.fp8_half_rate_tokens = Some(v),
+            });
         }
         let used: Vec<&Measurement> = gemm
             .into_iter()
             .filter(|r| r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8"))
             .collect();
-        let e = fit_stage(&mut gpu, &params, &used);
+        let e = fit_gemm_stage(&mut gpu, &params, &used);
         stages.push(("gemm", used.len(), e));
+        fitted.push(("gemm.fixed_s", used.len()));
         fitted.extend(params.iter().map(|p| (p.key, used.len())));
     }
 
@@ -343,6 +437,43 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
         let e = fit_stage(&mut gpu, &params, &attn);
         stages.push(("attention", attn.len(), e));
         fitted.extend(params.iter().map(|p| (p.key, attn.len())));
+    }
+
+    let prefill = of(KernelClass::PrefillAttention);
+    if !prefill.is_empty() {
+        let params = [
+            param!(
+                "attention.prefill_flops_fraction",
+                0.01,
+                1.0,
+                attention.prefill_flops_fraction
+            ),
+            Param {
+                key: "attention.prefill_half_rate_tokens",
+                lo: 0.01,
+                hi: 1e5,
+                get: |g| g.attention.prefill_half_rate_tokens.max(1.0),
+                set: |g, v| g.attention.prefill_half_rate_tokens = v,
+            },
+        ];
+        let e = fit_stage(&mut gpu, &params, &prefill);
+        stages.push(("prefill attention", prefill.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, prefill.len())));
+    }
+
+    let moe = of(KernelClass::FusedMoe);
+    if !moe.is_empty() {
+        // Start inside the bounds: from the upper bound the simplex would see a flat valley.
+        gpu.moe.grouped_flops_fraction = gpu.moe.grouped_flops_fraction.min(0.5);
+        let params = [param!(
+            "moe.grouped_flops_fraction",
+            0.01,
+            1.0,
+            moe.grouped_flops_fraction
+        )];
+        let e = fit_stage(&mut gpu, &params, &moe);
+        stages.push(("fused moe", moe.len(), e));
+        fitted.extend(params.iter().map(|p| (p.key, moe.len())));
     }
 
     let empty = of(KernelClass::EmptyKernel);
@@ -376,7 +507,7 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
 
     if stages.is_empty() {
         return Err(Error::Infeasible(
-            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, empty_kernel, allreduce)".into(),
+            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, prefill_attention, fused_moe, empty_kernel, allreduce)".into(),
         ));
     }
     gpu.validate("fitted profile")?;
@@ -405,6 +536,10 @@ fn value_of(g: &GpuProfile, key: &str) -> f64 {
         "gemm.half_rate_tokens" => g.gemm.half_rate_tokens,
         "gemm.bf16_flops_per_s" => g.gemm.bf16_flops_per_s,
         "gemm.fp8_flops_per_s" => g.gemm.fp8_flops_per_s,
+        "gemm.fp8_half_rate_tokens" => g.gemm.fp8_half_rate_tokens.unwrap_or(f64::NAN),
+        "attention.prefill_flops_fraction" => g.attention.prefill_flops_fraction,
+        "moe.grouped_flops_fraction" => g.moe.grouped_flops_fraction,
+        "attention.prefill_half_rate_tokens" => g.attention.prefill_half_rate_tokens,
         "attention.fixed_s" => g.attention.fixed_s,
         "attention.decode_bandwidth_fraction" => g.attention.decode_bandwidth_fraction,
         "small_ops.launch_s" => g.small_ops.launch_s,

@@ -21,6 +21,14 @@ pub enum KernelClass {
     Gemm,
     /// Paged decode attention over `batch` sequences of `context` cached tokens.
     PagedDecodeAttention,
+    /// Flash prefill attention (non-causal) of `batch` sequences of `context` tokens each,
+    /// every query attending to every key of its sequence.
+    PrefillAttention,
+    /// A fused mixture-of-experts block (routing, the two grouped expert GEMMs, activation,
+    /// weighted sum) of `m` tokens, each routed to `top_k` of `experts` experts whose gate+up
+    /// weight is `k x 2n` and down weight `n x k` (`n`: the expert's intermediate width on
+    /// this GPU, `k`: the hidden size).
+    FusedMoe,
     /// An empty kernel: launch latency.
     EmptyKernel,
     /// NCCL all-reduce of `bytes` over `tp` GPUs.
@@ -29,11 +37,13 @@ pub enum KernelClass {
 
 impl KernelClass {
     /// Every class, in report order.
-    pub const ALL: [KernelClass; 6] = [
+    pub const ALL: [KernelClass; 8] = [
         KernelClass::StreamCopy,
         KernelClass::StreamReduce,
         KernelClass::Gemm,
         KernelClass::PagedDecodeAttention,
+        KernelClass::PrefillAttention,
+        KernelClass::FusedMoe,
         KernelClass::EmptyKernel,
         KernelClass::AllReduce,
     ];
@@ -45,6 +55,8 @@ impl KernelClass {
             KernelClass::StreamReduce => "stream_reduce",
             KernelClass::Gemm => "gemm",
             KernelClass::PagedDecodeAttention => "paged_decode_attention",
+            KernelClass::PrefillAttention => "prefill_attention",
+            KernelClass::FusedMoe => "fused_moe",
             KernelClass::EmptyKernel => "empty_kernel",
             KernelClass::AllReduce => "allreduce",
         }
@@ -60,7 +72,8 @@ impl KernelClass {
         match self {
             KernelClass::StreamCopy | KernelClass::StreamReduce => &["bytes"],
             KernelClass::Gemm => &["m", "n", "k"],
-            KernelClass::PagedDecodeAttention => {
+            KernelClass::FusedMoe => &["m", "n", "k", "experts", "top_k"],
+            KernelClass::PagedDecodeAttention | KernelClass::PrefillAttention => {
                 &["batch", "context", "q_heads", "kv_heads", "head_dim"]
             }
             KernelClass::EmptyKernel => &[],
@@ -99,6 +112,12 @@ pub struct Measurement {
     pub head_dim: Option<u64>,
     /// All-reduce: GPUs in the group.
     pub tp: Option<u64>,
+    /// Fused MoE: experts of the layer.
+    #[serde(default)]
+    pub experts: Option<u64>,
+    /// Fused MoE: experts each token is routed to.
+    #[serde(default)]
+    pub top_k: Option<u64>,
     /// Element type: `bf16`, `fp8` (e4m3 weights and activations, bf16 output) or `u8` (raw bytes).
     pub dtype: String,
     /// GPU name as the driver reports it.
@@ -134,6 +153,8 @@ impl Measurement {
             kv_heads: None,
             head_dim: None,
             tp: None,
+            experts: None,
+            top_k: None,
             dtype: dtype.to_string(),
             gpu: gpu.to_string(),
             driver: driver.to_string(),
@@ -167,6 +188,8 @@ impl Measurement {
             "kv_heads" => self.kv_heads.map(|v| v as f64),
             "head_dim" => self.head_dim.map(|v| v as f64),
             "tp" => self.tp.map(|v| v as f64),
+            "experts" => self.experts.map(|v| v as f64),
+            "top_k" => self.top_k.map(|v| v as f64),
             "bytes" => self.bytes,
             _ => None,
         }
@@ -194,13 +217,21 @@ impl Measurement {
                 _ => {}
             }
         }
-        if class == KernelClass::Gemm && !matches!(self.dtype.as_str(), "bf16" | "fp8") {
+        if class == KernelClass::FusedMoe && self.top_k > self.experts {
+            return Err(("top_k", "exceeds experts".into()));
+        }
+        if matches!(class, KernelClass::Gemm | KernelClass::FusedMoe)
+            && !matches!(self.dtype.as_str(), "bf16" | "fp8")
+        {
             return Err((
                 "dtype",
                 format!("gemm dtype must be bf16 or fp8, got '{}'", self.dtype),
             ));
         }
-        if class == KernelClass::PagedDecodeAttention {
+        if matches!(
+            class,
+            KernelClass::PagedDecodeAttention | KernelClass::PrefillAttention
+        ) {
             if let (Some(q), Some(kv)) = (self.q_heads, self.kv_heads) {
                 if kv == 0 || q % kv != 0 {
                     return Err(("q_heads", "must be a multiple of kv_heads".into()));
@@ -234,7 +265,7 @@ impl Measurement {
 }
 
 /// The CSV header, in column order.
-pub const COLUMNS: [&str; 19] = [
+pub const COLUMNS: [&str; 21] = [
     "kernel",
     "m",
     "n",
@@ -245,6 +276,8 @@ pub const COLUMNS: [&str; 19] = [
     "kv_heads",
     "head_dim",
     "tp",
+    "experts",
+    "top_k",
     "dtype",
     "gpu",
     "driver",

@@ -18,12 +18,36 @@ pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
             Some(kernels::stream_s(gpu, row.bytes?))
         }
         KernelClass::Gemm => {
-            let (rate, wbytes) = match row.dtype.as_str() {
-                "fp8" if gpu.gemm.fp8_flops_per_s > 0.0 => (gpu.gemm.fp8_flops_per_s, 1.0),
-                "bf16" => (gpu.gemm.bf16_flops_per_s, 2.0),
+            let (fp8, wbytes) = match row.dtype.as_str() {
+                "fp8" if gpu.gemm.fp8_flops_per_s > 0.0 => (true, 1.0),
+                "bf16" => (false, 2.0),
                 _ => return None,
             };
-            Some(kernels::gemm_s(gpu, f(row.m)?, f(row.k)?, f(row.n)?, wbytes, rate).0)
+            Some(kernels::gemm_s(gpu, f(row.m)?, f(row.k)?, f(row.n)?, wbytes, fp8).0)
+        }
+        KernelClass::FusedMoe => {
+            let (fp8, wbytes) = match row.dtype.as_str() {
+                "fp8" if gpu.gemm.fp8_flops_per_s > 0.0 => (true, 1.0),
+                "bf16" => (false, 2.0),
+                _ => return None,
+            };
+            let (gemm, _, routing) = kernels::fused_moe_s(
+                gpu,
+                f(row.m)?,
+                f(row.experts)?,
+                f(row.top_k)?,
+                f(row.k)?,
+                f(row.n)?,
+                wbytes,
+                fp8,
+            );
+            Some(gemm + routing)
+        }
+        KernelClass::PrefillAttention => {
+            let (b, s) = (f(row.batch)?, f(row.context)?);
+            let q_width = f(row.q_heads)? * f(row.head_dim)?;
+            // Non-causal: every query row attends to all `s` keys of its sequence.
+            Some(kernels::prefill_attention_s(gpu, b * s * s, b * s, q_width))
         }
         KernelClass::PagedDecodeAttention => {
             let tokens = f(row.batch)? * f(row.context)?;

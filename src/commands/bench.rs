@@ -1,9 +1,31 @@
 //! `servesim bench`: one run from vLLM-style flags.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, Format};
+use servesim::report::{write_atomic, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
+use servesim::summary::RunSummary;
+
+/// `servesim bench --format json`: the run's summary plus the keys `vllm bench serve
+/// --save-result` writes about the load (`num_prompts`, `request_rate` as a number or
+/// `"inf"`, `burstiness`, `max_concurrency` or `null`), so that the output is a valid result
+/// file for `servesim fit-engine`.
+#[derive(Debug, Serialize)]
+struct BenchResult<'a> {
+    /// Requests the client sent.
+    num_prompts: u64,
+    /// Arrival rate, req/s, or `"inf"` (all at once), as vLLM writes it.
+    request_rate: serde_json::Value,
+    /// Gamma shape of the arrival gaps (1: Poisson).
+    burstiness: f64,
+    /// The client's cap on outstanding requests, if any.
+    max_concurrency: Option<u32>,
+    /// The run's summary (vLLM's metric keys and servesim's own).
+    #[serde(flatten)]
+    summary: &'a RunSummary,
+}
 
 fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
     entries
@@ -177,5 +199,28 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let sc = Scenario::from_table(scenario_table(args)?, origin)?;
     let resolved = sc.resolve(origin)?;
     let result = resolved.run()?;
-    super::run::emit(&resolved, &result, args.format, args.out.as_deref())
+    if args.format != Format::Json {
+        return super::run::emit(&resolved, &result, args.format, args.out.as_deref());
+    }
+    let doc = BenchResult {
+        num_prompts: args.num_prompts,
+        request_rate: if args.request_rate.is_finite() {
+            serde_json::json!(args.request_rate)
+        } else {
+            serde_json::json!("inf")
+        },
+        burstiness: args.burstiness,
+        max_concurrency: args.max_concurrency,
+        summary: &result.summary,
+    };
+    let exporter = JsonExporter::new("result.json");
+    exporter.write(&doc, &mut std::io::stdout().lock())?;
+    if let Some(dir) = args.out.as_deref() {
+        super::run::write_outputs(&result, Some(dir))?;
+        let mut bytes = Vec::new();
+        exporter.write(&doc, &mut bytes)?;
+        let path = dir.join("result.json");
+        write_atomic(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

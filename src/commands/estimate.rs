@@ -36,7 +36,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         args.max_num_seqs,
         args.max_num_batched_tokens,
     );
-    let resolved = resolve_deployment(&d, &s, "servesim estimate flags")?;
+    let resolved = resolve_deployment(&d, &s, "servesim estimate flags", None)?;
     let (dep, memory) = (resolved.deployment, resolved.memory);
     let mut batch = BatchShape::decode(args.decode_batch, args.context);
     if args.prefill_tokens > 0 {
@@ -126,6 +126,12 @@ fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
     println!("  small ops              {}", ms(s.small_ops_s));
     println!("  kernel launches        {}", ms(s.launch_s));
     println!("  engine host overhead   {}", ms(s.host_s));
+    if s.host_overlap_s > 0.0 {
+        println!(
+            "  hidden under the GPU  -{}   (asynchronous scheduling: the step takes the longer of the two)",
+            ms(s.host_overlap_s)
+        );
+    }
     println!("  step time              {}", ms(s.total_s));
     println!(
         "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",

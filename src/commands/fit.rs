@@ -8,14 +8,18 @@ use servesim::gpu::GpuProfile;
 
 /// Runs `servesim fit`.
 pub fn run(args: &FitArgs) -> Result<()> {
-    let rows = measurement::read_measurements(&args.measurements)?;
+    let mut rows = Vec::new();
+    for p in &args.measurements {
+        rows.extend(measurement::read_measurements(p)?);
+    }
     let base = GpuProfile::load(&args.base)?;
     let result = fit::fit_profile(&base, &rows)?;
-    let toml = result.to_toml(
-        &args.measurements.display().to_string(),
-        &args.base,
-        &calibrate::today_utc(),
-    )?;
+    let names: Vec<String> = args
+        .measurements
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let toml = result.to_toml(&names.join(" + "), &args.base, &calibrate::today_utc())?;
     calibrate::write_atomic(&args.out, toml.as_bytes())?;
     print!("{}", result.table());
     for (name, n, e) in &result.stages {

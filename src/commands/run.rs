@@ -54,6 +54,12 @@ pub fn emit(
         Format::Csv => CsvExporter::new("summary.csv").write(s, &mut stdout)?,
         Format::Table => print_table(&mut stdout, resolved, s)?,
     }
+    write_outputs(result, out)
+}
+
+/// Writes a run's output folder (summary.json, summary.csv, timeseries.csv), if one is given.
+pub fn write_outputs(result: &RunResult, out: Option<&Path>) -> Result<()> {
+    let s = &result.summary;
     if let Some(dir) = out {
         export_all(
             dir,

@@ -10,12 +10,19 @@ use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
 use servesim::validate::{
-    compare, fit_engine_host, parse_reference, read_reference, summarize, Comparison, Metric,
-    REFERENCE_CSV,
+    compare, fit_engine_host, parse_reference, prediction_intervals, read_reference,
+    step_time_headroom, summarize, Comparison, Metric, REFERENCE_CSV,
 };
 
 /// Runs `servesim validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
+    if !(args.coverage > 0.0 && args.coverage < 1.0) {
+        anyhow::bail!(servesim::Error::config(
+            "--coverage",
+            "coverage",
+            format!("must be in (0, 1), got {}", args.coverage)
+        ));
+    }
     let mut rows = Vec::new();
     if args.reference.is_empty() {
         rows.extend(parse_reference(
@@ -72,12 +79,19 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     }
     let comps = compare(&rows, host.as_ref())?;
     let summary = summarize(&comps);
+    let intervals = prediction_intervals(&comps, args.coverage);
+    let headroom = step_time_headroom(&comps, args.coverage);
     let mut out = std::io::stdout().lock();
     match args.format {
         Format::Json => writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"rows": comps, "summary": summary}))?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "rows": comps,
+                "summary": summary,
+                "intervals": intervals,
+                "step_time_headroom": headroom,
+            }))?
         )?,
         Format::Csv => write!(out, "{}", comparisons_csv(&comps))?,
         Format::Table => {
@@ -116,6 +130,35 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                     s.worst_id
                 )?;
             }
+            writeln!(
+                out,
+                "\nprediction intervals: measured / predicted - 1 on {:.0}% of the rows",
+                100.0 * args.coverage
+            )?;
+            writeln!(
+                out,
+                "{:<10}{:<20}{:>6}{:>10}{:>10}",
+                "load", "metric", "rows", "low", "high"
+            )?;
+            for p in &intervals {
+                writeln!(
+                    out,
+                    "{:<10}{:<20}{:>6}{:>+9.1}%{:>+9.1}%",
+                    format!("{:?}", p.kind).to_lowercase(),
+                    p.metric.name(),
+                    p.rows,
+                    100.0 * p.low,
+                    100.0 * p.high
+                )?;
+            }
+            if let Some(h) = headroom {
+                writeln!(
+                    out,
+                    "step-time headroom ({:.0}% of the rows' iterations within it): {:+.1}%",
+                    100.0 * args.coverage,
+                    100.0 * h
+                )?;
+            }
         }
     }
     if let Some(dir) = &args.out {
@@ -127,6 +170,15 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         write_atomic(
             &dir.join("summary.json"),
             serde_json::to_string_pretty(&summary)?.as_bytes(),
+        )?;
+        write_atomic(
+            &dir.join("intervals.json"),
+            serde_json::to_string_pretty(&serde_json::json!({
+                "coverage": args.coverage,
+                "intervals": intervals,
+                "step_time_headroom": headroom,
+            }))?
+            .as_bytes(),
         )?;
         render(
             &scatter(&comps),

@@ -9,7 +9,10 @@ use servesim::gpu::GpuProfile;
 
 /// Runs `servesim validate-kernels`.
 pub fn run(args: &ValidateKernelsArgs) -> Result<()> {
-    let rows = measurement::read_measurements(&args.measurements)?;
+    let mut rows = Vec::new();
+    for p in &args.measurements {
+        rows.extend(measurement::read_measurements(p)?);
+    }
     let gpu = GpuProfile::load(&args.gpu)?;
     let v = validate::validate(&gpu, &rows);
     print!("{}", v.table());
@@ -18,9 +21,11 @@ pub fn run(args: &ValidateKernelsArgs) -> Result<()> {
         gpu.name,
         args.gpu.rsplit('/').next().unwrap_or(&args.gpu),
         args.measurements
-            .file_name()
+            .iter()
+            .filter_map(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+            .collect::<Vec<_>>()
+            .join(" + ")
     );
     v.plot_png(&args.plot, &title)?;
     println!("wrote {}", args.plot.display());

@@ -12,25 +12,91 @@ pub fn stream_s(gpu: &GpuProfile, bytes: f64) -> f64 {
 }
 
 /// One dense GEMM of `tokens` x `k` activations by a `k` x `n` weight matrix stored with
-/// `weight_bytes` bytes per element, at peak achievable rate `rate_flops_per_s`:
-/// `fixed + max(bytes / bw, flops / (rate x T / (T + half)))`. Returns (time, streaming part).
+/// `weight_bytes` bytes per element, on the FP8 tensor cores when `fp8` (and the GPU has them),
+/// BF16 otherwise: `fixed + max(bytes / bw, flops / (rate x T / (T + half)))` with the GPU's
+/// curve for that operand type. Returns (time, streaming part).
 pub fn gemm_s(
     gpu: &GpuProfile,
     tokens: f64,
     k: f64,
     n: f64,
     weight_bytes: f64,
-    rate_flops_per_s: f64,
+    fp8: bool,
 ) -> (f64, f64) {
     if tokens <= 0.0 {
         return (0.0, 0.0);
     }
+    let (peak, half) = gpu.gemm_curve(fp8);
     let weights = k * n;
     let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
     let flops = 2.0 * tokens * weights;
-    let rate = rate_flops_per_s * tokens / (tokens + gpu.gemm.half_rate_tokens);
+    let rate = peak * tokens / (tokens + half);
     let mem = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
+}
+
+/// The expected number of distinct experts (of `experts`) that `tokens` tokens hit when each
+/// picks `top_k` of them uniformly at random: `E (1 - (1 - k/E)^T)`.
+pub fn expected_active_experts(tokens: f64, experts: f64, top_k: f64) -> f64 {
+    if experts <= 0.0 || tokens <= 0.0 {
+        return 0.0;
+    }
+    experts * (1.0 - (1.0 - (top_k / experts).min(1.0)).powf(tokens))
+}
+
+/// One layer's mixture-of-experts block as fused-MoE kernels run it (vLLM's fused_moe,
+/// TensorRT-LLM's CUTLASS MoE): top-k routing of the router's logits, alignment of the
+/// tokens to the experts, the two grouped expert GEMMs (gate+up of `hidden x 2 inter`, down of
+/// `inter x hidden` per expert, weights in `weight_bytes`, on FP8 tensor cores when `fp8`),
+/// the activation and the weighted sum back into token order. `tokens` tokens each visit
+/// `top_k` of `experts`; every active expert's weights are read once, and its
+/// `tokens x top_k / active` tokens run at the GEMM curve's rate for that many rows times
+/// `moe.grouped_flops_fraction` (one fixed time per grouped GEMM). Returns (grouped GEMM time, its weight-streaming part,
+/// routing and permutation time), seconds.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_moe_s(
+    gpu: &GpuProfile,
+    tokens: f64,
+    experts: f64,
+    top_k: f64,
+    hidden: f64,
+    inter: f64,
+    weight_bytes: f64,
+    fp8: bool,
+) -> (f64, f64, f64) {
+    if tokens <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let active = expected_active_experts(tokens, experts, top_k).max(1.0);
+    let per_expert = tokens * top_k / active;
+    let fixed = gpu.gemm.fixed_s;
+    // The grouped kernels run the dense curve at a fraction of its math rate.
+    let mut grouped = gpu.clone();
+    let f = gpu.moe.grouped_flops_fraction;
+    grouped.gemm.bf16_flops_per_s *= f;
+    grouped.gemm.fp8_flops_per_s *= f;
+    let mut time = 0.0;
+    let mut stream = 0.0;
+    for (k, n) in [(hidden, 2.0 * inter), (inter, hidden)] {
+        let (t, st) = gemm_s(&grouped, per_expert, k, n, weight_bytes, fp8);
+        time += fixed + (t - fixed) * active;
+        stream += st * active;
+    }
+    let pairs = tokens * top_k;
+    let routing = [
+        // top-k of the fp32 logits, writing ids and weights
+        tokens * experts * 4.0 + pairs * 8.0,
+        // alignment of the (token, expert) pairs to the experts' blocks
+        pairs * 8.0,
+        // SiLU-and-mul of the gate+up output
+        pairs * 3.0 * inter * ACT_BYTES,
+        // weighted sum of each token's expert outputs back into token order
+        (pairs + tokens) * hidden * ACT_BYTES,
+    ]
+    .iter()
+    .map(|&b| small_op_s(gpu, b))
+    .sum();
+    (time, stream, routing)
 }
 
 /// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
@@ -54,10 +120,13 @@ pub fn decode_attention_s(
     gpu.attention.fixed_s + (bytes / bw).max(flops / rate)
 }
 
-/// One causal prefill-attention kernel (one layer) over `units` = sum of
-/// `chunk x prior + chunk^2 / 2` token pairs, with query width `q_width` on this GPU.
-pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
-    prefill_attention_at_rate_s(gpu, units, q_width, gpu.gemm.bf16_flops_per_s)
+/// One prefill-attention kernel (one layer) over `units` query-key pairs (causal chunks: the
+/// sum of `chunk x prior + chunk^2 / 2`) of `query_tokens` query rows, with query width
+/// `q_width` on this GPU, in BF16: `fixed + 4 q_width (units + half x query_tokens) / rate`.
+/// Each query row costs `attention.prefill_half_rate_tokens` extra keys, so a row over L keys
+/// runs at `rate x L / (L + half)`.
+pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, query_tokens: f64, q_width: f64) -> f64 {
+    prefill_attention_at_rate_s(gpu, units, query_tokens, q_width, gpu.gemm.bf16_flops_per_s)
 }
 
 /// [`prefill_attention_s`] with the attention math at a given GEMM rate (the FP8 rate when
@@ -65,6 +134,7 @@ pub fn prefill_attention_s(gpu: &GpuProfile, units: f64, q_width: f64) -> f64 {
 pub fn prefill_attention_at_rate_s(
     gpu: &GpuProfile,
     units: f64,
+    query_tokens: f64,
     q_width: f64,
     gemm_rate: f64,
 ) -> f64 {
@@ -72,7 +142,8 @@ pub fn prefill_attention_at_rate_s(
         return 0.0;
     }
     let rate = gemm_rate * gpu.attention.prefill_flops_fraction;
-    gpu.attention.fixed_s + 4.0 * q_width * units / rate
+    let work = units + gpu.attention.prefill_half_rate_tokens * query_tokens.max(0.0);
+    gpu.attention.fixed_s + 4.0 * q_width * work / rate
 }
 
 /// One small memory-bound kernel moving `bytes`, seconds.
@@ -91,13 +162,14 @@ pub fn allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32) -> f64 {
         + 2.0 * (tp - 1.0) / tp * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
 }
 
-/// One all-reduce as a serving engine runs it: its custom one-shot kernel for messages up to
-/// `allreduce.custom_max_bytes` when `custom` is set, NCCL otherwise, seconds.
-pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom: bool) -> f64 {
+/// One all-reduce as a serving engine runs it: its own low-latency NVLink kernel for messages
+/// up to `custom_max_bytes` (the engine's limit at this TP degree, capped by the GPU's
+/// `allreduce.custom_max_bytes`; 0 when the engine has none), NCCL above, seconds.
+pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom_max_bytes: f64) -> f64 {
     if tp <= 1 {
         return 0.0;
     }
-    if custom && bytes <= gpu.allreduce.custom_max_bytes {
+    if bytes <= custom_max_bytes.min(gpu.allreduce.custom_max_bytes) {
         let t = tp as f64;
         gpu.allreduce.custom_latency_s
             + 2.0 * (t - 1.0) / t * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s

@@ -1,0 +1,274 @@
+//! Result files of `vllm bench serve --save-result` (and of `servesim bench --format json`,
+//! which writes the same keys), read as reference rows so that the host-cost fitter can fit
+//! an engine to a user's own measurements (`servesim fit-engine`).
+//!
+//! A result file does not say what it ran on; the deployment comes from the caller. From the
+//! file: `completed`, `total_input_tokens`, `total_output_tokens` and `duration` (required),
+//! `request_rate` (a number, or `"inf"` for all requests at once), `burstiness` (the gamma
+//! shape of the arrival gaps; default 1, Poisson), `max_concurrency` (or `null`),
+//! `num_prompts`, and the measured metrics `output_throughput`, `mean_ttft_ms`,
+//! `p90_ttft_ms`, `p99_ttft_ms`, `mean_e2el_ms`, `p90_e2el_ms`, `p99_e2el_ms` (any that are
+//! present; at least one). Every request is simulated with the file's mean prompt and output
+//! lengths. Other keys are ignored.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{LoadKind, Metric, ReferenceRow};
+use crate::error::{Error, Result};
+
+/// The deployment a result file was measured on, as the caller names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultDeployment {
+    /// Engine profile: a catalog name or a path to a profile TOML.
+    pub engine: String,
+    /// Model: a catalog name or a path to a config.json.
+    pub model: String,
+    /// GPU profile name or path.
+    pub gpu: String,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Weight format (`bf16`, `fp16`, `fp8`).
+    pub dtype: String,
+    /// KV-cache format (`auto`, `fp8`).
+    pub kv_cache_dtype: String,
+}
+
+/// The metric keys of a result file and what they measure.
+const METRIC_KEYS: [(&str, Metric); 7] = [
+    ("output_throughput", Metric::OutputTokensPerS),
+    ("mean_ttft_ms", Metric::TtftMeanMs),
+    ("p90_ttft_ms", Metric::TtftP90Ms),
+    ("p99_ttft_ms", Metric::TtftP99Ms),
+    ("mean_e2el_ms", Metric::E2eMeanMs),
+    ("p90_e2el_ms", Metric::E2eP90Ms),
+    ("p99_e2el_ms", Metric::E2eP99Ms),
+];
+
+/// Reads one result file as a reference row named after the file.
+pub fn read_result_file(path: &Path, dep: &ResultDeployment) -> Result<ReferenceRow> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    parse_result_file(&text, &path.display().to_string(), &id, dep)
+}
+
+/// Parses result-file text as a reference row `id`; `origin` names the file in errors, which
+/// name the offending key.
+pub fn parse_result_file(
+    text: &str,
+    origin: &str,
+    id: &str,
+    dep: &ResultDeployment,
+) -> Result<ReferenceRow> {
+    let value: Value = serde_json::from_str(text).map_err(|e| Error::Parse {
+        path: origin.to_string(),
+        message: format!("not JSON: {e}"),
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(Error::Parse {
+            path: origin.to_string(),
+            message: "not a `vllm bench serve --save-result` file: expected a JSON object".into(),
+        });
+    };
+    let r = Reader { obj: &obj, origin };
+    let completed = r.count("completed")?;
+    let input = r.positive("total_input_tokens")? / completed as f64;
+    let output = r.positive("total_output_tokens")? / completed as f64;
+    r.positive("duration")?;
+    if input < 0.5 || output < 0.5 {
+        return Err(r.bad(
+            if input < 0.5 {
+                "total_input_tokens"
+            } else {
+                "total_output_tokens"
+            },
+            "fewer tokens than completed requests".into(),
+        ));
+    }
+    let rate = match obj.get("request_rate") {
+        None => return Err(r.bad("request_rate", "missing".into())),
+        Some(Value::String(s)) if matches!(s.to_ascii_lowercase().as_str(), "inf" | "infinity") => {
+            None
+        }
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(v) if v.is_finite() && v > 0.0 => Some(v),
+            _ => return Err(r.bad("request_rate", format!("must be > 0 or \"inf\", got {n}"))),
+        },
+        Some(other) => {
+            return Err(r.bad(
+                "request_rate",
+                format!("must be a number or \"inf\", got {other}"),
+            ))
+        }
+    };
+    let burstiness = match obj.get("burstiness") {
+        None | Some(Value::Null) => 1.0,
+        Some(_) => r.positive("burstiness")?,
+    };
+    let max_concurrency = match obj.get("max_concurrency") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(u32::try_from(r.count("max_concurrency")?).unwrap_or(u32::MAX)),
+    };
+    let mut measured = Vec::new();
+    for (key, metric) in METRIC_KEYS {
+        match obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(_) => measured.push((metric, r.positive(key)?)),
+        }
+    }
+    if measured.is_empty() {
+        return Err(r.bad(
+            "mean_e2el_ms",
+            "no measured metric (output_throughput, mean_ttft_ms, mean_e2el_ms, ...) to fit".into(),
+        ));
+    }
+    Ok(ReferenceRow {
+        id: id.to_string(),
+        kind: if rate.is_some() {
+            LoadKind::Online
+        } else {
+            LoadKind::Offline
+        },
+        engine: dep.engine.clone(),
+        model: dep.model.clone(),
+        dtype: dep.dtype.clone(),
+        kv_cache_dtype: dep.kv_cache_dtype.clone(),
+        gpu: dep.gpu.clone(),
+        tp: dep.tp,
+        input_len: input.round().max(1.0) as u32,
+        output_len: output.round().max(1.0) as u32,
+        output_len_counted: None,
+        prefix_len: 0,
+        num_requests: completed,
+        rate_rps: rate,
+        burstiness: rate.map(|_| burstiness),
+        max_concurrency,
+        max_num_seqs: None,
+        max_num_batched_tokens: None,
+        max_model_len: None,
+        gpu_memory_utilization: None,
+        measured,
+        source: origin.to_string(),
+    })
+}
+
+/// Typed access to a result file's keys, with errors naming the file and the key.
+struct Reader<'a> {
+    obj: &'a Map<String, Value>,
+    origin: &'a str,
+}
+
+impl Reader<'_> {
+    fn bad(&self, key: &str, reason: String) -> Error {
+        Error::config(self.origin, key, reason)
+    }
+
+    /// A number > 0 (finite).
+    fn positive(&self, key: &str) -> Result<f64> {
+        match self.obj.get(key) {
+            None => Err(self.bad(key, "missing".into())),
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(v) if v.is_finite() && v > 0.0 => Ok(v),
+                _ => Err(self.bad(key, format!("must be > 0, got {n}"))),
+            },
+            Some(other) => Err(self.bad(key, format!("must be a number, got {other}"))),
+        }
+    }
+
+    /// A whole number >= 1.
+    fn count(&self, key: &str) -> Result<u64> {
+        let v = self.positive(key)?;
+        if v.fract() != 0.0 || v > 1e12 {
+            return Err(self.bad(key, format!("must be a whole number, got {v}")));
+        }
+        Ok(v as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dep() -> ResultDeployment {
+        ResultDeployment {
+            engine: "vllm".into(),
+            model: "llama-3.1-8b".into(),
+            gpu: "h100-sxm".into(),
+            tp: 1,
+            dtype: "bf16".into(),
+            kv_cache_dtype: "auto".into(),
+        }
+    }
+
+    const VLLM: &str = r#"{"date": "20250101-000000", "backend": "vllm", "model_id": "m",
+        "num_prompts": 200, "request_rate": 4.0, "burstiness": 1.0, "max_concurrency": null,
+        "duration": 52.1, "completed": 200, "total_input_tokens": 102400,
+        "total_output_tokens": 25600, "request_throughput": 3.8, "output_throughput": 491.2,
+        "mean_ttft_ms": 41.0, "median_ttft_ms": 39.0, "p99_ttft_ms": 80.2, "mean_tpot_ms": 9.1,
+        "mean_itl_ms": 9.0, "mean_e2el_ms": 1200.5, "p99_e2el_ms": 1500.0}"#;
+
+    #[test]
+    fn a_vllm_result_becomes_an_online_row() {
+        let r = parse_result_file(VLLM, "a.json", "a", &dep()).unwrap();
+        assert_eq!(r.kind, LoadKind::Online);
+        assert_eq!((r.input_len, r.output_len, r.num_requests), (512, 128, 200));
+        assert_eq!((r.rate_rps, r.burstiness), (Some(4.0), Some(1.0)));
+        assert_eq!(r.max_concurrency, None);
+        let metrics: Vec<Metric> = r.measured.iter().map(|m| m.0).collect();
+        assert_eq!(
+            metrics,
+            vec![
+                Metric::OutputTokensPerS,
+                Metric::TtftMeanMs,
+                Metric::TtftP99Ms,
+                Metric::E2eMeanMs,
+                Metric::E2eP99Ms
+            ]
+        );
+        // The row simulates: Poisson arrivals at the file's rate.
+        let s = r.scenario().unwrap();
+        assert!(format!("{:?}", s.workload.arrival).contains("Poisson"));
+    }
+
+    #[test]
+    fn an_infinite_rate_with_a_concurrency_cap_is_an_offline_row() {
+        let text = VLLM
+            .replace("\"request_rate\": 4.0", "\"request_rate\": \"inf\"")
+            .replace("\"max_concurrency\": null", "\"max_concurrency\": 32");
+        let r = parse_result_file(&text, "b.json", "b", &dep()).unwrap();
+        assert_eq!(r.kind, LoadKind::Offline);
+        assert_eq!(r.max_concurrency, Some(32));
+        assert_eq!(r.scenario().unwrap().workload.max_concurrency, Some(32));
+    }
+
+    #[test]
+    fn foreign_or_broken_json_names_the_file_and_the_key() {
+        let e = |t: &str| {
+            parse_result_file(t, "r.json", "r", &dep())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(e("[1, 2]").contains("r.json"), "{}", e("[1, 2]"));
+        assert!(e("{\"completed\": ").contains("not JSON"));
+        let missing = e(&VLLM.replace("\"duration\": 52.1,", ""));
+        assert!(
+            missing.contains("r.json") && missing.contains("duration"),
+            "{missing}"
+        );
+        let wrong = e(&VLLM.replace("\"completed\": 200", "\"completed\": \"all\""));
+        assert!(wrong.contains("completed"), "{wrong}");
+        let rate = e(&VLLM.replace("\"request_rate\": 4.0", "\"request_rate\": -1"));
+        assert!(rate.contains("request_rate"), "{rate}");
+        let none = e(&VLLM
+            .replace("\"output_throughput\": 491.2,", "")
+            .replace("\"mean_ttft_ms\": 41.0,", "")
+            .replace("\"p99_ttft_ms\": 80.2,", "")
+            .replace(", \"p99_e2el_ms\": 1500.0", "")
+            .replace("\"mean_e2el_ms\": 1200.5", "\"x\": 1"));
+        assert!(none.contains("no measured metric"), "{none}");
+    }
+}

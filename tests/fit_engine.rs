@@ -1,0 +1,177 @@
+//! `servesim fit-engine`: it recovers known host costs from result files that `servesim
+//! bench` wrote with those costs, and a fit on some of the published vLLM rates improves the
+//! prediction of the others.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use servesim::engine::EngineProfile;
+use servesim::validate::{
+    compare, fit_engine_host, parse_reference, Metric, ReferenceRow, REFERENCE_CSV,
+};
+
+fn servesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(args)
+        .output()
+        .expect("the servesim binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The vLLM profile with other host costs: the truth the fit must find.
+fn engine_with_host(dir: &Path, per_iteration: f64, per_sequence: f64, per_request: f64) -> String {
+    let mut p = EngineProfile::load("vllm").unwrap();
+    p.host.per_iteration_s = per_iteration;
+    p.host.per_sequence_s = per_sequence;
+    p.host.per_request_s = per_request;
+    let path = dir.join("truth.toml");
+    std::fs::write(&path, toml::to_string(&p).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn fit_engine_recovers_the_host_costs_bench_ran_with() {
+    let dir = tempfile::tempdir().unwrap();
+    // Host costs slow enough to show at every load: the iteration is host-bound.
+    let (it, seq, req) = (8.0e-3, 5.0e-5, 12.0e-3);
+    let truth = engine_with_host(dir.path(), it, seq, req);
+    let mut files = Vec::new();
+    for rate in ["2", "10", "40", "80"] {
+        let (code, out, err) = servesim(&[
+            "bench",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            &truth,
+            "--random-input-len",
+            "512",
+            "--random-output-len",
+            "128",
+            "--num-prompts",
+            "400",
+            "--request-rate",
+            rate,
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let path = dir.path().join(format!("rate-{rate}.json"));
+        std::fs::write(&path, out).unwrap();
+        files.push(path.display().to_string());
+    }
+    let fitted = dir.path().join("fitted.toml");
+    let mut args = vec!["fit-engine"];
+    args.extend(files.iter().map(String::as_str));
+    let out_path = fitted.display().to_string();
+    args.extend_from_slice(&[
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--base",
+        "vllm",
+        "--out",
+        &out_path,
+    ]);
+    let (code, out, err) = servesim(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("host.per_sequence_s"), "{out}");
+    // The written profile loads as an engine profile, with the truth's host costs.
+    let p = EngineProfile::load(&out_path).unwrap();
+    for (name, got, want) in [
+        ("per_iteration_s", p.host.per_iteration_s, it),
+        ("per_sequence_s", p.host.per_sequence_s, seq),
+        ("per_request_s", p.host.per_request_s, req),
+    ] {
+        assert!(
+            (got / want - 1.0).abs() <= 0.05,
+            "{name}: fitted {got:e}, true {want:e}\n{out}"
+        );
+    }
+    // Everything else is the base profile's.
+    let base = EngineProfile::load("vllm").unwrap();
+    assert_eq!(p.scheduler, base.scheduler);
+    assert_eq!(p.allreduce, base.allreduce);
+    // `bench` accepts the fitted profile.
+    let (code, _, err) = servesim(&[
+        "bench",
+        "--engine",
+        &out_path,
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn fit_engine_rejects_a_foreign_file_naming_it_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("not-a-result.json");
+    std::fs::write(&bad, r#"{"rows": [1, 2, 3]}"#).unwrap();
+    let out = dir.path().join("x.toml").display().to_string();
+    let (code, _, err) = servesim(&[
+        "fit-engine",
+        &bad.display().to_string(),
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not-a-result.json") && err.contains("completed"),
+        "{err}"
+    );
+    assert!(!Path::new(&out).exists());
+}
+
+/// Mean |error| of the means (E2E and TTFT) over `rows` with their engine's `host`.
+fn mean_error(rows: &[ReferenceRow], host: &servesim::engine::HostCosts) -> f64 {
+    let c = compare(rows, Some(host)).unwrap();
+    let e: Vec<f64> = c
+        .iter()
+        .filter(|c| matches!(c.metric, Metric::E2eMeanMs | Metric::TtftMeanMs))
+        .map(|c| c.signed_error.abs())
+        .collect();
+    e.iter().sum::<f64>() / e.len() as f64
+}
+
+#[test]
+fn a_fit_on_some_published_rates_improves_the_prediction_of_the_others() {
+    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
+    let pick = |ids: &[&str]| -> Vec<ReferenceRow> {
+        rows.iter()
+            .filter(|r| ids.contains(&r.id.as_str()))
+            .cloned()
+            .collect()
+    };
+    // Fit on the lowest and highest rate of each model, predict the rates between.
+    let train = pick(&["V-A1", "V-A10", "V-A7", "V-A8"]);
+    let test = pick(&["V-A2", "V-A3", "V-A9", "V-A5", "V-A12"]);
+    assert_eq!((train.len(), test.len()), (4, 5));
+    // Start from a stale profile: the host costs of the previous release's synchronous model.
+    let mut stale = EngineProfile::load("vllm").unwrap().host;
+    stale.per_iteration_s = 0.552e-3;
+    stale.per_sequence_s = 3.3e-7;
+    stale.per_request_s = 9.56e-3;
+    let before = mean_error(&test, &stale);
+    let fit = fit_engine_host(&train, &stale).unwrap();
+    let after = mean_error(&test, &fit.host);
+    assert!(
+        after < 0.9 * before,
+        "held-out mean |error| {before:.3} -> {after:.3} with {:?}",
+        fit.host
+    );
+}
