@@ -39,7 +39,9 @@ pub struct CurvePoint {
 }
 
 /// The curve of `one` (a one-replica scenario) at [`CURVE_SHARES`] of `capacity_rate`
-/// (req/s), priced at `price` $/GPU-hour; returns the points and the simulations run.
+/// (req/s), priced at `price` $/GPU-hour; returns the points and the simulations run. Each
+/// point is a steady-state measurement (warm-up cut, drain excluded) of at most twice
+/// `[measure] min_requests` requests.
 pub fn rate_curve(
     one: &Scenario,
     origin: &str,
@@ -47,6 +49,11 @@ pub fn rate_curve(
     price: f64,
 ) -> Result<(Vec<CurvePoint>, u64)> {
     let tp = one.deployment.tp.max(1);
+    // The curve is drawn, not judged: each point's run grows at most to twice the first
+    // run's length (past saturation it would otherwise always run to the cap).
+    let mut one = one.clone();
+    one.measure.max_requests = one.measure.max_requests.min(2 * one.measure.min_requests);
+    let one = &one;
     let points: Vec<Result<(CurvePoint, u64)>> = CURVE_SHARES
         .par_iter()
         .map(|&share| {
