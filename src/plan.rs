@@ -208,8 +208,12 @@ pub struct Method {
     pub fleet_min_requests: u64,
     /// Relative precision of the rate bisection.
     pub rate_precision: f64,
-    /// Step-time multiplier every candidate was sized with (1 + `plan.headroom`).
+    /// Step-time multiplier every candidate was sized with (1 + `plan.headroom`, or the
+    /// validated headroom when larger).
     pub step_time_scale: f64,
+    /// The step-time headroom measured on the reference rows at `plan.headroom_coverage`,
+    /// when asked for (a share: 0.078 = 7.8% slower).
+    pub validated_headroom: Option<f64>,
 }
 
 /// The outcome of `servesim plan`.
@@ -687,7 +691,7 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     at_peak.autoscale = None;
     at_peak.faults = None;
     let mut out = plan_steady(&at_peak, origin)?;
-    let scale = 1.0 + base.plan.headroom.unwrap_or(0.0);
+    let scale = out.plan.method.step_time_scale;
     let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
     out.plan.week = Some(w);
     Ok(out)
@@ -751,13 +755,19 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             ),
         ));
     }
+    let validated = validated_headroom(base)?;
     let ctx = Ctx {
         base,
         origin,
         target,
         ratio: base.pricing.input_output_price_ratio.unwrap_or(0.25),
         max_replicas: base.plan.max_replicas.unwrap_or(1024).max(1),
-        scale: 1.0 + base.plan.headroom.unwrap_or(0.0),
+        scale: 1.0
+            + base
+                .plan
+                .headroom
+                .unwrap_or(0.0)
+                .max(validated.unwrap_or(0.0)),
     };
 
     // Phase 1: every candidate's capacity, in parallel.
@@ -917,6 +927,7 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
                 fleet_min_requests: FLEET_MIN_REQUESTS,
                 rate_precision: RATE_PRECISION,
                 step_time_scale: ctx.scale,
+                validated_headroom: validated,
             },
             week: None,
             simulations,
@@ -1053,6 +1064,21 @@ fn batch_point(ctx: &Ctx<'_>, c: &CandidateResult, one: &Scenario) -> Result<(Ba
         },
         sims,
     ))
+}
+
+/// The step-time headroom the model's error on the embedded reference rows calls for at
+/// `plan.headroom_coverage` (`None` when not asked for): the upper end of the prediction
+/// interval of step time that `servesim validate` prints.
+fn validated_headroom(base: &Scenario) -> Result<Option<f64>> {
+    let Some(coverage) = base.plan.headroom_coverage else {
+        return Ok(None);
+    };
+    let rows = crate::validate::parse_reference(
+        crate::validate::REFERENCE_CSV,
+        "calibration/reference/serving-measurements.csv",
+    )?;
+    let comps = crate::validate::compare(&rows, None)?;
+    Ok(crate::validate::step_time_headroom(&comps, coverage).map(|h| h.max(0.0)))
 }
 
 /// Feasible candidates whose one-replica curve is measured (the cheapest first).

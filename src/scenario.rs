@@ -222,6 +222,10 @@ pub struct PlanConfig {
     /// Search every candidate fully (default: skip those whose steady-state capacity alone
     /// already costs more than the best plan found).
     pub exhaustive: Option<bool>,
+    /// Size for the model's measured error: the step-time headroom that covers this share of
+    /// the reference rows' errors (`servesim validate`'s prediction interval, e.g. 0.9), in
+    /// (0, 1); the larger of it and `headroom` applies.
+    pub headroom_coverage: Option<f64>,
 }
 
 /// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which
@@ -454,6 +458,14 @@ impl Scenario {
                 "deployment.step_time_scale",
                 format!("must be > 0, got {}", d.step_time_scale),
             ));
+        }
+        if let Some(c) = self.plan.headroom_coverage {
+            if !(c > 0.0 && c < 1.0) {
+                return Err(err(
+                    "plan.headroom_coverage",
+                    format!("must be in (0, 1), got {c}"),
+                ));
+            }
         }
         if let Some(h) = self.plan.headroom {
             if !(h.is_finite() && (0.0..=10.0).contains(&h)) {

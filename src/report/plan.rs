@@ -373,13 +373,17 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 "  headroom: holds if the GPUs run up to {:.0}% slower than modelled (every step x{:.2}){}",
                 h.slower_pct,
                 h.max_step_time_scale,
-                if p.method.step_time_scale > 1.0 {
-                    format!(
+                match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
+                    (Some(v), _) => format!(
+                        "; sized {:.1}% slower than modelled (the model's error on the reference rows at plan.headroom_coverage: {:+.1}%)",
+                        100.0 * (p.method.step_time_scale - 1.0),
+                        100.0 * v
+                    ),
+                    (None, true) => format!(
                         "; sized with plan.headroom = {:.0}%",
                         100.0 * (p.method.step_time_scale - 1.0)
-                    )
-                } else {
-                    String::new()
+                    ),
+                    (None, false) => String::new(),
                 }
             );
             let b = &d.batch;
