@@ -103,6 +103,18 @@ fn the_report_page_loads_sorts_and_has_no_script_error() {
         "a script error: {root}"
     );
     assert!(dom.contains("id=\"candidates\"") && dom.contains("id=\"summary\""));
+    // Every plot the page shows is there and decodes.
+    let images = root
+        .split("data-images=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("the load handler did not run: {root}"));
+    let (loaded, total) = images.split_once('/').unwrap();
+    assert!(
+        total.parse::<u32>().unwrap() >= 5,
+        "too few plots: {images}"
+    );
+    assert_eq!(loaded, total, "plots that did not load: {images}");
     let ranks = column(&dom, 0);
     assert_eq!(ranks.len(), n, "one row per candidate");
     assert_eq!(ranks[0], "1");

@@ -681,12 +681,13 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
                     cdf_series("TTFT", &run.ttft_cdf),
                     cdf_series("TPOT", &run.tpot_cdf),
                 ],
-                x_rules: [sc.slo.ttft_ms, sc.slo.tpot_ms]
+                x_rules: [("TTFT", sc.slo.ttft_ms), ("TPOT", sc.slo.tpot_ms)]
                     .iter()
-                    .flatten()
-                    .map(|&v| Rule {
-                        value: v,
-                        label: format!("SLO {v} ms"),
+                    .filter_map(|&(metric, v)| {
+                        v.map(|v| Rule {
+                            value: v,
+                            label: format!("{metric} SLO {v} ms"),
+                        })
                     })
                     .collect(),
                 y_rules: vec![],

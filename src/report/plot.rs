@@ -677,6 +677,13 @@ where
         labels.push(((x, y), r.label.clone(), c, false));
     }
 
+    // Every data point in pixels, so that a marker's label can avoid covering them.
+    let points_px: Vec<(i32, i32)> = p
+        .series
+        .iter()
+        .flat_map(|(_, _, pts)| pts.iter().map(|&(x, y)| at(x, y)))
+        .collect();
+
     // Markers: large, outlined, on top of everything, with a boxed label.
     let marker_font = FontDesc::new(FontFamily::SansSerif, 17.0, FontStyle::Bold);
     for m in &p.markers {
@@ -689,16 +696,29 @@ where
             .map_err(err)?;
         if !m.label.is_empty() {
             let (w, h) = text_size(&m.label, &marker_font.clone().into());
-            let x = if px + 16 + w > ax1 {
-                px - 16 - w
-            } else {
-                px + 16
+            // Of the four corners around the marker that fit inside the plot, the one whose
+            // label box hides the fewest data points (first in this order on a tie).
+            let corners = [
+                (px + 16, py - 16 - h),
+                (px - 16 - w, py - 16 - h),
+                (px + 16, py + 16),
+                (px - 16 - w, py + 16),
+            ];
+            let fits = |&(x, y): &(i32, i32)| x >= ax0 && x + w <= ax1 && y >= ay0 && y + h <= ay1;
+            let hidden = |&(x, y): &(i32, i32)| {
+                points_px
+                    .iter()
+                    .filter(|&&(qx, qy)| {
+                        qx >= x - 10 && qx <= x + w + 10 && qy >= y - 8 && qy <= y + h + 10
+                    })
+                    .count()
             };
-            let y = if py - 16 - h < ay0 {
-                py + 16
-            } else {
-                py - 16 - h
-            };
+            let (x, y) = corners
+                .iter()
+                .filter(|c| fits(c))
+                .min_by_key(|c| hidden(c))
+                .copied()
+                .unwrap_or(corners[0]);
             labels.push(((x, y), m.label.clone(), RGBColor(0, 0, 0), true));
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! The table sorts on a click on its header, and at load by the page's URL fragment,
 //! `#sort=COLUMN:asc|desc` (a shareable view; the browser test uses it). When the script has
-//! run, `<html data-ready="1">`; a script error sets `data-script-error`.
+//! run, `<html data-ready="1">`; a script error sets `data-script-error`; once the page has
+//! loaded, `data-images="LOADED/TOTAL"` counts the plots the browser could decode.
 
 use std::fmt::Write as _;
 
@@ -32,7 +33,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px soli
 table{border-collapse:collapse;font-size:.88em;width:100%}
 th,td{border-bottom:1px solid #d8dee4;padding:.3em .5em;text-align:right;white-space:nowrap}
 th{background:#eaeef2;cursor:pointer;user-select:none;position:sticky;top:0}
-th.text,td.text{text-align:left}td.note{white-space:normal;text-align:left;color:#57606a;min-width:18em}
+th.text,td.text{text-align:left}td.note{white-space:normal;text-align:left;color:#57606a;min-width:30em;font-size:.85em}
 th[aria-sort=ascending]::after{content:" \25B2"}th[aria-sort=descending]::after{content:" \25BC"}
 tr.chosen td{background:#dafbe1;font-weight:600}tr.pruned td{color:#6e7781}
 .wrap{max-height:32em;overflow:auto;border:1px solid #d0d7de;border-radius:6px}
@@ -74,6 +75,11 @@ const SCRIPT: &str = r#"
   })(i);}
   var m=/sort=([a-z0-9_]+)(?::(asc|desc))?/.exec(location.hash);
   if(m){for(var j=0;j<heads.length;j++){if(heads[j].getAttribute('data-key')===m[1]){sortBy(j,m[2]||'asc');}}}
+  window.addEventListener('load',function(){
+    var imgs=document.images,ok=0;
+    for(var k=0;k<imgs.length;k++){if(imgs[k].complete&&imgs[k].naturalWidth>0){ok++;}}
+    root.setAttribute('data-images',ok+'/'+imgs.length);
+  });
   root.setAttribute('data-ready','1');
 })();
 "#;
