@@ -219,7 +219,18 @@ fn simulate_period(
     {
         a.max_replicas = a.max_replicas.max(static_replicas + 2);
     }
-    let first = replicas_for(&caps, rates.first().copied().unwrap_or(0.0));
+    // The period starts in operation, not from an empty fleet: with as many replicas as the
+    // first hour needs, and under the utilisation policy as many as that policy holds at the
+    // first hour's load (else a slow cold start at t = 0 would show as a miss the policy
+    // never causes in steady operation).
+    let rate0 = rates.first().copied().unwrap_or(0.0);
+    let mut first = replicas_for(&caps, rate0);
+    if a.policy == "utilization" {
+        let per_replica = a.target_utilization * c.rate_in_fleet_per_replica;
+        if per_replica > 0.0 {
+            first = first.max((rate0 / per_replica).ceil().min(u32::MAX as f64) as u32);
+        }
+    }
     a.initial_replicas = Some(
         a.initial_replicas
             .unwrap_or(first)
