@@ -498,6 +498,7 @@ impl Scenario {
             autoscale,
             faults,
             period_ns: 0,
+            disaggregation: None,
         };
         Ok(Resolved {
             scenario: self.clone(),
