@@ -192,4 +192,7 @@ pub struct DisaggStats {
     pub peak_decode_blocks: u64,
     /// Requests whose KV was still waiting or moving when the run ended.
     pub in_transfer: u64,
+    /// KV blocks still held by requests on any replica when the run ended (0 when every
+    /// request has left: the conservation check).
+    pub blocks_held_at_end: u64,
 }

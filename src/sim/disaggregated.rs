@@ -278,6 +278,13 @@ pub fn simulate_disaggregated(
     c.stats.peak_decode_blocks = peak(&c.decode);
     c.stats.link_busy_ns = c.links.iter().map(|l| l.busy_ns).sum();
     c.stats.in_transfer = c.decode.slots.iter().map(|s| s.replica.incoming()).sum();
+    c.stats.blocks_held_at_end = c
+        .prefill
+        .slots
+        .iter()
+        .chain(c.decode.slots.iter())
+        .map(|s| s.replica.held_blocks())
+        .sum();
     SimOutput {
         peak_kv_blocks: c.stats.peak_decode_blocks,
         last_arrival_ns,

@@ -184,4 +184,10 @@ impl Replica {
     pub fn incoming(&self) -> u64 {
         self.transfers.incoming
     }
+
+    /// KV blocks held by requests: in use (cached prefixes no request uses left out) plus
+    /// reserved; 0 once every request has left.
+    pub fn held_blocks(&self) -> u64 {
+        self.used_blocks - self.evictable_blocks + self.reserved_blocks
+    }
 }
