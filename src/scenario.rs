@@ -251,6 +251,22 @@ pub struct PlanConfig {
     /// the reference rows' errors (`servesim validate`'s prediction interval, e.g. 0.9), in
     /// (0, 1); the larger of it and `headroom` applies.
     pub headroom_coverage: Option<f64>,
+    /// Weigh prefill/decode-disaggregated (xPyD) deployments beside colocated ones (default:
+    /// whether `deployment.mode` is `disaggregated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregated: Option<bool>,
+    /// xPyD: TP degrees of the prefill pool to consider (default: `plan.tp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tp: Option<Vec<u32>>,
+    /// xPyD: TP degrees of the decode pool to consider (default: `plan.tp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tp: Option<Vec<u32>>,
+    /// xPyD: GPU types of the prefill pool to consider (default: `plan.gpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_gpus: Option<Vec<String>>,
+    /// xPyD: GPU types of the decode pool to consider (default: `plan.gpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_gpus: Option<Vec<String>>,
 }
 
 /// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which
@@ -989,6 +1005,18 @@ impl Scenario {
         resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
         for g in self.plan.gpus.iter_mut().flatten() {
             resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        for g in [&mut self.plan.prefill_gpus, &mut self.plan.decode_gpus]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        for p in [&mut d.prefill, &mut d.decode].into_iter().flatten() {
+            if let Some(g) = &mut p.gpu {
+                resolve_catalog_path(Kind::Gpu, dir, g);
+            }
         }
         resolve_workload_paths(&mut self.workload, dir);
     }
