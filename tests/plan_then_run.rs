@@ -225,7 +225,7 @@ fn an_unreachable_slo_says_what_stops_each_candidate_and_the_nearest_slo() {
 fn rerun_xpyd(command: &str, extra: &[String]) -> Value {
     let words: Vec<&str> = command.split_whitespace().collect();
     assert_eq!(&words[..2], ["servesim", "run"], "{command}");
-    let mut args: Vec<String> = words[2..].iter().map(|w| w.to_string()).collect();
+    let mut args: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
     for s in extra
         .iter()
         .cloned()
