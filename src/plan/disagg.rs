@@ -5,8 +5,8 @@
 //! pool). For each, the search sizes both pools' replica counts at the target load, every
 //! judgement a steady-state measurement of the whole deployment ([`measure`]) as for
 //! colocated fleets. It starts at 1P1D and grows the pool that binds: the decode pool when
-//! TPOT misses or back-pressure holds finished prompts waiting for decode seats (a share of
-//! TTFT), else the prefill pool. Once a deployment holds, it steps down: one prefill replica
+//! TPOT misses or back-pressure holds finished prompts waiting for decode seats (p99 wait
+//! over a tenth of the TTFT SLO), else the prefill pool. Once a deployment holds, it steps down: one prefill replica
 //! fewer, then one decode replica fewer, keeping any that still holds, until neither does;
 //! the result records that both one-fewer deployments miss.
 
@@ -22,7 +22,7 @@ use crate::scenario::{DeploymentMode, PoolSection, Scenario};
 
 /// Most measurements one xPyD candidate's sizing may take.
 const MAX_STEPS: u32 = 40;
-/// Back-pressure counts as binding when its mean wait exceeds this share of the mean TTFT.
+/// Back-pressure counts as binding when its p99 wait exceeds this share of the TTFT SLO.
 const BACKPRESSURE_SHARE: f64 = 0.1;
 
 /// One pool shape of an xPyD candidate.
@@ -164,8 +164,16 @@ fn xpyd_scenario(base: &Scenario, r: &XpydResult, scale: f64) -> Scenario {
 fn binding_pools(m: &Measurement) -> (bool, bool) {
     let s = m.steady();
     let failed = |metric: SloMetric| s.slo.iter().any(|c| c.metric == metric && !c.met);
+    // Back-pressure binds when the wait for decode seats and blocks is a sizeable share of
+    // the TTFT budget (of the mean TTFT without a TTFT SLO). The prefill queue behind held
+    // blocks can dwarf the wait itself, so the budget, not the measured TTFT, is the scale.
+    let budget_ms = s
+        .slo
+        .iter()
+        .find(|c| c.metric == SloMetric::Ttft)
+        .map_or(m.summary.mean_ttft_ms, |c| c.threshold_ms);
     let backpressure = m.summary.disaggregation.as_ref().is_some_and(|d| {
-        d.mean_backpressure_wait_ms > BACKPRESSURE_SHARE * m.summary.mean_ttft_ms.max(1e-9)
+        d.p99_backpressure_wait_ms > BACKPRESSURE_SHARE * budget_ms.max(1e-9)
     });
     let decode = failed(SloMetric::Tpot) || backpressure;
     let prefill = (failed(SloMetric::Ttft) || failed(SloMetric::E2e)) && !backpressure;
