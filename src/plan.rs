@@ -950,9 +950,10 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         None => (0.0, 0.0),
     };
     let gpu_prices = price_table(base, &space, &prices);
-    let wants_xpyd = base.plan.disaggregated.unwrap_or(
-        base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated,
-    );
+    let wants_xpyd = base
+        .plan
+        .disaggregated
+        .unwrap_or(base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated);
     let disaggregated = wants_xpyd.then(|| {
         let x = disagg::plan_xpyd(
             &disagg::XpydCtx {

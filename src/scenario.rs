@@ -11,8 +11,7 @@ mod fleet;
 mod overrides;
 
 pub use disaggregation::{
-    DeploymentMode, PoolSection, ResolvedPools, DEFAULT_BANDWIDTH_GB_S_PER_GPU,
-    DEFAULT_LATENCY_US,
+    DeploymentMode, PoolSection, ResolvedPools, DEFAULT_BANDWIDTH_GB_S_PER_GPU, DEFAULT_LATENCY_US,
 };
 pub use fleet::{AutoscaleSection, FailureSection, FaultsSection};
 pub use overrides::apply_override;

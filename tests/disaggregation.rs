@@ -75,7 +75,10 @@ arrival = {{ kind = "poisson", rate_per_s = 12.0 }}"#
     ));
     assert_eq!(pd.completed, 2000);
     assert_eq!(prefill_only.completed, 2000);
-    let d = pd.disaggregation.as_ref().expect("a disaggregation section");
+    let d = pd
+        .disaggregation
+        .as_ref()
+        .expect("a disaggregation section");
     assert_eq!(d.transfers, 2000);
     assert_eq!(d.mean_backpressure_wait_ms, 0.0);
     for (a, b, what) in [
@@ -87,7 +90,11 @@ arrival = {{ kind = "poisson", rate_per_s = 12.0 }}"#
         assert_eq!(a, b, "{what} TTFT: 1P1D {a} ms, prefill-only {b} ms");
     }
     // The prompts queue: the equality is not that of an empty system.
-    assert!(pd.p99_ttft_ms > 1.5 * pd.median_ttft_ms, "{}", pd.p99_ttft_ms);
+    assert!(
+        pd.p99_ttft_ms > 1.5 * pd.median_ttft_ms,
+        "{}",
+        pd.p99_ttft_ms
+    );
 }
 
 #[test]
@@ -116,7 +123,13 @@ arrival = { kind = "constant", rate_per_s = 2.0 }"#,
             .log
             .records()
             .iter()
-            .map(|r| (r.arrival_ns, r.first_token_ns - r.arrival_ns, r.input_tokens))
+            .map(|r| {
+                (
+                    r.arrival_ns,
+                    r.first_token_ns - r.arrival_ns,
+                    r.input_tokens,
+                )
+            })
             .collect();
         v.sort();
         v
@@ -211,7 +224,10 @@ queue_timeout_s = 20.0"#,
         let m = &o.metrics;
         let d = o.disaggregation.as_ref().unwrap();
         assert!(m.timed_out > 0, "no time-outs: the case does not test them");
-        assert!(m.preemptions > 0, "no preemptions: the case does not test them");
+        assert!(
+            m.preemptions > 0,
+            "no preemptions: the case does not test them"
+        );
         assert!(d.wait.percentile_ns(99.0) > 0.0, "no back-pressure");
         assert!(m.prefix_cache_hit_tokens > 0, "no prefix hits");
     }

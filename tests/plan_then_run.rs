@@ -258,16 +258,26 @@ fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
     // The recommendation is the cheaper kind's best.
     let (xu, cu) = (
         best["usd_per_hour"].as_f64().unwrap(),
-        colocated["cost_at_target"]["usd_per_hour"].as_f64().unwrap(),
+        colocated["cost_at_target"]["usd_per_hour"]
+            .as_f64()
+            .unwrap(),
     );
-    let kind = if xu < cu { "disaggregated" } else { "colocated" };
+    let kind = if xu < cu {
+        "disaggregated"
+    } else {
+        "colocated"
+    };
     assert_eq!(x["recommended"], kind, "xPyD ${xu}/h, colocated ${cu}/h");
 
     // The best xPyD deployment, re-run as printed: meets the SLOs in steady state.
     let cmd = x["run_command"].as_str().unwrap();
     let at = rerun_xpyd(cmd, std::slice::from_ref(&tight));
     assert_eq!(at["slo"]["all_met"], true, "{cmd}: {}", at["slo"]);
-    assert_eq!(at["steady_state"]["sustainable"], true, "{}", at["steady_state"]["misses"]);
+    assert_eq!(
+        at["steady_state"]["sustainable"], true,
+        "{}",
+        at["steady_state"]["misses"]
+    );
     assert!(at["disaggregation"]["transfers"].as_u64().unwrap() > 19_000);
     // One replica fewer in a pool misses.
     for pool in ["prefill", "decode"] {
@@ -275,10 +285,14 @@ fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
         if n > 1 {
             let fewer = rerun_xpyd(
                 cmd,
-                &[tight.clone(), format!("deployment.{pool}.replicas={}", n - 1)],
+                &[
+                    tight.clone(),
+                    format!("deployment.{pool}.replicas={}", n - 1),
+                ],
             );
             assert_eq!(
-                fewer["steady_state"]["sustainable"], false,
+                fewer["steady_state"]["sustainable"],
+                false,
                 "{pool} pool of {} holds too: the xPyD plan is not the smallest",
                 n - 1
             );

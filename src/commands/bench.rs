@@ -62,10 +62,7 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
             ("decode", a.decode_replicas, a.decode_tp),
         ] {
             let mut t = toml::Table::new();
-            t.insert(
-                "replicas".into(),
-                V::Integer(replicas.unwrap_or(1) as i64),
-            );
+            t.insert("replicas".into(), V::Integer(replicas.unwrap_or(1) as i64));
             if let Some(tp) = tp {
                 t.insert("tp".into(), V::Integer(tp as i64));
             }

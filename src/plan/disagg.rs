@@ -172,9 +172,11 @@ fn binding_pools(m: &Measurement) -> (bool, bool) {
         .iter()
         .find(|c| c.metric == SloMetric::Ttft)
         .map_or(m.summary.mean_ttft_ms, |c| c.threshold_ms);
-    let backpressure = m.summary.disaggregation.as_ref().is_some_and(|d| {
-        d.p99_backpressure_wait_ms > BACKPRESSURE_SHARE * budget_ms.max(1e-9)
-    });
+    let backpressure = m
+        .summary
+        .disaggregation
+        .as_ref()
+        .is_some_and(|d| d.p99_backpressure_wait_ms > BACKPRESSURE_SHARE * budget_ms.max(1e-9));
     let decode = failed(SloMetric::Tpot) || backpressure;
     let prefill = (failed(SloMetric::Ttft) || failed(SloMetric::E2e)) && !backpressure;
     // A queue that grows or goodput short of the threshold with no latency named: the pool
@@ -381,10 +383,8 @@ impl XpydCtx<'_> {
 /// Weighs every xPyD candidate of the scenario's search space (in parallel) and ranks them;
 /// `colocated_usd_per_hour` is the best colocated fleet's, for the recommendation.
 pub fn plan_xpyd(ctx: &XpydCtx<'_>, colocated_usd_per_hour: Option<f64>) -> DisaggPlan {
-    let mut candidates: Vec<XpydResult> = shapes(ctx.base)
-        .par_iter()
-        .map(|s| ctx.search(s))
-        .collect();
+    let mut candidates: Vec<XpydResult> =
+        shapes(ctx.base).par_iter().map(|s| ctx.search(s)).collect();
     candidates.sort_by(|a, b| {
         let key = |r: &XpydResult| {
             (

@@ -123,8 +123,7 @@ fn in_pool(e: Error, pool: &str, p: &PoolSection) -> Error {
             } else if key == "deployment" {
                 format!("deployment.{pool}")
             } else if (key == "scheduler.max_num_seqs" && p.max_num_seqs.is_some())
-                || (key == "scheduler.max_num_batched_tokens"
-                    && p.max_num_batched_tokens.is_some())
+                || (key == "scheduler.max_num_batched_tokens" && p.max_num_batched_tokens.is_some())
             {
                 format!("deployment.{pool}.{}", &key["scheduler.".len()..])
             } else {
@@ -192,8 +191,8 @@ pub fn resolve_pools(
             max_num_batched_tokens: p.max_num_batched_tokens.or(s.max_num_batched_tokens),
             ..s.clone()
         };
-        let r = resolve_deployment(&pd, &ps, origin, mean_lengths)
-            .map_err(|e| in_pool(e, name, &p))?;
+        let r =
+            resolve_deployment(&pd, &ps, origin, mean_lengths).map_err(|e| in_pool(e, name, &p))?;
         resolved.push((p, pd, r));
     }
     let (dp, dd, decode) = resolved.pop().expect("two pools");

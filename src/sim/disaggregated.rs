@@ -151,7 +151,8 @@ pub fn simulate_disaggregated(
         .min(d.decode.scheduler.max_model_len);
 
     let measure_from_send = cfg.max_concurrency.is_some();
-    let pool_cap = |p: &super::PoolConfig| p.replicas as u64 * (2 * p.scheduler.max_num_seqs as u64 + 16);
+    let pool_cap =
+        |p: &super::PoolConfig| p.replicas as u64 * (2 * p.scheduler.max_num_seqs as u64 + 16);
     let cap: u64 = match cfg.max_concurrency {
         Some(x) => x.max(1) as u64,
         None if gen.is_offline() => pool_cap(&d.prefill) + pool_cap(&d.decode),
@@ -304,10 +305,13 @@ impl Cluster<'_> {
         if slot.replica.is_busy() {
             return;
         }
-        if let Some(dur) =
-            slot.replica
-                .schedule(now, &mut self.slab, &mut self.metrics, &self.cfg.slo, self.prefill_step)
-        {
+        if let Some(dur) = slot.replica.schedule(
+            now,
+            &mut self.slab,
+            &mut self.metrics,
+            &self.cfg.slo,
+            self.prefill_step,
+        ) {
             slot.pending_seq = self.events.push(now + dur, i as u32);
         }
         self.outstanding -= self.prefill.slots[i].replica.take_departed();
@@ -319,10 +323,13 @@ impl Cluster<'_> {
         if slot.replica.is_busy() {
             return;
         }
-        if let Some(dur) =
-            slot.replica
-                .schedule(now, &mut self.slab, &mut self.metrics, &self.cfg.slo, self.decode_step)
-        {
+        if let Some(dur) = slot.replica.schedule(
+            now,
+            &mut self.slab,
+            &mut self.metrics,
+            &self.cfg.slo,
+            self.decode_step,
+        ) {
             slot.pending_seq = self.events.push(now + dur, DECODE | j as u32);
         }
         self.outstanding -= self.decode.slots[j].replica.take_departed();

@@ -307,7 +307,11 @@ fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
             let _ = write!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
-                if Some(i) == x.best { "disaggregated (best)" } else { "disaggregated" },
+                if Some(i) == x.best {
+                    "disaggregated (best)"
+                } else {
+                    "disaggregated"
+                },
                 escape(&c.label()),
                 c.gpus,
                 c.usd_per_hour
@@ -328,9 +332,10 @@ fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
         h,
         "</table><p>Recommended: <b>{}</b>.{}</p>",
         escape(&x.recommended),
-        x.run_command
-            .as_deref()
-            .map_or(String::new(), |c| format!(" Re-run the best xPyD deployment: <code>{}</code>", escape(c)))
+        x.run_command.as_deref().map_or(String::new(), |c| format!(
+            " Re-run the best xPyD deployment: <code>{}</code>",
+            escape(c)
+        ))
     );
 }
 

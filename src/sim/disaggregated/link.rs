@@ -74,7 +74,10 @@ impl Link {
         let left = (f64::from_bits(end) - self.served_bytes).max(0.0);
         let n = self.active.len() as f64;
         let dt = (left * n / self.bandwidth_bytes_per_s * 1e9).ceil();
-        Some(self.last_ns.saturating_add(dt.min(u64::MAX as f64 / 2.0) as u64))
+        Some(
+            self.last_ns
+                .saturating_add(dt.min(u64::MAX as f64 / 2.0) as u64),
+        )
     }
 
     /// Takes the transfers finished by `now`, earliest first, into `done`.
@@ -148,7 +151,7 @@ mod tests {
         let mut l = Link::new(1.0 * GB);
         l.start(0, 1, 2e6); // 2 ms alone
         l.start(1_000_000, 2, 0.5e6); // at 1 ms, 1 MB left of the first
-        // Shared from 1 ms: the second's 0.5 MB at 0.5 GB/s takes 1 ms.
+                                      // Shared from 1 ms: the second's 0.5 MB at 0.5 GB/s takes 1 ms.
         assert_eq!(l.next_finish_ns(), Some(2_000_000));
         let mut done = Vec::new();
         l.finish(2_000_000, &mut done);

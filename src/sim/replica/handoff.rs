@@ -86,8 +86,12 @@ impl Replica {
     /// Decode side: queues the transfer of request `id` here.
     pub fn offer(&mut self, id: u32, slab: &Slab) {
         let r = slab.get(id);
-        let (blocks, reserve) =
-            decode_blocks(r.prefill_len, r.output, self.block(), self.cfg.reserve_output_kv);
+        let (blocks, reserve) = decode_blocks(
+            r.prefill_len,
+            r.output,
+            self.block(),
+            self.cfg.reserve_output_kv,
+        );
         self.transfers.queued.push_back(id);
         self.transfers.queued_blocks += blocks.max(reserve);
         self.transfers.incoming += 1;
@@ -148,7 +152,8 @@ impl Replica {
         self.transfers.incoming -= 1;
         let b = self.block();
         let mut r = slab.get(id).clone();
-        let (blocks, reserve) = decode_blocks(r.prefill_len, r.output, b, self.cfg.reserve_output_kv);
+        let (blocks, reserve) =
+            decode_blocks(r.prefill_len, r.output, b, self.cfg.reserve_output_kv);
         r.own_blocks = blocks as u32;
         r.reserve = reserve as u32;
         r.shared_blocks = 0;
