@@ -194,7 +194,7 @@ fn assert_conserved(o: &SimOutput) {
 fn requests_and_kv_blocks_are_conserved_under_back_pressure() {
     // A decode pool short of seats and KV (back-pressure, preemptions), time-outs, layer-wise
     // transfers, prefix caching, two prefill replicas feeding one decode replica.
-    let text = |layerwise: bool| {
+    let text = |layerwise: bool, reserve_output: bool| {
         scenario(
             &format!(
                 r#"mode = "disaggregated"
@@ -211,22 +211,28 @@ input = { kind = "uniform", mean = 2500.0, range_ratio = 0.9 }
 output = { kind = "uniform", mean = 600.0, range_ratio = 0.9 }
 arrival = { kind = "poisson", rate_per_s = 30.0 }
 prefix = { tokens = 512, groups = 4 }"#,
-            r#"[scheduler]
+            &format!(
+                r#"[scheduler]
 gpu_memory_utilization = 0.3
 enable_prefix_caching = true
+reserve_output_kv = {reserve_output}
 [slo]
-queue_timeout_s = 20.0"#,
+queue_timeout_s = 20.0"#
+            ),
         )
     };
-    for layerwise in [false, true] {
-        let o = simulate_logged(&text(layerwise));
+    // Reserving the output's KV at admission admits fewer and never preempts.
+    for (layerwise, reserve_output) in [(false, false), (true, false), (false, true)] {
+        let o = simulate_logged(&text(layerwise, reserve_output));
         assert_conserved(&o);
         let m = &o.metrics;
         let d = o.disaggregation.as_ref().unwrap();
         assert!(m.timed_out > 0, "no time-outs: the case does not test them");
-        assert!(
+        assert_eq!(
             m.preemptions > 0,
-            "no preemptions: the case does not test them"
+            !reserve_output,
+            "preemptions: {} (reserve_output_kv {reserve_output})",
+            m.preemptions
         );
         assert!(d.wait.percentile_ns(99.0) > 0.0, "no back-pressure");
         assert!(m.prefix_cache_hit_tokens > 0, "no prefix hits");

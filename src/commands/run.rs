@@ -93,25 +93,30 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             &r.scenario.name
         }
     )?;
-    writeln!(
-        w,
-        "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
-        d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.weight_dtype, d.kv_dtype, d.engine.name, s.kv_capacity_tokens
-    )?;
-    if let Some(x) = &s.disaggregation {
-        writeln!(
+    match &s.disaggregation {
+        None => writeln!(
             w,
-            "disaggregated: {}P x {} (TP {}) + {}D x {} (TP {}); KV link {} per decode replica, {:.0} us per transfer",
+            "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
+            d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.weight_dtype, d.kv_dtype, d.engine.name, s.kv_capacity_tokens
+        )?,
+        Some(x) => writeln!(
+            w,
+            "{} disaggregated: {}P x {} (TP {}) + {}D x {} (TP {}), {} KV, {} engine; KV capacity {} / {} tokens per prefill / decode replica; KV link {} per decode replica, {:.0} us per transfer",
+            d.model.name,
             x.prefill_replicas,
             x.prefill_gpu,
             x.prefill_tp,
             x.decode_replicas,
             x.decode_gpu,
             x.decode_tp,
+            d.kv_dtype,
+            d.engine.name,
+            x.prefill_kv_capacity_tokens,
+            x.decode_kv_capacity_tokens,
             x.kv_transfer_bandwidth_gb_s
                 .map_or("unlimited".to_string(), |b| format!("{b:.0} GB/s")),
             x.kv_transfer_latency_us
-        )?;
+        )?,
     }
     let row = |w: &mut dyn Write, k: &str, v: String| writeln!(w, "{k:<42}{v:>14}");
     row(w, "Successful requests:", s.completed.to_string())?;
