@@ -19,6 +19,12 @@
 //!   requests, doubling until its intervals are within 2%, at most 32,000), on a local rayon
 //!   pool of 1 and 2 threads. Targets: under 20 s on 2 threads; >= 1.8x from 1 to 2 threads.
 //!
+//! - (g) `run-1m-1p1d-25rps`: prefill/decode disaggregation, one prefill and one decode
+//!   replica of Llama-3.1-8B / H100 SXM (TP 1, vLLM defaults) with the default KV link
+//!   (50 GB/s, 20 us), 1,000,000 requests of 1,024 prompt and 128 output tokens (`servesim
+//!   bench`'s random dataset) at 25 req/s, Poisson. Target: >= 500,000 requests per wall
+//!   second.
+//!
 //! - (f) `plan-diurnal-week`: `servesim::plan::plan` on scenarios/diurnal-week.toml: the peak
 //!   plan, hour-by-hour sizing and a week of 24.2 million requests simulated with the
 //!   autoscaler for each of the two cheapest candidates. Target: under 60 s. Ten samples take
@@ -80,6 +86,33 @@ num_requests = {requests}
         .expect("the benchmark scenario is valid")
 }
 
+/// `servesim bench --request-rate 25 --prefill-replicas 1 --decode-replicas 1` with `requests`.
+fn one_p_one_d(requests: u64) -> Resolved {
+    let text = format!(
+        r#"
+seed = 1
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+mode = "disaggregated"
+[deployment.prefill]
+replicas = 1
+[deployment.decode]
+replicas = 1
+[workload]
+num_requests = {requests}
+input = {{ kind = "fixed", tokens = 1024 }}
+output = {{ kind = "fixed", tokens = 128 }}
+[workload.arrival]
+kind = "poisson"
+rate_per_s = 25.0
+"#
+    );
+    Scenario::parse(&text, "bench", &[])
+        .and_then(|s| s.resolve("bench"))
+        .expect("the benchmark scenario is valid")
+}
+
 fn runs(c: &mut Criterion) {
     let n = requests();
     let rate = 0.8 * CAPACITY_REQ_S;
@@ -111,6 +144,7 @@ fn runs(c: &mut Criterion) {
                 PINNED,
             ),
         ),
+        ("run-1m-1p1d-25rps", one_p_one_d(n)),
     ];
     let mut g = c.benchmark_group("targets");
     g.sample_size(10)

@@ -21,7 +21,7 @@ pub enum Command {
     /// Simulate one scenario (a TOML file, or the embedded default).
     Run(RunArgs),
     /// Simulate one deployment and workload given by flags, named as vLLM's benchmarks.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Re-simulate published measurements and print predicted against measured.
     Validate(ValidateArgs),
     /// Find the cheapest deployment that meets the SLOs at a target load; writes a report.
@@ -134,6 +134,25 @@ pub struct BenchArgs {
     /// Router: round-robin, least-outstanding, least-kv, power-of-two.
     #[arg(long, default_value = "least-outstanding")]
     pub router: String,
+    /// Disaggregated serving: replicas of the prefill pool (with --decode-replicas).
+    #[arg(long = "prefill-replicas")]
+    pub prefill_replicas: Option<u32>,
+    /// Disaggregated serving: replicas of the decode pool (with --prefill-replicas).
+    #[arg(long = "decode-replicas")]
+    pub decode_replicas: Option<u32>,
+    /// Disaggregated: TP of each prefill replica (default: --tensor-parallel-size).
+    #[arg(long = "prefill-tp")]
+    pub prefill_tp: Option<u32>,
+    /// Disaggregated: TP of each decode replica (default: --tensor-parallel-size).
+    #[arg(long = "decode-tp")]
+    pub decode_tp: Option<u32>,
+    /// Disaggregated: KV link bandwidth into each decode replica, GB/s (default: 50 per GPU
+    /// of the smaller pool TP; `inf`: unlimited).
+    #[arg(long = "kv-transfer-bandwidth")]
+    pub kv_transfer_bandwidth: Option<f64>,
+    /// Disaggregated: fixed time of each KV transfer, us (default 20).
+    #[arg(long = "kv-transfer-latency-us")]
+    pub kv_transfer_latency_us: Option<f64>,
     /// Dataset: random, sharegpt, azure-conv-2023, azure-code-2023, arxiv-summarization.
     #[arg(long = "dataset-name", default_value = "random")]
     pub dataset_name: String,

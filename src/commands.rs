@@ -51,6 +51,12 @@ pub fn deployment_config(
             replicas: 1,
             router: Default::default(),
             step_time_scale: 1.0,
+            mode: Default::default(),
+            prefill: None,
+            decode: None,
+            kv_transfer_bandwidth_gb_s: None,
+            kv_transfer_latency_us: None,
+            kv_transfer_layerwise: None,
         },
         SchedulerOverrides {
             max_num_seqs,

@@ -19,6 +19,7 @@
 //!    tightens, and the latency-throughput curve of one replica past saturation.
 
 mod curve;
+mod disagg;
 mod export;
 mod fleet;
 pub mod measure;
@@ -28,6 +29,7 @@ mod sweep;
 pub mod week;
 
 pub use curve::{rate_curve, CurvePoint};
+pub use disagg::{DisaggPlan, PoolShape, XpydResult};
 pub use export::CostWorkbookExporter;
 pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
 pub use measure::{Load, Measurement, StopRule};
@@ -253,6 +255,10 @@ pub struct PlanResult {
     pub week: Option<week::WeekPlan>,
     /// Simulations run.
     pub simulations: u64,
+    /// The prefill/decode-disaggregated (xPyD) candidates, when the scenario asks for them
+    /// (`plan.disaggregated`), with the best of each kind side by side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregated: Option<DisaggPlan>,
 }
 
 /// The plan with the verification run's distributions, for reports.
@@ -337,6 +343,13 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.deployment.tp = c.tp;
     s.deployment.replicas = 1;
     s.deployment.step_time_scale = base.deployment.step_time_scale * scale;
+    // A colocated candidate, whatever mode the base scenario runs in.
+    s.deployment.mode = crate::scenario::DeploymentMode::Colocated;
+    s.deployment.prefill = None;
+    s.deployment.decode = None;
+    s.deployment.kv_transfer_bandwidth_gb_s = None;
+    s.deployment.kv_transfer_latency_us = None;
+    s.deployment.kv_transfer_layerwise = None;
     // The steady-state search measures fixed fleets: no autoscaler, no faults.
     s.autoscale = None;
     s.faults = None;
@@ -379,7 +392,38 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
         let mut seen = std::collections::HashSet::new();
         dtypes.retain(|d| seen.insert(d.clone()));
     }
-    for (key, list) in [("plan.tp", &p.tp), ("plan.max_num_seqs", &p.max_num_seqs)] {
+    for (key, list) in [&mut p.prefill_gpus, &mut p.decode_gpus]
+        .into_iter()
+        .zip(["plan.prefill_gpus", "plan.decode_gpus"])
+        .filter_map(|(l, k)| l.as_mut().map(|l| (k, l)))
+    {
+        if list.is_empty() {
+            return Err(Error::config(
+                origin,
+                key,
+                "is empty: list at least one value",
+            ));
+        }
+        for (i, g) in list.iter_mut().enumerate() {
+            let key = || format!("{key}[{i}]");
+            match catalog::resolve(Kind::Gpu, g)
+                .map_err(|e| Error::config(origin, key(), e.to_string()))?
+            {
+                Entry::Catalog(name) => *g = name.to_string(),
+                Entry::Path(_) => {
+                    GpuProfile::load(g).map_err(|e| Error::config(origin, key(), e.to_string()))?;
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        list.retain(|g| seen.insert(g.clone()));
+    }
+    for (key, list) in [
+        ("plan.tp", &p.tp),
+        ("plan.max_num_seqs", &p.max_num_seqs),
+        ("plan.prefill_tp", &p.prefill_tp),
+        ("plan.decode_tp", &p.decode_tp),
+    ] {
         if let Some(i) = list.iter().flatten().position(|&v| v == 0) {
             return Err(Error::config(
                 origin,
@@ -906,6 +950,27 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         None => (0.0, 0.0),
     };
     let gpu_prices = price_table(base, &space, &prices);
+    let wants_xpyd = base
+        .plan
+        .disaggregated
+        .unwrap_or(base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated);
+    let disaggregated = wants_xpyd.then(|| {
+        let x = disagg::plan_xpyd(
+            &disagg::XpydCtx {
+                base,
+                origin,
+                target,
+                ratio: ctx.ratio,
+                max_replicas: ctx.max_replicas,
+                scale: ctx.scale,
+                prices: &prices,
+                column,
+            },
+            chosen.and_then(|i| candidates[i].cost_at_target.map(|c| c.usd_per_hour)),
+        );
+        simulations += x.candidates.iter().map(|c| c.simulations).sum::<u64>();
+        x
+    });
     Ok(PlanOutput {
         plan: PlanResult {
             target_rate_per_s: target,
@@ -931,6 +996,7 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             },
             week: None,
             simulations,
+            disaggregated,
         },
         verification_run,
     })

@@ -6,9 +6,13 @@
 //! cross-field validation ([`Scenario::resolve`]): TP against heads, memory, token budget
 //! against prompt length, percentiles, prices. The schema is documented in docs/scenarios.md.
 
+mod disaggregation;
 mod fleet;
 mod overrides;
 
+pub use disaggregation::{
+    DeploymentMode, PoolSection, ResolvedPools, DEFAULT_BANDWIDTH_GB_S_PER_GPU, DEFAULT_LATENCY_US,
+};
 pub use fleet::{AutoscaleSection, FailureSection, FaultsSection};
 pub use overrides::apply_override;
 
@@ -60,6 +64,26 @@ pub struct DeploymentConfig {
     /// slower (what-if the hardware or the engine is slower than the model says).
     #[serde(default = "unit_scale")]
     pub step_time_scale: f64,
+    /// `colocated` (every replica prefills and decodes) or `disaggregated` (a prefill pool
+    /// and a decode pool; `replicas` then does not apply).
+    #[serde(default, skip_serializing_if = "DeploymentMode::is_colocated")]
+    pub mode: DeploymentMode,
+    /// Disaggregated: the prefill pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<PoolSection>,
+    /// Disaggregated: the decode pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<PoolSection>,
+    /// Disaggregated: bandwidth of the KV link into each decode replica, GB/s (`inf`:
+    /// unlimited; default 50 per GPU of the smaller pool TP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_bandwidth_gb_s: Option<f64>,
+    /// Disaggregated: fixed time of each KV transfer, us (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_latency_us: Option<f64>,
+    /// Disaggregated: send each layer's KV while the prefill computes the next (default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_layerwise: Option<bool>,
 }
 
 fn one() -> u32 {
@@ -226,6 +250,22 @@ pub struct PlanConfig {
     /// the reference rows' errors (`servesim validate`'s prediction interval, e.g. 0.9), in
     /// (0, 1); the larger of it and `headroom` applies.
     pub headroom_coverage: Option<f64>,
+    /// Weigh prefill/decode-disaggregated (xPyD) deployments beside colocated ones (default:
+    /// whether `deployment.mode` is `disaggregated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregated: Option<bool>,
+    /// xPyD: TP degrees of the prefill pool to consider (default: `plan.tp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tp: Option<Vec<u32>>,
+    /// xPyD: TP degrees of the decode pool to consider (default: `plan.tp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tp: Option<Vec<u32>>,
+    /// xPyD: GPU types of the prefill pool to consider (default: `plan.gpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_gpus: Option<Vec<String>>,
+    /// xPyD: GPU types of the decode pool to consider (default: `plan.gpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_gpus: Option<Vec<String>>,
 }
 
 /// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which
@@ -336,6 +376,8 @@ pub struct Resolved {
     pub memory: MemoryPlan,
     /// The simulator's configuration.
     pub sim: SimConfig,
+    /// Disaggregated: both pools (`deployment` and `memory` above are the decode pool's).
+    pub pools: Option<ResolvedPools>,
 }
 
 impl Scenario {
@@ -392,21 +434,49 @@ impl Scenario {
     pub fn resolve(&self, origin: &str) -> Result<Resolved> {
         let d = &self.deployment;
         let err = |key: &str, reason: String| Error::config(origin, key, reason);
+        let mean_lengths = || {
+            let gen = crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
+            Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
+        };
+        let pools = match d.mode {
+            DeploymentMode::Colocated => {
+                disaggregation::check_colocated(d, origin)?;
+                None
+            }
+            DeploymentMode::Disaggregated => {
+                for (key, set) in [
+                    ("autoscale", self.autoscale.is_some()),
+                    ("faults", self.faults.is_some()),
+                ] {
+                    if set {
+                        return Err(err(
+                            key,
+                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
+                        ));
+                    }
+                }
+                Some(disaggregation::resolve_pools(
+                    d,
+                    &self.scheduler,
+                    origin,
+                    Some(&mean_lengths),
+                )?)
+            }
+        };
         let ResolvedDeployment {
             deployment,
             memory,
             scheduler,
-        } = resolve_deployment(
-            d,
-            &self.scheduler,
-            origin,
-            Some(&|| {
-                let gen =
-                    crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
-                Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
-            }),
-        )?;
-        let max_model_len = scheduler.max_model_len;
+        } = match &pools {
+            Some(p) => p.decode.clone(),
+            None => resolve_deployment(d, &self.scheduler, origin, Some(&mean_lengths))?,
+        };
+        let max_model_len = match &pools {
+            Some(p) => scheduler
+                .max_model_len
+                .min(p.prefill.scheduler.max_model_len),
+            None => scheduler.max_model_len,
+        };
         self.workload.validate(origin)?;
         if let Some(shortest) = self.workload.shortest_request_tokens() {
             if shortest > max_model_len as u64 {
@@ -481,10 +551,18 @@ impl Scenario {
             Some(f) => Some(f.resolve(origin)?),
             None => None,
         };
+        let (replicas, gpus_per_replica, router) = match &pools {
+            Some(p) => (
+                p.sim.prefill.replicas + p.sim.decode.replicas,
+                p.sim.decode.gpus_per_replica,
+                p.sim.decode.router,
+            ),
+            None => (d.replicas, d.tp, d.router),
+        };
         let sim = SimConfig {
-            replicas: d.replicas,
-            gpus_per_replica: d.tp,
-            router: d.router,
+            replicas,
+            gpus_per_replica,
+            router,
             scheduler,
             slo,
             limits: Limits {
@@ -498,6 +576,7 @@ impl Scenario {
             autoscale,
             faults,
             period_ns: 0,
+            disaggregation: pools.as_ref().map(|p| p.sim.clone()),
         };
         Ok(Resolved {
             scenario: self.clone(),
@@ -505,6 +584,7 @@ impl Scenario {
             deployment,
             memory,
             sim,
+            pools,
         })
     }
 
@@ -854,9 +934,31 @@ impl Resolved {
         }
     }
 
-    /// GPUs of the whole deployment.
+    /// GPUs of the whole deployment (both pools when disaggregated).
     pub fn gpus(&self) -> u32 {
-        self.sim.replicas * self.sim.gpus_per_replica
+        match &self.sim.disaggregation {
+            Some(d) => {
+                d.prefill.replicas * d.prefill.gpus_per_replica
+                    + d.decode.replicas * d.decode.gpus_per_replica
+            }
+            None => self.sim.replicas * self.sim.gpus_per_replica,
+        }
+    }
+
+    /// Disaggregated: the step-time models of the prefill and the decode pool.
+    pub fn pool_step_models(&self) -> Result<Option<(StepTimeModel, StepTimeModel)>> {
+        let Some(p) = &self.pools else {
+            return Ok(None);
+        };
+        let scale = self.scenario.deployment.step_time_scale;
+        let model = |r: &ResolvedDeployment| -> Result<StepTimeModel> {
+            Ok(StepTimeModel::new(
+                r.deployment.clone(),
+                r.scheduler.max_num_batched_tokens + r.scheduler.max_num_seqs,
+            )?
+            .with_time_scale(scale))
+        };
+        Ok(Some((model(&p.prefill)?, model(&p.decode)?)))
     }
 }
 
@@ -902,6 +1004,18 @@ impl Scenario {
         resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
         for g in self.plan.gpus.iter_mut().flatten() {
             resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        for g in [&mut self.plan.prefill_gpus, &mut self.plan.decode_gpus]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            resolve_catalog_path(Kind::Gpu, dir, g);
+        }
+        for p in [&mut d.prefill, &mut d.decode].into_iter().flatten() {
+            if let Some(g) = &mut p.gpu {
+                resolve_catalog_path(Kind::Gpu, dir, g);
+            }
         }
         resolve_workload_paths(&mut self.workload, dir);
     }

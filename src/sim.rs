@@ -8,12 +8,14 @@
 //! the requests that need a new KV block in an iteration are counted by their block phase.
 
 mod cluster;
+mod disaggregated;
 mod fleet;
 mod replica;
 mod request;
 mod router;
 
 pub use cluster::simulate;
+pub use disaggregated::simulate_disaggregated;
 pub use fleet::{AutoscaleConfig, AutoscalePolicy, FailureAt, FaultConfig, OnFailure};
 pub use router::RouterKind;
 
@@ -109,6 +111,43 @@ pub struct SimConfig {
     pub faults: Option<FaultConfig>,
     /// Length of the periods of per-period statistics, ns (0: none).
     pub period_ns: u64,
+    /// Prefill/decode disaggregation (`None`: colocated replicas, the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<DisaggConfig>,
+}
+
+/// One pool of a disaggregated deployment: its replicas, their GPUs and scheduler.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolConfig {
+    /// Replicas in the pool.
+    pub replicas: u32,
+    /// GPUs per replica (the pool's TP degree).
+    pub gpus_per_replica: u32,
+    /// The pool's router.
+    pub router: RouterKind,
+    /// Scheduler of each replica of the pool.
+    pub scheduler: SchedulerConfig,
+}
+
+/// Prefill/decode disaggregation: a prefill pool computes prompts and hands their KV cache
+/// over a link to a decode pool, which generates the output (docs/disaggregation.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DisaggConfig {
+    /// The prefill pool.
+    pub prefill: PoolConfig,
+    /// The decode pool.
+    pub decode: PoolConfig,
+    /// Bandwidth of the link into each decode replica, bytes/s (`f64::INFINITY`: unlimited);
+    /// transfers sharing it share it equally.
+    pub bandwidth_bytes_per_s: f64,
+    /// Fixed time of each transfer (setup, completion notice), ns.
+    pub latency_ns: u64,
+    /// KV bytes of one token, whole model (all layers, K and V), bytes.
+    pub kv_bytes_per_token: u64,
+    /// Layers of the model (layer-wise transfer sends one layer at a time).
+    pub layers: u32,
+    /// Send each layer's KV while the prefill computes the next (off: after the prefill).
+    pub layerwise: bool,
 }
 
 /// What one simulation produced.
@@ -128,4 +167,32 @@ pub struct SimOutput {
     pub last_arrival_ns: u64,
     /// Events processed.
     pub events: u64,
+    /// KV transfers of a disaggregated run (`None` for colocated runs).
+    pub disaggregation: Option<DisaggStats>,
+}
+
+/// What the KV transfers of a disaggregated run did.
+#[derive(Debug, Clone, Default)]
+pub struct DisaggStats {
+    /// Transfers completed.
+    pub transfers: u64,
+    /// KV bytes moved, bytes.
+    pub bytes: u128,
+    /// Time of each transfer on its link, latency included, ns.
+    pub transfer_time: crate::metrics::LatencyHistogram,
+    /// Back-pressure: time from the end of a prompt's prefill to its transfer's start, ns.
+    pub wait: crate::metrics::LatencyHistogram,
+    /// Time any transfer was moving bytes, summed over the decode replicas' links, ns.
+    pub link_busy_ns: u128,
+    /// Decode replicas (links).
+    pub links: u32,
+    /// Largest number of KV blocks in use on any prefill replica, blocks.
+    pub peak_prefill_blocks: u64,
+    /// Largest number of KV blocks in use on any decode replica, blocks.
+    pub peak_decode_blocks: u64,
+    /// Requests whose KV was still waiting or moving when the run ended.
+    pub in_transfer: u64,
+    /// KV blocks still held by requests on any replica when the run ended (0 when every
+    /// request has left: the conservation check).
+    pub blocks_held_at_end: u64,
 }

@@ -9,7 +9,7 @@ use crate::metrics::steady_state::{analyze, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
-use crate::sim::{simulate, SimOutput};
+use crate::sim::{simulate, simulate_disaggregated, SimOutput};
 use crate::workload::RequestGenerator;
 
 /// One SLO's outcome: the percentile of the metric against its threshold.
@@ -162,6 +162,52 @@ pub struct RunSummary {
     /// The steady state (warm-up and drain removed, with confidence intervals), when the run
     /// kept a request log and its arrivals are stationary.
     pub steady_state: Option<SteadyState>,
+    /// Disaggregated runs: the pools and the KV transfers (absent for colocated runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<DisaggSummary>,
+}
+
+/// The pools and KV transfers of a disaggregated run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DisaggSummary {
+    /// Prefill replicas.
+    pub prefill_replicas: u32,
+    /// GPUs per prefill replica (TP).
+    pub prefill_tp: u32,
+    /// GPU of the prefill pool.
+    pub prefill_gpu: String,
+    /// Decode replicas.
+    pub decode_replicas: u32,
+    /// GPUs per decode replica (TP).
+    pub decode_tp: u32,
+    /// GPU of the decode pool.
+    pub decode_gpu: String,
+    /// Bandwidth of the link into each decode replica, GB/s (null: unlimited).
+    pub kv_transfer_bandwidth_gb_s: Option<f64>,
+    /// Fixed time of each transfer, us.
+    pub kv_transfer_latency_us: f64,
+    /// Transfers completed.
+    pub transfers: u64,
+    /// Mean KV bytes per transfer, MB.
+    pub mean_transfer_mb: f64,
+    /// Mean time of a transfer on its link, latency included, ms.
+    pub mean_transfer_ms: f64,
+    /// p99 time of a transfer on its link, ms.
+    pub p99_transfer_ms: f64,
+    /// Mean back-pressure wait (end of prefill to start of transfer), ms.
+    pub mean_backpressure_wait_ms: f64,
+    /// p99 back-pressure wait, ms.
+    pub p99_backpressure_wait_ms: f64,
+    /// Share of the run some transfer was moving bytes, averaged over the decode links.
+    pub link_utilization: f64,
+    /// Largest share of a prefill replica's KV blocks in use (held during transfers).
+    pub peak_prefill_kv_utilization: f64,
+    /// Largest share of a decode replica's KV blocks in use.
+    pub peak_decode_kv_utilization: f64,
+    /// KV capacity of one prefill replica, tokens.
+    pub prefill_kv_capacity_tokens: u64,
+    /// KV capacity of one decode replica, tokens.
+    pub decode_kv_capacity_tokens: u64,
 }
 
 /// A run's summary with the distributions and time series behind it (for plots).
@@ -240,7 +286,6 @@ impl Resolved {
 
     /// Simulates the scenario with `seed` (for replications).
     pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
-        let step = self.step_model()?;
         let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin).map_err(
             |e| match e {
                 // A trace or length file that cannot be read: say which setting names it.
@@ -250,10 +295,58 @@ impl Resolved {
         )?;
         let mut sim = self.sim.clone();
         sim.seed = seed;
-        let out = simulate(&sim, &step, &mut gen);
+        let out = match self.pool_step_models()? {
+            Some((prefill, decode)) => simulate_disaggregated(&sim, &prefill, &decode, &mut gen),
+            None => simulate(&sim, &self.step_model()?, &mut gen),
+        };
         let mut result = self.summarize(&out);
         result.summary.warnings = gen.warnings().to_vec();
         Ok(result)
+    }
+
+    /// The disaggregation section of a run's summary (`None` when colocated).
+    fn disagg_summary(&self, out: &SimOutput, duration_s: f64) -> Option<DisaggSummary> {
+        let (Some(p), Some(st)) = (&self.pools, &out.disaggregation) else {
+            return None;
+        };
+        let d = &p.sim;
+        let ms = |ns: f64| finite(ns / 1e6);
+        let share = |peak: u64, cap: u64| finite(peak as f64 / cap.max(1) as f64);
+        Some(DisaggSummary {
+            prefill_replicas: d.prefill.replicas,
+            prefill_tp: d.prefill.gpus_per_replica,
+            prefill_gpu: p.prefill.deployment.gpu.name.clone(),
+            decode_replicas: d.decode.replicas,
+            decode_tp: d.decode.gpus_per_replica,
+            decode_gpu: p.decode.deployment.gpu.name.clone(),
+            kv_transfer_bandwidth_gb_s: d
+                .bandwidth_bytes_per_s
+                .is_finite()
+                .then_some(d.bandwidth_bytes_per_s / 1e9),
+            kv_transfer_latency_us: d.latency_ns as f64 / 1e3,
+            transfers: st.transfers,
+            mean_transfer_mb: if st.transfers > 0 {
+                finite(st.bytes as f64 / st.transfers as f64 / 1e6)
+            } else {
+                0.0
+            },
+            mean_transfer_ms: ms(st.transfer_time.mean_ns()),
+            p99_transfer_ms: ms(st.transfer_time.percentile_ns(99.0)),
+            mean_backpressure_wait_ms: ms(st.wait.mean_ns()),
+            p99_backpressure_wait_ms: ms(st.wait.percentile_ns(99.0)),
+            link_utilization: if duration_s > 0.0 {
+                finite(st.link_busy_ns as f64 / 1e9 / duration_s / st.links.max(1) as f64)
+            } else {
+                0.0
+            },
+            peak_prefill_kv_utilization: share(
+                st.peak_prefill_blocks,
+                p.prefill.scheduler.kv_blocks,
+            ),
+            peak_decode_kv_utilization: share(st.peak_decode_blocks, p.decode.scheduler.kv_blocks),
+            prefill_kv_capacity_tokens: p.prefill.memory.kv_tokens,
+            decode_kv_capacity_tokens: p.decode.memory.kv_tokens,
+        })
     }
 
     /// Builds the summary of a finished simulation.
@@ -358,6 +451,7 @@ impl Resolved {
             slo,
             truncated: out.truncated.clone(),
             warnings: Vec::new(),
+            disaggregation: self.disagg_summary(out, duration),
             steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
                 analyze(
                     m.log.records(),

@@ -320,7 +320,37 @@ fn deployment(lvl: Level) -> BoxedStrategy<Vec<String>> {
                     &["random"],
                 ),
             ),
+            (
+                "mode",
+                0.25,
+                named(lvl, &["colocated", "disaggregated"], &["split"]),
+            ),
+            ("kv_transfer_bandwidth_gb_s", 0.15, real(lvl, 0.1, 1000.0)),
+            ("kv_transfer_latency_us", 0.15, real(lvl, 0.0, 1000.0)),
+            ("kv_transfer_layerwise", 0.1, boolean(lvl)),
         ],
+    )
+}
+
+/// A pool of a disaggregated deployment (`[deployment.prefill]`, `[deployment.decode]`).
+fn pool(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    keys(
+        lvl,
+        vec![
+            ("replicas", int(lvl, 1, 4)),
+            (
+                "tp",
+                named(lvl, &["1", "2", "4"], &["3", "0"])
+                    .prop_map(|t| t.trim_matches('"').to_string())
+                    .boxed(),
+            ),
+            (
+                "gpu",
+                named(lvl, &["h100-sxm", "h200-sxm", "b200"], &["h900"]),
+            ),
+            ("max_num_seqs", int(lvl, 1, 512)),
+        ],
+        0.4,
     )
 }
 
@@ -567,21 +597,30 @@ fn scenario_text_at(lvl: Level) -> impl Strategy<Value = String> {
             section("pricing", 0.2, pricing(lvl)),
             section("plan", 0.1, plan(lvl)),
         ),
+        (
+            section("deployment.prefill", 0.15, pool(lvl)),
+            section("deployment.decode", 0.15, pool(lvl)),
+        ),
         damage(lvl),
     )
-        .prop_map(|((t, d, sc, w, a, i), (o, p, sl, l, pr, pl), dmg)| {
-            let mut text = format!("{}\n{d}{sc}{w}{a}{i}{o}{p}{sl}{l}{pr}{pl}", t.join("\n"));
-            if let Some((how, at)) = dmg {
-                let cut = at % (text.len() + 1);
-                let cut = (0..=cut).rev().find(|&c| text.is_char_boundary(c)).unwrap();
-                match how {
-                    0 => text.truncate(cut),
-                    1 => text.insert_str(cut, "\n[deployment\n"),
-                    _ => text.push_str("\n[deployment]\ntp = 1\n"),
+        .prop_map(
+            |((t, d, sc, w, a, i), (o, p, sl, l, pr, pl), (pp, dp), dmg)| {
+                let mut text = format!(
+                    "{}\n{d}{sc}{w}{a}{i}{o}{p}{sl}{l}{pr}{pl}{pp}{dp}",
+                    t.join("\n")
+                );
+                if let Some((how, at)) = dmg {
+                    let cut = at % (text.len() + 1);
+                    let cut = (0..=cut).rev().find(|&c| text.is_char_boundary(c)).unwrap();
+                    match how {
+                        0 => text.truncate(cut),
+                        1 => text.insert_str(cut, "\n[deployment\n"),
+                        _ => text.push_str("\n[deployment]\ntp = 1\n"),
+                    }
                 }
-            }
-            text
-        })
+                text
+            },
+        )
 }
 
 /// A random scenario text at a random [`Level`] of wildness.
@@ -593,12 +632,13 @@ fn scenario_text() -> impl Strategy<Value = String> {
 // ---- the property ------------------------------------------------------------------------
 
 /// Keys that are legitimately null in a summary.
-const NULLABLE: [&str; 5] = [
+const NULLABLE: [&str; 6] = [
     ".slo.ttft",
     ".slo.tpot",
     ".slo.e2e",
     ".truncated",
     ".steady_state",
+    ".disaggregation.kv_transfer_bandwidth_gb_s",
 ];
 
 fn check_finite(v: &Value, path: &str) -> Result<(), String> {

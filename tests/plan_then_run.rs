@@ -155,6 +155,7 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
         "code-completion.toml",
         "batch-offline.toml",
         "diurnal-week.toml",
+        "long-context-rag.toml",
     ];
     for e in std::fs::read_dir("scenarios").unwrap() {
         let path = e.unwrap().path();
@@ -217,4 +218,84 @@ fn an_unreachable_slo_says_what_stops_each_candidate_and_the_nearest_slo() {
         nearest.contains("TTFT <=") && nearest.contains("TPOT <="),
         "{nearest}"
     );
+}
+
+/// `servesim run` of the plan's printed xPyD line (its overrides, tokenised as a shell
+/// would), with `extra` overrides and 20,000 requests.
+fn rerun_xpyd(command: &str, extra: &[String]) -> Value {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(&words[..2], ["servesim", "run"], "{command}");
+    let mut args: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
+    for s in extra
+        .iter()
+        .cloned()
+        .chain(["workload.num_requests=20000".to_string()])
+    {
+        args.push("--set".into());
+        args.push(s);
+    }
+    args.extend(["--format".into(), "json".into()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = servesim(&refs);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
+    let rag = "scenarios/long-context-rag.toml";
+    let tight = "slo.tpot_ms=30".to_string();
+    let p = plan(Some(rag), &["--set", &tight]);
+    let x = &p["disaggregated"];
+    let xs = x["candidates"].as_array().expect("xPyD candidates weighed");
+    assert!(xs.len() >= 2, "{x}");
+    assert!(
+        p["candidates"].as_array().unwrap().len() >= 2,
+        "colocated candidates weighed beside"
+    );
+    let best = &xs[x["best"].as_u64().expect("a feasible xPyD deployment") as usize];
+    let colocated = &p["candidates"][p["chosen"].as_u64().expect("a colocated plan") as usize];
+    // The recommendation is the cheaper kind's best.
+    let (xu, cu) = (
+        best["usd_per_hour"].as_f64().unwrap(),
+        colocated["cost_at_target"]["usd_per_hour"]
+            .as_f64()
+            .unwrap(),
+    );
+    let kind = if xu < cu {
+        "disaggregated"
+    } else {
+        "colocated"
+    };
+    assert_eq!(x["recommended"], kind, "xPyD ${xu}/h, colocated ${cu}/h");
+
+    // The best xPyD deployment, re-run as printed: meets the SLOs in steady state.
+    let cmd = x["run_command"].as_str().unwrap();
+    let at = rerun_xpyd(cmd, std::slice::from_ref(&tight));
+    assert_eq!(at["slo"]["all_met"], true, "{cmd}: {}", at["slo"]);
+    assert_eq!(
+        at["steady_state"]["sustainable"], true,
+        "{}",
+        at["steady_state"]["misses"]
+    );
+    assert!(at["disaggregation"]["transfers"].as_u64().unwrap() > 19_000);
+    // One replica fewer in a pool misses.
+    for pool in ["prefill", "decode"] {
+        let n = best[pool]["replicas"].as_u64().unwrap();
+        if n > 1 {
+            let fewer = rerun_xpyd(
+                cmd,
+                &[
+                    tight.clone(),
+                    format!("deployment.{pool}.replicas={}", n - 1),
+                ],
+            );
+            assert_eq!(
+                fewer["steady_state"]["sustainable"],
+                false,
+                "{pool} pool of {} holds too: the xPyD plan is not the smallest",
+                n - 1
+            );
+        }
+    }
 }

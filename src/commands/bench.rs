@@ -49,6 +49,32 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         ("router", V::String(a.router.clone())),
     ]);
     deployment.retain(|_, v| !matches!(v, V::String(s) if s.is_empty()));
+    let disaggregated = a.prefill_replicas.is_some()
+        || a.decode_replicas.is_some()
+        || a.prefill_tp.is_some()
+        || a.decode_tp.is_some()
+        || a.kv_transfer_bandwidth.is_some()
+        || a.kv_transfer_latency_us.is_some();
+    if disaggregated {
+        deployment.insert("mode".into(), V::String("disaggregated".into()));
+        for (pool, replicas, tp) in [
+            ("prefill", a.prefill_replicas, a.prefill_tp),
+            ("decode", a.decode_replicas, a.decode_tp),
+        ] {
+            let mut t = toml::Table::new();
+            t.insert("replicas".into(), V::Integer(replicas.unwrap_or(1) as i64));
+            if let Some(tp) = tp {
+                t.insert("tp".into(), V::Integer(tp as i64));
+            }
+            deployment.insert(pool.into(), V::Table(t));
+        }
+        if let Some(b) = a.kv_transfer_bandwidth {
+            deployment.insert("kv_transfer_bandwidth_gb_s".into(), V::Float(b));
+        }
+        if let Some(l) = a.kv_transfer_latency_us {
+            deployment.insert("kv_transfer_latency_us".into(), V::Float(l));
+        }
+    }
 
     let mut scheduler = toml::Table::new();
     let mut put = |k: &str, v: Option<V>| {

@@ -93,11 +93,31 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             &r.scenario.name
         }
     )?;
-    writeln!(
-        w,
-        "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
-        d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.weight_dtype, d.kv_dtype, d.engine.name, s.kv_capacity_tokens
-    )?;
+    match &s.disaggregation {
+        None => writeln!(
+            w,
+            "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
+            d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.weight_dtype, d.kv_dtype, d.engine.name, s.kv_capacity_tokens
+        )?,
+        Some(x) => writeln!(
+            w,
+            "{} disaggregated: {}P x {} (TP {}) + {}D x {} (TP {}), {} KV, {} engine; KV capacity {} / {} tokens per prefill / decode replica; KV link {} per decode replica, {:.0} us per transfer",
+            d.model.name,
+            x.prefill_replicas,
+            x.prefill_gpu,
+            x.prefill_tp,
+            x.decode_replicas,
+            x.decode_gpu,
+            x.decode_tp,
+            d.kv_dtype,
+            d.engine.name,
+            x.prefill_kv_capacity_tokens,
+            x.decode_kv_capacity_tokens,
+            x.kv_transfer_bandwidth_gb_s
+                .map_or("unlimited".to_string(), |b| format!("{b:.0} GB/s")),
+            x.kv_transfer_latency_us
+        )?,
+    }
     let row = |w: &mut dyn Write, k: &str, v: String| writeln!(w, "{k:<42}{v:>14}");
     row(w, "Successful requests:", s.completed.to_string())?;
     row(
@@ -190,6 +210,40 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         "Queueing delay mean / p99 (ms):",
         format!("{:.1} / {:.1}", s.mean_queue_ms, s.p99_queue_ms),
     )?;
+    if let Some(x) = &s.disaggregation {
+        row(
+            w,
+            "KV transfers / mean MB:",
+            format!("{} / {:.1}", x.transfers, x.mean_transfer_mb),
+        )?;
+        row(
+            w,
+            "KV transfer time mean / p99 (ms):",
+            format!("{:.2} / {:.2}", x.mean_transfer_ms, x.p99_transfer_ms),
+        )?;
+        row(
+            w,
+            "Back-pressure wait mean / p99 (ms):",
+            format!(
+                "{:.2} / {:.2}",
+                x.mean_backpressure_wait_ms, x.p99_backpressure_wait_ms
+            ),
+        )?;
+        row(
+            w,
+            "KV link utilization:",
+            format!("{:.1}%", 100.0 * x.link_utilization),
+        )?;
+        row(
+            w,
+            "Peak KV use prefill / decode:",
+            format!(
+                "{:.1}% / {:.1}%",
+                100.0 * x.peak_prefill_kv_utilization,
+                100.0 * x.peak_decode_kv_utilization
+            ),
+        )?;
+    }
     row(
         w,
         "Batch mean / p50 / p99 (seqs/iteration):",

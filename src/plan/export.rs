@@ -91,11 +91,88 @@ impl ToTable for PlanResult {
                 ]
             })
             .collect();
+        let mut columns: Vec<String> = columns.iter().map(|s| s.to_string()).collect();
+        let mut rows: Vec<Vec<CellValue>> = rows;
+        if let Some(x) = &self.disaggregated {
+            with_xpyd_rows(&mut columns, &mut rows, x);
+        }
         Cow::Owned(TableSheet {
             name: "Search".into(),
-            columns: columns.iter().map(|s| s.to_string()).collect(),
+            columns,
             rows,
         })
+    }
+}
+
+/// Adds the xPyD candidates below the colocated ones: a `kind` column first, the pools'
+/// columns last (empty for colocated rows). An xPyD row's TTFT and TPOT are those of the
+/// sized deployment at the target, at the SLOs' percentiles.
+fn with_xpyd_rows(
+    columns: &mut Vec<String>,
+    rows: &mut Vec<Vec<CellValue>>,
+    x: &super::DisaggPlan,
+) {
+    let nan = f64::NAN;
+    let width = columns.len();
+    columns.insert(0, "kind".into());
+    columns.extend(
+        [
+            "prefill_replicas",
+            "prefill_gpu",
+            "prefill_tp",
+            "decode_replicas",
+            "decode_gpu",
+            "decode_tp",
+        ]
+        .map(String::from),
+    );
+    for r in rows.iter_mut() {
+        r.insert(0, "colocated".into());
+        r.extend([
+            CellValue::Number(nan),
+            String::new().into(),
+            CellValue::Number(nan),
+            CellValue::Number(nan),
+            String::new().into(),
+            CellValue::Number(nan),
+        ]);
+    }
+    for (i, c) in x.candidates.iter().enumerate() {
+        let feasible = c.status == Status::Feasible;
+        let num = |v: f64| CellValue::Number(if feasible { v } else { nan });
+        let mut r: Vec<CellValue> = vec![
+            "disaggregated".into(),
+            CellValue::Number((i + 1) as f64),
+            status_name(c.status).into(),
+            format!("{} / {}", c.prefill.gpu, c.decode.gpu).into(),
+            c.dtype.clone().into(),
+        ];
+        // kv_cache_dtype .. binding_constraint: per-replica figures of a colocated search.
+        r.push(String::new().into());
+        r.extend((0..5).map(|_| CellValue::Number(nan)));
+        r.push(String::new().into());
+        r.extend([
+            num((c.prefill.replicas + c.decode.replicas) as f64),
+            num(c.gpus as f64),
+            num(c.usd_per_hour),
+            num(c.usd_per_million_output_tokens),
+            num(c.ttft_ms),
+            num(c.tpot_ms),
+            CellValue::Number(nan),
+            CellValue::Number(nan),
+            CellValue::Number(nan),
+            c.note.clone().unwrap_or_default().into(),
+        ]);
+        debug_assert_eq!(r.len(), width + 1);
+        r.extend([
+            num(c.prefill.replicas as f64),
+            c.prefill.gpu.clone().into(),
+            CellValue::Number(c.prefill.tp as f64),
+            num(c.decode.replicas as f64),
+            c.decode.gpu.clone().into(),
+            CellValue::Number(c.decode.tp as f64),
+        ]);
+        rows.push(r);
     }
 }
 

@@ -146,6 +146,18 @@ pub fn stationary_load(sc: &Scenario) -> Option<Load> {
     }
 }
 
+/// Replicas of `sc`'s deployment: both pools' when disaggregated (runs scale with them).
+pub fn deployment_replicas(sc: &Scenario) -> u32 {
+    let d = &sc.deployment;
+    match d.mode {
+        crate::scenario::DeploymentMode::Colocated => d.replicas,
+        crate::scenario::DeploymentMode::Disaggregated => {
+            let n = |p: &Option<crate::scenario::PoolSection>| p.as_ref().map_or(1, |p| p.replicas);
+            n(&d.prefill).saturating_add(n(&d.decode))
+        }
+    }
+}
+
 /// `sc` with its arrivals set to `load` and its run length to `requests`.
 pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
     let mut s = sc.clone();
@@ -187,7 +199,7 @@ pub fn measure(
     capacity_rate: Option<f64>,
 ) -> Result<Measurement> {
     let m = &sc.measure;
-    let replicas = sc.deployment.replicas.max(1) as u64;
+    let replicas = deployment_replicas(sc).max(1) as u64;
     let cap = (m.max_requests * replicas).max(min_requests);
     let load_share = match (load, capacity_rate) {
         (Load::Rate(r), Some(c)) if c > 0.0 => Some(r / c),

@@ -435,6 +435,9 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     if let Some(w) = &p.week {
         write_week_text(&mut t, sc, w);
     }
+    if let Some(x) = &p.disaggregated {
+        write_xpyd_text(&mut t, p, x);
+    }
     let m = &p.method;
     let _ = writeln!(
         t,
@@ -448,6 +451,94 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     );
     let _ = writeln!(t, "({} simulations)", p.simulations);
     w.write_all(t.as_bytes()).map_err(io)
+}
+
+/// The xPyD candidates and the best of each kind side by side, for people.
+fn write_xpyd_text(t: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
+    let _ = writeln!(
+        t,
+        "\nDisaggregated (xPyD) candidates: {} weighed",
+        x.candidates.len()
+    );
+    let _ = writeln!(
+        t,
+        "{:>4} {:<34}{:>5}{:>9}{:>10}{:>10}{:>11}  note",
+        "rank", "deployment", "GPUs", "$/hour", "TTFT ms", "TPOT ms", "bp wait ms"
+    );
+    for (i, c) in x.candidates.iter().enumerate().take(TABLE_ROWS) {
+        if c.status == Status::Feasible {
+            let _ = writeln!(
+                t,
+                "{:>4} {:<34}{:>5}{:>9.2}{:>10.0}{:>10.1}{:>11.1}  {}",
+                i + 1,
+                c.label(),
+                c.gpus,
+                c.usd_per_hour,
+                c.ttft_ms,
+                c.tpot_ms,
+                c.backpressure_wait_ms,
+                match (c.one_fewer_prefill_holds, c.one_fewer_decode_holds) {
+                    (Some(false), Some(false)) => "one fewer P or D misses",
+                    (Some(false), None) => "one fewer P misses",
+                    (None, Some(false)) => "one fewer D misses",
+                    _ => "",
+                }
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "{:>4} {:<34}{:>5}{:>9}{:>10}{:>10}{:>11}  {}",
+                i + 1,
+                format!(
+                    "P {} TP{} / D {} TP{}",
+                    c.prefill.gpu, c.prefill.tp, c.decode.gpu, c.decode.tp
+                ),
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                c.note.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let colocated = p.chosen_candidate();
+    let best = x.best.map(|i| &x.candidates[i]);
+    let _ = writeln!(t, "Best of each kind:");
+    match colocated {
+        Some(c) => {
+            let _ = writeln!(
+                t,
+                "  colocated:     {} x {} TP{} ({} GPUs), ${:.2}/hour",
+                c.replicas,
+                c.candidate.gpu,
+                c.candidate.tp,
+                c.gpus,
+                c.cost_at_target.map_or(0.0, |x| x.usd_per_hour)
+            );
+        }
+        None => {
+            let _ = writeln!(t, "  colocated:     none feasible");
+        }
+    }
+    match best {
+        Some(b) => {
+            let _ = writeln!(
+                t,
+                "  disaggregated: {} ({} GPUs), ${:.2}/hour",
+                b.label(),
+                b.gpus,
+                b.usd_per_hour
+            );
+        }
+        None => {
+            let _ = writeln!(t, "  disaggregated: none feasible");
+        }
+    }
+    let _ = writeln!(t, "Recommended: {}", x.recommended);
+    if let Some(cmd) = &x.run_command {
+        let _ = writeln!(t, "  re-run the best xPyD deployment: {cmd}");
+    }
 }
 
 /// The period plan, for people.

@@ -29,20 +29,20 @@ const SLOT_MASK: u32 = 0x0fff_ffff;
 /// The event queue: (time, sequence number, kind), earliest first; the sequence number makes
 /// the order total and deterministic.
 #[derive(Default)]
-struct Events {
+pub(super) struct Events {
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
     seq: u64,
 }
 
 impl Events {
     /// Queues an event; returns its sequence number.
-    fn push(&mut self, at: u64, kind: u32) -> u64 {
+    pub(super) fn push(&mut self, at: u64, kind: u32) -> u64 {
         self.heap.push(Reverse((at, self.seq, kind)));
         self.seq += 1;
         self.seq - 1
     }
 
-    fn pop(&mut self) -> Option<(u64, u64, u32)> {
+    pub(super) fn pop(&mut self) -> Option<(u64, u64, u32)> {
         self.heap.pop().map(|Reverse(e)| e)
     }
 }
@@ -313,6 +313,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         in_flight,
         truncated,
         events: n_events,
+        disaggregation: None,
     }
 }
 
@@ -340,16 +341,7 @@ fn arrive(
     metrics: &mut Metrics,
     ts: &mut TimeSeries,
 ) -> Option<(u32, usize)> {
-    metrics.arrived += 1;
-    metrics.first_arrival_ns = Some(
-        metrics
-            .first_arrival_ns
-            .map_or(start_ns, |t| t.min(start_ns)),
-    );
-    if let Some(b) = metrics.periods.at(start_ns) {
-        b.arrived += 1;
-    }
-    ts.arrival(now);
+    note_arrival(start_ns, now, metrics, ts);
     let input = spec.input_tokens.max(1);
     let output = spec.output_tokens.max(1);
     let too_long = input as u64 + output as u64 > cfg.scheduler.max_model_len as u64;
@@ -361,22 +353,49 @@ fn arrive(
                 .ttft_ns
                 .is_some_and(|t| fleet.slots[r].replica.predict_ttft_ns(now, input, step) > t));
     if reject {
-        metrics.log.push(RequestRecord {
-            arrival_ns: start_ns,
-            first_token_ns: now,
-            end_ns: now,
-            input_tokens: input,
-            output_tokens: 0,
-            outcome: Outcome::Rejected,
-        });
-        if let Some(b) = metrics.periods.at(start_ns) {
-            b.rejected += 1;
-        }
-        metrics.rejected += 1;
-        metrics.last_event_ns = metrics.last_event_ns.max(now);
+        record_rejection(input, start_ns, now, metrics);
         return None;
     }
-    let id = slab.insert(Req {
+    let id = slab.insert(new_request(spec, start_ns));
+    Some((id, r))
+}
+
+/// Counts an arrival the engine sees at `now` (latency counted from `start_ns`).
+pub(super) fn note_arrival(start_ns: u64, now: u64, metrics: &mut Metrics, ts: &mut TimeSeries) {
+    metrics.arrived += 1;
+    metrics.first_arrival_ns = Some(
+        metrics
+            .first_arrival_ns
+            .map_or(start_ns, |t| t.min(start_ns)),
+    );
+    if let Some(b) = metrics.periods.at(start_ns) {
+        b.arrived += 1;
+    }
+    ts.arrival(now);
+}
+
+/// Records a request of `input` prompt tokens rejected at arrival.
+pub(super) fn record_rejection(input: u32, start_ns: u64, now: u64, metrics: &mut Metrics) {
+    metrics.log.push(RequestRecord {
+        arrival_ns: start_ns,
+        first_token_ns: now,
+        end_ns: now,
+        input_tokens: input,
+        output_tokens: 0,
+        outcome: Outcome::Rejected,
+    });
+    if let Some(b) = metrics.periods.at(start_ns) {
+        b.rejected += 1;
+    }
+    metrics.rejected += 1;
+    metrics.last_event_ns = metrics.last_event_ns.max(now);
+}
+
+/// A new request, waiting, its latency counted from `start_ns`.
+pub(super) fn new_request(spec: &RequestSpec, start_ns: u64) -> Req {
+    let input = spec.input_tokens.max(1);
+    let output = spec.output_tokens.max(1);
+    Req {
         arrival_ns: start_ns,
         first_token_ns: NO_TIME,
         last_token_ns: NO_TIME,
@@ -403,8 +422,7 @@ fn arrive(
         phase: Phase::Waiting,
         prev: NONE,
         next: NONE,
-    });
-    Some((id, r))
+    }
 }
 
 /// The slot a new request goes to: the router's pick among the ready replicas, or, when none

@@ -5,6 +5,8 @@
 //! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
 //! and the KV blocks last. The iteration that finishes a prompt produces its first token.
 
+mod handoff;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -69,6 +71,8 @@ pub struct Replica {
     departed: u64,
     /// Largest number of blocks in use.
     pub peak_blocks: u64,
+    /// Disaggregated serving: hand-offs (prefill side) and incoming transfers (decode side).
+    transfers: handoff::Transfers,
 }
 
 #[inline]
@@ -106,6 +110,7 @@ impl Replica {
             pending_prefill_tokens: 0,
             departed: 0,
             peak_blocks: 0,
+            transfers: handoff::Transfers::default(),
         }
     }
 
@@ -116,7 +121,7 @@ impl Replica {
 
     /// Requests queued or running here.
     pub fn outstanding(&self) -> u64 {
-        self.waiting.len() as u64 + self.running as u64
+        self.waiting.len() as u64 + self.running as u64 + self.transfers.incoming
     }
 
     /// Requests waiting to be admitted here.
@@ -138,7 +143,8 @@ impl Replica {
     /// KV load: blocks in use plus blocks the queued prompts will need, as a share of capacity.
     pub fn kv_load(&self) -> f64 {
         let demand = self.used_blocks - self.evictable_blocks
-            + div_ceil(self.pending_prefill_tokens, self.cfg.block_size as u64);
+            + div_ceil(self.pending_prefill_tokens, self.cfg.block_size as u64)
+            + self.transfers.queued_blocks;
         demand as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
@@ -336,7 +342,7 @@ impl Replica {
                 self.prefilling.retain(|&x| x != id);
                 self.pending_prefill_tokens += r.computed as u64;
             }
-            Phase::Waiting => {}
+            Phase::Waiting | Phase::Transferring => {}
         }
         self.release(&mut r, now);
         r.phase = Phase::Waiting;
@@ -690,6 +696,10 @@ impl Replica {
         for c in &chunks {
             let mut r = slab.get(c.id).clone();
             if r.computed < r.prefill_len {
+                continue;
+            }
+            if self.transfers.prefill_only {
+                self.hand_off(c.id, r, slab);
                 continue;
             }
             tokens += 1;

@@ -14,6 +14,9 @@ pub enum Phase {
     Prefilling,
     /// Generating one token per iteration.
     Decoding,
+    /// Disaggregated: prompt computed on a prefill replica, its KV waiting for or on the link
+    /// to a decode replica.
+    Transferring,
 }
 
 /// One in-flight request (about 100 bytes).

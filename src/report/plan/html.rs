@@ -291,6 +291,60 @@ fn caption(stem: &str) -> &'static str {
     }
 }
 
+/// The colocated and disaggregated (xPyD) best side by side, and the xPyD candidates.
+fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
+    h.push_str("<h2>Colocated or disaggregated</h2><table><tr><th>kind</th><th>deployment</th><th>GPUs</th><th>$/hour</th></tr>");
+    match p.chosen_candidate() {
+        Some(c) => {
+            let _ = write!(
+                h,
+                "<tr><td>colocated</td><td>{} × {} TP{}</td><td>{}</td><td>{:.2}</td></tr>",
+                c.replicas,
+                escape(&c.candidate.gpu),
+                c.candidate.tp,
+                c.gpus,
+                c.cost_at_target.map_or(0.0, |x| x.usd_per_hour)
+            );
+        }
+        None => h.push_str("<tr><td>colocated</td><td>none feasible</td><td></td><td></td></tr>"),
+    }
+    for (i, c) in x.candidates.iter().enumerate() {
+        if c.status == crate::plan::Status::Feasible {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
+                if Some(i) == x.best {
+                    "disaggregated (best)"
+                } else {
+                    "disaggregated"
+                },
+                escape(&c.label()),
+                c.gpus,
+                c.usd_per_hour
+            );
+        } else {
+            let _ = write!(
+                h,
+                "<tr><td>disaggregated</td><td>P {} TP{} / D {} TP{}: {}</td><td></td><td></td></tr>",
+                escape(&c.prefill.gpu),
+                c.prefill.tp,
+                escape(&c.decode.gpu),
+                c.decode.tp,
+                escape(c.note.as_deref().unwrap_or("infeasible"))
+            );
+        }
+    }
+    let _ = write!(
+        h,
+        "</table><p>Recommended: <b>{}</b>.{}</p>",
+        escape(&x.recommended),
+        x.run_command.as_deref().map_or(String::new(), |c| format!(
+            " Re-run the best xPyD deployment: <code>{}</code>",
+            escape(c)
+        ))
+    );
+}
+
 /// The whole page; `images` are (png, svg) file names beside it, in order.
 pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> String {
     let mut h = String::with_capacity(64 * 1024);
@@ -425,6 +479,9 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
     }
     if let Some(w) = &p.week {
         week_section(&mut h, w);
+    }
+    if let Some(x) = &p.disaggregated {
+        xpyd_section(&mut h, p, x);
     }
     let _ = write!(
         h,
