@@ -163,3 +163,18 @@ fn bench_json_is_a_vllm_result_file() {
     assert_eq!(row.max_concurrency, Some(64));
     assert_eq!(row.measured.len(), 7);
 }
+
+#[test]
+fn bench_table_says_its_figures_are_whole_run_not_that_the_run_was_too_long() {
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["bench", "--num-prompts", "200", "--request-rate", "10"])
+        .output()
+        .expect("the servesim binary runs");
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("Steady state: not analysed (whole-run figures"),
+        "{table}"
+    );
+    assert!(!table.contains("more than"), "{table}");
+}

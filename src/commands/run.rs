@@ -318,6 +318,12 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         None if !r.has_steady_state() => {
             writeln!(w, "Steady state: not analysed (time-varying arrivals)")?;
         }
+        None if r.sim.request_log_capacity == 0 => {
+            writeln!(
+                w,
+                "Steady state: not analysed (whole-run figures, as vllm bench serve reports; `servesim run` cuts the warm-up and the drain)"
+            )?;
+        }
         None => {
             writeln!(
                 w,
