@@ -5,13 +5,18 @@
 //! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
 //! and the KV blocks last. The iteration that finishes a prompt produces its first token.
 
+mod fast_forward;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+pub use fast_forward::Horizon;
+use fast_forward::Run;
 
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
 use crate::metrics::{Metrics, Outcome, RequestRecord, TimeSeries};
-use crate::roofline::{BatchShape, StepTimeModel};
+use crate::roofline::{BatchShape, DecodeStep, StepTimeModel};
 
 /// A cached shared prefix: its blocks, and the requests using it.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +74,12 @@ pub struct Replica {
     departed: u64,
     /// Largest number of blocks in use.
     pub peak_blocks: u64,
+    /// The fast-forwarded run in flight, if any (see `fast_forward`).
+    run: Option<Run>,
+    /// Iterations booked in bulk since the event loop last asked.
+    virtual_iterations: u64,
+    /// Decode step-time functions by batch size, with the shared-prefix tallies they hold for.
+    decode_steps: Vec<Option<((u64, u64), DecodeStep)>>,
 }
 
 #[inline]
@@ -106,6 +117,9 @@ impl Replica {
             pending_prefill_tokens: 0,
             departed: 0,
             peak_blocks: 0,
+            run: None,
+            virtual_iterations: 0,
+            decode_steps: Vec::new(),
         }
     }
 
@@ -305,6 +319,28 @@ impl Replica {
             .with_shared_prefixes(self.dec_prefix_tokens, self.dec_prefix_distinct_tokens)
     }
 
+    /// The step-time function of a decode-only batch shaped like `shape`
+    /// ([`StepTimeModel::decode_step`]), from a cache by batch size: it changes only when a
+    /// request joins or leaves the decode set.
+    fn decode_step(&mut self, shape: &BatchShape, step: &StepTimeModel) -> DecodeStep {
+        let key = (
+            shape.decode_prefix_repeat_tokens,
+            shape.decode_prefix_distinct_tokens,
+        );
+        let i = shape.decode_seqs as usize;
+        if i >= self.decode_steps.len() {
+            self.decode_steps.resize(i + 1, None);
+        }
+        match self.decode_steps[i] {
+            Some((k, d)) if k == key => d,
+            _ => {
+                let d = step.decode_step(shape);
+                self.decode_steps[i] = Some((key, d));
+                d
+            }
+        }
+    }
+
     /// Preempts the most recently admitted running request (recompute); returns whether it was
     /// a decode that needed a block in the coming iteration.
     fn preempt_tail(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64) -> bool {
@@ -465,8 +501,9 @@ impl Replica {
         r.shared_blocks = full;
     }
 
-    /// Plans and starts the next iteration at `now`; returns its duration in ns, or `None`
-    /// when there is nothing to run (the replica goes idle).
+    /// Plans and starts the next iteration at `now`; returns the time until its event in ns
+    /// (the end of the iteration, or of the run of decode-only iterations it starts, up to
+    /// `horizon`), or `None` when there is nothing to run (the replica goes idle).
     pub fn schedule(
         &mut self,
         now: u64,
@@ -474,6 +511,7 @@ impl Replica {
         metrics: &mut Metrics,
         slo: &SloPolicy,
         step: &StepTimeModel,
+        horizon: &Horizon,
     ) -> Option<u64> {
         debug_assert!(!self.busy);
         self.purge_timeouts(slab, metrics, now, slo);
@@ -624,11 +662,20 @@ impl Replica {
                 r.computed == r.prefill_len,
             );
         }
-        let dur = step.step_ns(&shape).max(1);
+        let dur = if self.cur_chunks.is_empty() {
+            self.decode_step(&shape, step)
+                .ns_at(shape.decode_context_tokens)
+        } else {
+            step.step_ns(&shape).max(1)
+        };
         self.busy = true;
         self.cur_start_ns = now;
         self.cur_end_ns = now + dur;
         self.cur_decodes = decodes;
+        if self.cur_chunks.is_empty() {
+            let end = self.plan_run(now, dur, &shape, slab, slo, step, horizon);
+            return Some(end - now);
+        }
         Some(dur)
     }
 
@@ -643,6 +690,11 @@ impl Replica {
         slo: &SloPolicy,
     ) {
         debug_assert!(self.busy);
+        if let Some(len) = self.run_len() {
+            // A fast-forwarded run: book all but its last iteration, which ends now.
+            self.advance_run(len - 1, metrics, ts);
+        }
+        debug_assert_eq!(self.cur_end_ns, now);
         self.busy = false;
         let iter = self.iter;
         let b = self.block();
