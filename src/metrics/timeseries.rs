@@ -119,6 +119,11 @@ impl TimeSeries {
         b.kv_ns += kv * d;
     }
 
+    /// Length of an interval now, ns (it only grows, by doubling).
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
     /// End of the interval that holds `t_ns` at the current interval length, ns (an interval
     /// only grows later, so iterations that start before it are booked to one interval).
     #[inline]

@@ -85,6 +85,7 @@ fn horizon(
     events: &Events,
     pending: Option<&RequestSpec>,
     n_events: u64,
+    ts: &TimeSeries,
 ) -> Horizon {
     if !cfg.limits.fast_forward {
         return Horizon::OFF;
@@ -98,6 +99,7 @@ fn horizon(
             .min(next_arrival)
             .min(cfg.limits.max_sim_time_ns),
         max_iterations: cfg.limits.max_events.saturating_sub(n_events).max(1),
+        series_interval_ns: ts.interval_ns(),
     }
 }
 
@@ -234,6 +236,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                         &events,
                         pending.as_ref().filter(|_| outstanding < cap),
                         n_events,
+                        &ts,
                     );
                     enqueue(
                         cfg,
@@ -278,6 +281,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                     &events,
                     pending.as_ref().filter(|_| outstanding < cap),
                     n_events,
+                    &ts,
                 );
                 let slot = &mut fleet.slots[r];
                 if let Some(dur) =
@@ -300,6 +304,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                         &events,
                         pending.as_ref().filter(|_| outstanding < cap),
                         n_events,
+                        &ts,
                     );
                     outstanding -= fail(
                         cfg,
@@ -340,6 +345,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                             &events,
                             pending.as_ref().filter(|_| outstanding < cap),
                             n_events,
+                            &ts,
                         );
                         start(
                             cfg,
@@ -363,6 +369,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                             &events,
                             pending.as_ref().filter(|_| outstanding < cap),
                             n_events,
+                            &ts,
                         );
                         outstanding -= fail(
                             cfg,

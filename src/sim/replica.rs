@@ -78,6 +78,8 @@ pub struct Replica {
     run: Option<Run>,
     /// Iterations booked in bulk since the event loop last asked.
     virtual_iterations: u64,
+    /// Bookings of the run in flight (buffers kept between runs).
+    book: fast_forward::Book,
     /// Decode step-time functions by batch size, with the shared-prefix tallies they hold for.
     decode_steps: Vec<Option<((u64, u64), DecodeStep)>>,
 }
@@ -120,6 +122,7 @@ impl Replica {
             run: None,
             virtual_iterations: 0,
             decode_steps: Vec::new(),
+            book: fast_forward::Book::default(),
         }
     }
 
@@ -673,7 +676,7 @@ impl Replica {
         self.cur_end_ns = now + dur;
         self.cur_decodes = decodes;
         if self.cur_chunks.is_empty() {
-            let end = self.plan_run(now, dur, &shape, slab, slo, step, horizon);
+            let end = self.plan_run(now, dur, &shape, slab, slo, step, &metrics.itl, horizon);
             return Some(end - now);
         }
         Some(dur)
@@ -690,9 +693,9 @@ impl Replica {
         slo: &SloPolicy,
     ) {
         debug_assert!(self.busy);
-        if let Some(len) = self.run_len() {
+        if self.run_len().is_some() {
             // A fast-forwarded run: book all but its last iteration, which ends now.
-            self.advance_run(len - 1, metrics, ts);
+            self.advance_run(metrics, ts);
         }
         debug_assert_eq!(self.cur_end_ns, now);
         self.busy = false;

@@ -30,6 +30,8 @@ pub struct Horizon {
     pub until_ns: u64,
     /// Most iterations one run may hold (what is left of the event limit).
     pub max_iterations: u64,
+    /// The time series' interval length now, ns (it only grows, by doubling).
+    pub series_interval_ns: u64,
 }
 
 impl Horizon {
@@ -37,6 +39,7 @@ impl Horizon {
     pub const OFF: Horizon = Horizon {
         until_ns: 0,
         max_iterations: 1,
+        series_interval_ns: 1,
     };
 }
 
@@ -55,6 +58,217 @@ pub(super) struct Run {
     step: DecodeStep,
     /// Total context of the first iteration, tokens.
     ctx0: u64,
+    /// Blocks in use while the first iteration runs.
+    used0: u64,
+}
+
+/// The bookings of a run's iterations, gathered in one pass over them: what each iteration's
+/// end would fold into the metrics and the time series, grouped by histogram bucket, KV
+/// permille, time-series interval and blocks in use. Each group being filled is kept in plain
+/// fields and pushed to its list when the next one starts.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Book {
+    /// Iterations booked.
+    iterations: u64,
+    /// Their summed duration, ns.
+    busy_ns: u64,
+    /// Sum of blocks in use x duration, block ns.
+    kv_block_ns: u128,
+    /// Blocks in use during the last iteration booked.
+    last_used: u64,
+    /// Blocks in use now (after the allocations of the iterations that follow).
+    used: u64,
+    /// Duration of the iterations booked since `used` last changed or an interval began.
+    stretch_ns: u64,
+    /// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
+    itl: Vec<(u64, u64, u64, u64)>,
+    /// The bucket being filled, as in `itl`, and its top, ns.
+    itl_cur: (u64, u64, u64, u64),
+    itl_top_ns: u64,
+    /// Iterations by KV utilisation in permille: (permille, iterations).
+    permille: Vec<(u64, u64)>,
+    /// The permille being counted, as in `permille`.
+    permille_cur: (u64, u64),
+    /// The smallest block count whose permille exceeds the current one.
+    next_permille_used: u64,
+    /// By time-series interval: (first start, summed duration, iterations, block ns).
+    series: Vec<(u64, u64, u64, u128)>,
+    /// The interval being filled, as in `series`, and its end, ns.
+    series_cur: (u64, u64, u64, u128),
+    series_end_ns: u64,
+    series_interval_ns: u64,
+    /// KV capacity, blocks.
+    kv_blocks: u64,
+}
+
+/// KV utilisation in permille as an iteration's end computes it.
+#[inline]
+fn permille(used: u64, kv_blocks: u64) -> u64 {
+    ((used as f64 / kv_blocks.max(1) as f64) * 1000.0).round() as u64
+}
+
+impl Book {
+    /// Starts booking with `used` blocks in use, KV capacity `kv_blocks`, time-series
+    /// intervals of `series_interval_ns`.
+    fn start(&mut self, used: u64, kv_blocks: u64, series_interval_ns: u64) {
+        self.iterations = 0;
+        self.busy_ns = 0;
+        self.kv_block_ns = 0;
+        self.last_used = used;
+        self.used = used;
+        self.stretch_ns = 0;
+        self.itl.clear();
+        self.itl_cur = (0, 0, 0, 0);
+        self.itl_top_ns = 0;
+        self.permille.clear();
+        self.kv_blocks = kv_blocks;
+        self.permille_cur = (permille(used, kv_blocks), 0);
+        // Found when the blocks in use first change.
+        self.next_permille_used = used + 1;
+        self.series.clear();
+        self.series_cur = (0, 0, 0, 0);
+        self.series_end_ns = 0;
+        self.series_interval_ns = series_interval_ns.max(1);
+    }
+
+    /// The smallest block count above `used` with a larger permille than `p`, its permille.
+    fn next_permille(&self, used: u64, p: u64) -> u64 {
+        // Near (p + 0.5) / 1000 of the capacity; the float rounding is settled by stepping.
+        let mut u =
+            (((p as f64 + 0.5) * self.kv_blocks as f64 / 1000.0).ceil() as u64).max(used + 1);
+        while u > used + 1 && permille(u - 1, self.kv_blocks) > p {
+            u -= 1;
+        }
+        while permille(u, self.kv_blocks) <= p {
+            u += 1;
+        }
+        u
+    }
+
+    /// Folds the blocks-in-use stretch into the sums.
+    #[inline(always)]
+    fn close_stretch(&mut self) {
+        let block_ns = self.used as u128 * self.stretch_ns as u128;
+        self.kv_block_ns += block_ns;
+        self.series_cur.3 += block_ns;
+        self.stretch_ns = 0;
+    }
+
+    /// Books one iteration starting at `start_ns` and lasting `dur_ns`.
+    #[inline(always)]
+    fn iteration(&mut self, start_ns: u64, dur_ns: u64, itl: &crate::metrics::LatencyHistogram) {
+        if start_ns >= self.series_end_ns {
+            self.new_interval(start_ns);
+        }
+        if dur_ns > self.itl_top_ns {
+            self.new_bucket(dur_ns, itl);
+        }
+        self.series_cur.1 += dur_ns;
+        self.series_cur.2 += 1;
+        self.itl_cur.1 += 1;
+        self.itl_cur.2 += dur_ns;
+        self.itl_cur.3 = dur_ns;
+        self.permille_cur.1 += 1;
+        self.iterations += 1;
+        self.busy_ns += dur_ns;
+        self.stretch_ns += dur_ns;
+        self.last_used = self.used;
+    }
+
+    #[cold]
+    fn new_interval(&mut self, start_ns: u64) {
+        self.close_stretch();
+        if self.series_cur.2 > 0 {
+            self.series.push(self.series_cur);
+        }
+        self.series_cur = (start_ns, 0, 0, 0);
+        self.series_end_ns =
+            (start_ns / self.series_interval_ns + 1).saturating_mul(self.series_interval_ns);
+    }
+
+    #[cold]
+    fn new_bucket(&mut self, dur_ns: u64, itl: &crate::metrics::LatencyHistogram) {
+        if self.itl_cur.1 > 0 {
+            self.itl.push(self.itl_cur);
+        }
+        self.itl_cur = (dur_ns, 0, 0, 0);
+        self.itl_top_ns = itl.bucket_top_ns(dur_ns);
+    }
+
+    /// The next iteration takes `need` blocks when it is scheduled.
+    #[inline(always)]
+    fn take(&mut self, need: u64) {
+        if need > 0 {
+            self.close_stretch();
+            self.used += need;
+            if self.used >= self.next_permille_used {
+                self.new_permille();
+            }
+        }
+    }
+
+    #[cold]
+    fn new_permille(&mut self) {
+        let p = permille(self.used, self.kv_blocks);
+        if p != self.permille_cur.0 {
+            if self.permille_cur.1 > 0 {
+                self.permille.push(self.permille_cur);
+            }
+            self.permille_cur = (p, 0);
+        }
+        self.next_permille_used = self.next_permille(self.used, p);
+    }
+
+    /// Folds the booked iterations of a batch of `batch` decodes, with `running` and
+    /// `waiting` requests, into the metrics and the time series.
+    fn apply(
+        &mut self,
+        batch: u64,
+        running: u64,
+        waiting: u64,
+        metrics: &mut Metrics,
+        ts: &mut TimeSeries,
+    ) {
+        self.close_stretch();
+        let j = self.iterations;
+        if j == 0 {
+            return;
+        }
+        let kv = self.kv_blocks.max(1) as f64;
+        self.itl.push(self.itl_cur);
+        for &(min, n, sum, max) in &self.itl {
+            metrics
+                .itl
+                .record_bucket(min, n * batch, sum as u128 * batch as u128, max);
+        }
+        self.permille.push(self.permille_cur);
+        for &(p, n) in &self.permille {
+            metrics.kv_permille_hist.record_n(p, n);
+        }
+        self.series.push(self.series_cur);
+        for &(start, dur, n, block_ns) in &self.series {
+            if n > 0 {
+                ts.iterations(
+                    start,
+                    dur,
+                    n * batch,
+                    running,
+                    waiting,
+                    block_ns as f64 / kv,
+                );
+            }
+        }
+        metrics.iterations += j;
+        metrics.busy_ns += self.busy_ns as u128;
+        metrics.batch_size.record(batch as f64, j as f64);
+        metrics.batch_size_hist.record_n(batch, j);
+        metrics.kv_utilization.record_sums(
+            self.busy_ns as f64,
+            self.kv_block_ns as f64 / kv,
+            self.last_used as f64 / kv,
+        );
+        metrics.generated_tokens += batch * j;
+    }
 }
 
 /// The iteration times of a run, one after the other, in integers: the active line of the
@@ -108,7 +322,13 @@ impl<'a> Steps<'a> {
             if s > slope {
                 let gap = best_v - (a + s * c);
                 let per = (s - slope) * self.batch as i128;
-                let t = (gap / per + 1).min(u64::MAX as i128) as u64;
+                let q = if gap <= u64::MAX as i128 && per <= u64::MAX as i128 {
+                    // Both non-negative: the cheap 64-bit division.
+                    ((gap as u64) / (per as u64)) as i128
+                } else {
+                    gap / per
+                };
+                let t = (q + 1).min(u64::MAX as i128) as u64;
                 until = until.min(self.m.saturating_add(t));
             }
         }
@@ -153,8 +373,8 @@ impl Replica {
     }
 
     /// Extends the decode-only iteration just scheduled at `now` (lasting `dur0_ns`) into a run
-    /// of as many iterations as nothing can change; returns the end of the run (or of the one
-    /// iteration), ns.
+    /// of as many iterations as nothing can change, booking all but the last as it goes;
+    /// returns the end of the run (or of the one iteration), ns.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn plan_run(
         &mut self,
@@ -164,6 +384,7 @@ impl Replica {
         slab: &Slab,
         slo: &SloPolicy,
         step: &StepTimeModel,
+        itl: &crate::metrics::LatencyHistogram,
         horizon: &Horizon,
     ) -> u64 {
         let end0 = now + dur0_ns;
@@ -211,28 +432,39 @@ impl Replica {
             return end0;
         }
         let b = self.block() as usize;
+        let mut book = std::mem::take(&mut self.book);
+        book.start(
+            self.used_blocks,
+            self.cfg.kv_blocks,
+            horizon.series_interval_ns,
+        );
         let mut steps = Steps::new(&dstep, ctx0, batch, 1);
-        let mut end = end0;
+        let (mut start, mut dur) = (now, dur0_ns);
         let mut taken = 0u64;
         let mut phase = ((i0 + 1) % b as u64) as usize;
         let mut len = 1;
         while len < max_len {
+            // Iteration `len` starts when the previous one ends.
+            let next_start = start + dur;
             let need = self.phase_counts[phase] as u64;
-            if taken + need > cap || end >= deadline {
+            if taken + need > cap || next_start >= deadline {
                 break;
             }
-            let dur = steps.next_ns();
-            if end + dur > horizon.until_ns {
+            let next_dur = steps.next_ns();
+            if next_start + next_dur > horizon.until_ns {
                 break;
             }
+            book.iteration(start, dur, itl);
+            book.take(need);
             taken += need;
-            end += dur;
+            (start, dur) = (next_start, next_dur);
             len += 1;
             phase += 1;
             if phase == b {
                 phase = 0;
             }
         }
+        let end = start + dur;
         if len >= 2 {
             self.run = Some(Run {
                 first_iter: i0,
@@ -241,9 +473,11 @@ impl Replica {
                 end_ns: end,
                 step: dstep,
                 ctx0,
+                used0: self.used_blocks,
             });
             self.cur_end_ns = end;
         }
+        self.book = book;
         end
     }
 
@@ -255,134 +489,57 @@ impl Replica {
         if t >= run.end_ns {
             return None;
         }
-        // The iteration in flight at t: the last one starting at or before t.
-        let mut steps = Steps::new(&run.step, run.ctx0, self.n_decoding as u64, 0);
-        let mut start = run.start_ns;
-        let mut j = 0;
-        loop {
-            let end = start + steps.next_ns();
-            if end > t || j + 1 == run.len {
-                break;
-            }
-            start = end;
-            j += 1;
-        }
-        let last = j + 1 == run.len;
-        self.advance_run(j, metrics, ts);
-        self.run = None;
-        (!last).then_some(self.cur_end_ns)
-    }
-
-    /// Books the run's iterations before iteration `j` of the run and makes iteration `j` the
-    /// one in flight, with the state it was scheduled with (the blocks it took, its start and
-    /// end).
-    pub(super) fn advance_run(&mut self, j: u64, metrics: &mut Metrics, ts: &mut TimeSeries) {
-        let Some(run) = self.run.take() else {
-            return;
-        };
+        // Book again, up to the iteration in flight at t: the last one starting by t.
         let batch = self.n_decoding as u64;
-        let kv = self.cfg.kv_blocks.max(1) as f64;
-        let permille = |used: u64| ((used as f64 / kv) * 1000.0).round() as u64;
         let b = self.block() as usize;
+        let mut book = std::mem::take(&mut self.book);
+        book.start(run.used0, self.cfg.kv_blocks, ts.interval_ns());
         let mut steps = Steps::new(&run.step, run.ctx0, batch, 0);
-        let used0 = self.used_blocks;
-        let mut used = used0;
         let mut start = run.start_ns;
         let mut phase = ((run.first_iter + 1) % b as u64) as usize;
-        let mut busy = 0u64;
-        let mut kv_sum = 0u128;
-        // The ITL bucket being filled.
-        let (mut itl_min, mut itl_top, mut itl_n, mut itl_sum, mut itl_max) = (0, 0, 0u64, 0, 0);
-        // The KV permille being counted.
-        let (mut pm, mut pm_n) = (permille(used), 0u64);
-        // The time-series interval being filled.
-        let mut ts_start = start;
-        let mut ts_end = ts.interval_end_ns(start);
-        let (mut ts_dur, mut ts_kv, mut ts_n) = (0u64, 0u128, 0u64);
-        let running = self.running as u64;
-        let waiting = self.waiting.len() as u64;
-        let mut max_used = used;
-        for _ in 0..j {
-            let dur = steps.next_ns();
-            if start >= ts_end {
-                ts.iterations(
-                    ts_start,
-                    ts_dur,
-                    ts_n * batch,
-                    running,
-                    waiting,
-                    ts_kv as f64 / kv,
-                );
-                ts_start = start;
-                ts_end = ts.interval_end_ns(start);
-                (ts_dur, ts_kv, ts_n) = (0, 0, 0);
-            }
-            if dur > itl_top {
-                metrics.itl.record_bucket(
-                    itl_min,
-                    itl_n * batch,
-                    itl_sum as u128 * batch as u128,
-                    itl_max,
-                );
-                itl_min = dur;
-                itl_top = metrics.itl.bucket_top_ns(dur);
-                (itl_n, itl_sum) = (0, 0);
-            }
-            itl_n += 1;
-            itl_sum += dur;
-            itl_max = dur;
-            let ud = used as u128 * dur as u128;
-            kv_sum += ud;
-            ts_kv += ud;
-            ts_dur += dur;
-            ts_n += 1;
-            busy += dur;
-            pm_n += 1;
-            max_used = used;
-            start += dur;
-            // The next iteration's blocks, taken when it is scheduled.
-            let need = self.phase_counts[phase] as u64;
+        let mut j = 0;
+        let mut dur = steps.next_ns();
+        while start + dur <= t && j + 1 < run.len {
+            book.iteration(start, dur, &metrics.itl);
+            book.take(self.phase_counts[phase] as u64);
             phase += 1;
             if phase == b {
                 phase = 0;
             }
-            if need > 0 {
-                used += need;
-                let p = permille(used);
-                if p != pm {
-                    metrics.kv_permille_hist.record_n(pm, pm_n);
-                    (pm, pm_n) = (p, 0);
-                }
-            }
+            start += dur;
+            dur = steps.next_ns();
+            j += 1;
         }
-        if j > 0 {
-            metrics.itl.record_bucket(
-                itl_min,
-                itl_n * batch,
-                itl_sum as u128 * batch as u128,
-                itl_max,
-            );
-            metrics.kv_permille_hist.record_n(pm, pm_n);
-            ts.iterations(
-                ts_start,
-                ts_dur,
-                ts_n * batch,
-                running,
-                waiting,
-                ts_kv as f64 / kv,
-            );
-            metrics.iterations += j;
-            metrics.busy_ns += busy as u128;
-            metrics.batch_size.record(batch as f64, j as f64);
-            metrics.batch_size_hist.record_n(batch, j);
-            metrics.kv_utilization.record_sums(
-                busy as f64,
-                kv_sum as f64 / kv,
-                max_used as f64 / kv,
-            );
-            metrics.generated_tokens += batch * j;
+        let last = j + 1 == run.len;
+        self.book = book;
+        if let Some(r) = self.run.as_mut() {
+            r.len = j + 1;
         }
-        let taken = used - used0;
+        self.advance_run(metrics, ts);
+        debug_assert_eq!(self.cur_start_ns, start);
+        self.cur_end_ns = start + dur;
+        (!last).then_some(self.cur_end_ns)
+    }
+
+    /// Applies the booked iterations of the run (all but its last) and makes the last the
+    /// one in flight, with the state it was scheduled with (the blocks it took, its start).
+    pub(super) fn advance_run(&mut self, metrics: &mut Metrics, ts: &mut TimeSeries) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        let batch = self.n_decoding as u64;
+        let mut book = std::mem::take(&mut self.book);
+        debug_assert_eq!(book.iterations, run.len - 1);
+        book.apply(
+            batch,
+            self.running as u64,
+            self.waiting.len() as u64,
+            metrics,
+            ts,
+        );
+        let j = book.iterations;
+        let used = book.used;
+        let taken = used - run.used0;
         if self.cfg.reserve_output_kv {
             self.reserved_blocks -= taken;
         }
@@ -390,8 +547,8 @@ impl Replica {
         self.peak_blocks = self.peak_blocks.max(used);
         self.sum_kv += batch * j;
         self.iter = run.first_iter + j;
-        self.cur_start_ns = start;
-        self.cur_end_ns = start + steps.next_ns();
+        self.cur_start_ns = run.start_ns + book.busy_ns;
         self.virtual_iterations += j;
+        self.book = book;
     }
 }
