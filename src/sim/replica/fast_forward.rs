@@ -99,6 +99,9 @@ pub(super) struct Book {
     series_interval_ns: u64,
     /// KV capacity, blocks.
     kv_blocks: u64,
+    /// A range of block counts [lo, hi) known to share one permille, and it (kept from run to
+    /// run: the rounding is worked out again only when the blocks in use leave it).
+    permille_range: (u64, u64, u64),
 }
 
 /// KV utilisation in permille as an iteration's end computes it.
@@ -121,10 +124,20 @@ impl Book {
         self.itl_cur = (0, 0, 0, 0);
         self.itl_top_ns = 0;
         self.permille.clear();
+        if kv_blocks != self.kv_blocks {
+            self.permille_range = (0, 0, 0);
+        }
         self.kv_blocks = kv_blocks;
-        self.permille_cur = (permille(used, kv_blocks), 0);
-        // Found when the blocks in use first change.
-        self.next_permille_used = used + 1;
+        let (lo, hi, p) = self.permille_range;
+        if (lo..hi).contains(&used) {
+            self.permille_cur = (p, 0);
+            self.next_permille_used = hi;
+        } else {
+            let p = permille(used, kv_blocks);
+            self.permille_cur = (p, 0);
+            self.next_permille_used = self.next_permille(used, p);
+            self.permille_range = (used, self.next_permille_used, p);
+        }
         self.series.clear();
         self.series_cur = (0, 0, 0, 0);
         self.series_end_ns = 0;
@@ -217,6 +230,7 @@ impl Book {
             self.permille_cur = (p, 0);
         }
         self.next_permille_used = self.next_permille(self.used, p);
+        self.permille_range = (self.used, self.next_permille_used, p);
     }
 
     /// Folds the booked iterations of a batch of `batch` decodes, with `running` and
@@ -432,7 +446,7 @@ impl Replica {
             return end0;
         }
         let b = self.block() as usize;
-        let mut book = std::mem::take(&mut self.book);
+        let book = &mut self.book;
         book.start(
             self.used_blocks,
             self.cfg.kv_blocks,
@@ -477,7 +491,6 @@ impl Replica {
             });
             self.cur_end_ns = end;
         }
-        self.book = book;
         end
     }
 
@@ -492,7 +505,7 @@ impl Replica {
         // Book again, up to the iteration in flight at t: the last one starting by t.
         let batch = self.n_decoding as u64;
         let b = self.block() as usize;
-        let mut book = std::mem::take(&mut self.book);
+        let book = &mut self.book;
         book.start(run.used0, self.cfg.kv_blocks, ts.interval_ns());
         let mut steps = Steps::new(&run.step, run.ctx0, batch, 0);
         let mut start = run.start_ns;
@@ -511,7 +524,6 @@ impl Replica {
             j += 1;
         }
         let last = j + 1 == run.len;
-        self.book = book;
         if let Some(r) = self.run.as_mut() {
             r.len = j + 1;
         }
@@ -528,17 +540,11 @@ impl Replica {
             return;
         };
         let batch = self.n_decoding as u64;
-        let mut book = std::mem::take(&mut self.book);
+        let (running, waiting) = (self.running as u64, self.waiting.len() as u64);
+        let book = &mut self.book;
         debug_assert_eq!(book.iterations, run.len - 1);
-        book.apply(
-            batch,
-            self.running as u64,
-            self.waiting.len() as u64,
-            metrics,
-            ts,
-        );
-        let j = book.iterations;
-        let used = book.used;
+        book.apply(batch, running, waiting, metrics, ts);
+        let (j, used, busy_ns) = (book.iterations, book.used, book.busy_ns);
         let taken = used - run.used0;
         if self.cfg.reserve_output_kv {
             self.reserved_blocks -= taken;
@@ -547,8 +553,7 @@ impl Replica {
         self.peak_blocks = self.peak_blocks.max(used);
         self.sum_kv += batch * j;
         self.iter = run.first_iter + j;
-        self.cur_start_ns = run.start_ns + book.busy_ns;
+        self.cur_start_ns = run.start_ns + busy_ns;
         self.virtual_iterations += j;
-        self.book = book;
     }
 }
