@@ -64,8 +64,10 @@ pub(super) struct Run {
 
 /// The bookings of a run's iterations, gathered in one pass over them: what each iteration's
 /// end would fold into the metrics and the time series, grouped by histogram bucket, KV
-/// permille, time-series interval and blocks in use. Each group being filled is kept in plain
-/// fields and pushed to its list when the next one starts.
+/// permille, time-series interval and blocks in use. The iterations of a run follow each other
+/// without a gap, so a group of consecutive iterations is known from where it starts and
+/// where the next begins (its count from the indices, its summed time from the start times):
+/// the walk does no work for an iteration that starts no new group.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Book {
     /// Iterations booked.
@@ -76,27 +78,14 @@ pub(super) struct Book {
     kv_block_ns: u128,
     /// Blocks in use during the last iteration booked.
     last_used: u64,
-    /// Blocks in use now (after the allocations of the iterations that follow).
+    /// Blocks in use after the walk (the allocation of the iteration it stopped at included).
     used: u64,
-    /// Duration of the iterations booked since `used` last changed or an interval began.
-    stretch_ns: u64,
     /// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
     itl: Vec<(u64, u64, u64, u64)>,
-    /// The bucket being filled, as in `itl`, and its top, ns.
-    itl_cur: (u64, u64, u64, u64),
-    itl_top_ns: u64,
     /// Iterations by KV utilisation in permille: (permille, iterations).
     permille: Vec<(u64, u64)>,
-    /// The permille being counted, as in `permille`.
-    permille_cur: (u64, u64),
-    /// The smallest block count whose permille exceeds the current one.
-    next_permille_used: u64,
     /// By time-series interval: (first start, summed duration, iterations, block ns).
     series: Vec<(u64, u64, u64, u128)>,
-    /// The interval being filled, as in `series`, and its end, ns.
-    series_cur: (u64, u64, u64, u128),
-    series_end_ns: u64,
-    series_interval_ns: u64,
     /// KV capacity, blocks.
     kv_blocks: u64,
     /// A range of block counts [lo, hi) known to share one permille, and it (kept from run to
@@ -111,166 +100,58 @@ fn permille(used: u64, kv_blocks: u64) -> u64 {
 }
 
 impl Book {
-    /// Starts booking with `used` blocks in use, KV capacity `kv_blocks`, time-series
-    /// intervals of `series_interval_ns`.
-    fn start(&mut self, used: u64, kv_blocks: u64, series_interval_ns: u64) {
-        self.iterations = 0;
-        self.busy_ns = 0;
-        self.kv_block_ns = 0;
-        self.last_used = used;
-        self.used = used;
-        self.stretch_ns = 0;
-        self.itl.clear();
-        self.itl_cur = (0, 0, 0, 0);
-        self.itl_top_ns = 0;
-        self.permille.clear();
-        if kv_blocks != self.kv_blocks {
-            self.permille_range = (0, 0, 0);
-        }
-        self.kv_blocks = kv_blocks;
+    /// The permille of `used` blocks and the smallest block count above with a larger one.
+    fn permille_step(&mut self, used: u64) -> (u64, u64) {
         let (lo, hi, p) = self.permille_range;
         if (lo..hi).contains(&used) {
-            self.permille_cur = (p, 0);
-            self.next_permille_used = hi;
-        } else {
-            let p = permille(used, kv_blocks);
-            self.permille_cur = (p, 0);
-            self.next_permille_used = self.next_permille(used, p);
-            self.permille_range = (used, self.next_permille_used, p);
+            return (p, hi);
         }
-        self.series.clear();
-        self.series_cur = (0, 0, 0, 0);
-        self.series_end_ns = 0;
-        self.series_interval_ns = series_interval_ns.max(1);
-    }
-
-    /// The smallest block count above `used` with a larger permille than `p`, its permille.
-    fn next_permille(&self, used: u64, p: u64) -> u64 {
+        let p = permille(used, self.kv_blocks);
         // Near (p + 0.5) / 1000 of the capacity; the float rounding is settled by stepping.
-        let mut u =
-            (((p as f64 + 0.5) * self.kv_blocks as f64 / 1000.0).ceil() as u64).max(used + 1);
-        while u > used + 1 && permille(u - 1, self.kv_blocks) > p {
+        let kv = self.kv_blocks;
+        let mut u = (((p as f64 + 0.5) * kv as f64 / 1000.0).ceil() as u64).max(used + 1);
+        while u > used + 1 && permille(u - 1, kv) > p {
             u -= 1;
         }
-        while permille(u, self.kv_blocks) <= p {
+        while permille(u, kv) <= p {
             u += 1;
         }
-        u
-    }
-
-    /// Folds the blocks-in-use stretch into the sums.
-    #[inline(always)]
-    fn close_stretch(&mut self) {
-        let block_ns = self.used as u128 * self.stretch_ns as u128;
-        self.kv_block_ns += block_ns;
-        self.series_cur.3 += block_ns;
-        self.stretch_ns = 0;
-    }
-
-    /// Books one iteration starting at `start_ns` and lasting `dur_ns`.
-    #[inline(always)]
-    fn iteration(&mut self, start_ns: u64, dur_ns: u64, itl: &crate::metrics::LatencyHistogram) {
-        if start_ns >= self.series_end_ns {
-            self.new_interval(start_ns);
-        }
-        if dur_ns > self.itl_top_ns {
-            self.new_bucket(dur_ns, itl);
-        }
-        self.series_cur.1 += dur_ns;
-        self.series_cur.2 += 1;
-        self.itl_cur.1 += 1;
-        self.itl_cur.2 += dur_ns;
-        self.itl_cur.3 = dur_ns;
-        self.permille_cur.1 += 1;
-        self.iterations += 1;
-        self.busy_ns += dur_ns;
-        self.stretch_ns += dur_ns;
-        self.last_used = self.used;
-    }
-
-    #[cold]
-    fn new_interval(&mut self, start_ns: u64) {
-        self.close_stretch();
-        if self.series_cur.2 > 0 {
-            self.series.push(self.series_cur);
-        }
-        self.series_cur = (start_ns, 0, 0, 0);
-        self.series_end_ns =
-            (start_ns / self.series_interval_ns + 1).saturating_mul(self.series_interval_ns);
-    }
-
-    #[cold]
-    fn new_bucket(&mut self, dur_ns: u64, itl: &crate::metrics::LatencyHistogram) {
-        if self.itl_cur.1 > 0 {
-            self.itl.push(self.itl_cur);
-        }
-        self.itl_cur = (dur_ns, 0, 0, 0);
-        self.itl_top_ns = itl.bucket_top_ns(dur_ns);
-    }
-
-    /// The next iteration takes `need` blocks when it is scheduled.
-    #[inline(always)]
-    fn take(&mut self, need: u64) {
-        if need > 0 {
-            self.close_stretch();
-            self.used += need;
-            if self.used >= self.next_permille_used {
-                self.new_permille();
-            }
-        }
-    }
-
-    #[cold]
-    fn new_permille(&mut self) {
-        let p = permille(self.used, self.kv_blocks);
-        if p != self.permille_cur.0 {
-            if self.permille_cur.1 > 0 {
-                self.permille.push(self.permille_cur);
-            }
-            self.permille_cur = (p, 0);
-        }
-        self.next_permille_used = self.next_permille(self.used, p);
-        self.permille_range = (self.used, self.next_permille_used, p);
+        self.permille_range = (used, u, p);
+        (p, u)
     }
 
     /// Folds the booked iterations of a batch of `batch` decodes, with `running` and
     /// `waiting` requests, into the metrics and the time series.
     fn apply(
-        &mut self,
+        &self,
         batch: u64,
         running: u64,
         waiting: u64,
         metrics: &mut Metrics,
         ts: &mut TimeSeries,
     ) {
-        self.close_stretch();
         let j = self.iterations;
         if j == 0 {
             return;
         }
         let kv = self.kv_blocks.max(1) as f64;
-        self.itl.push(self.itl_cur);
         for &(min, n, sum, max) in &self.itl {
             metrics
                 .itl
                 .record_bucket(min, n * batch, sum as u128 * batch as u128, max);
         }
-        self.permille.push(self.permille_cur);
         for &(p, n) in &self.permille {
             metrics.kv_permille_hist.record_n(p, n);
         }
-        self.series.push(self.series_cur);
         for &(start, dur, n, block_ns) in &self.series {
-            if n > 0 {
-                ts.iterations(
-                    start,
-                    dur,
-                    n * batch,
-                    running,
-                    waiting,
-                    block_ns as f64 / kv,
-                );
-            }
+            ts.iterations(
+                start,
+                dur,
+                n * batch,
+                running,
+                waiting,
+                block_ns as f64 / kv,
+            );
         }
         metrics.iterations += j;
         metrics.busy_ns += self.busy_ns as u128;
@@ -282,6 +163,143 @@ impl Book {
             self.last_used as f64 / kv,
         );
         metrics.generated_tokens += batch * j;
+    }
+}
+
+/// Where a walk over a run starts: iteration 0 at `start_ns`, lasting `dur_ns`.
+struct WalkStart<'a> {
+    first_iter: u64,
+    start_ns: u64,
+    dur_ns: u64,
+    step: &'a DecodeStep,
+    ctx0: u64,
+    /// Blocks in use during iteration 0.
+    used: u64,
+    /// Most iterations the run may hold.
+    max_len: u64,
+    series_interval_ns: u64,
+}
+
+/// Where a walk stopped: the run's length, and the start and duration of its last iteration.
+struct WalkEnd {
+    len: u64,
+    last_start_ns: u64,
+    last_dur_ns: u64,
+}
+
+impl Replica {
+    /// Walks the iterations of a run from iteration 1, extending it while `accept(start, need,
+    /// dur)` holds for the next iteration (its start, the blocks it takes, its duration), and
+    /// books every iteration but the last into `self.book`.
+    fn walk(
+        &mut self,
+        w: &WalkStart,
+        itl_hist: &crate::metrics::LatencyHistogram,
+        mut accept: impl FnMut(u64, u64, u64) -> bool,
+    ) -> WalkEnd {
+        let b = self.phase_counts.len();
+        let batch = self.n_decoding as u64;
+        let kv_blocks = self.cfg.kv_blocks;
+        let book = &mut self.book;
+        if kv_blocks != book.kv_blocks {
+            book.permille_range = (0, 0, 0);
+            book.kv_blocks = kv_blocks;
+        }
+        book.itl.clear();
+        book.permille.clear();
+        book.series.clear();
+        let interval = w.series_interval_ns.max(1);
+        let series_end = |t: u64| (t / interval + 1).saturating_mul(interval);
+        // The groups being filled start at iteration index, start time (and value).
+        let mut used = w.used;
+        let mut kv_block_ns = 0u128;
+        let mut stretch_start = w.start_ns;
+        let (mut series_m, mut series_t, mut series_kv) = (0u64, w.start_ns, 0u128);
+        let mut series_to = series_end(w.start_ns);
+        let (mut itl_m, mut itl_t, mut itl_min) = (0u64, w.start_ns, w.dur_ns);
+        let mut itl_top = itl_hist.bucket_top_ns(w.dur_ns);
+        let (mut pm, mut next_pm) = book.permille_step(used);
+        let mut pm_m = 0u64;
+        let mut steps = Steps::new(w.step, w.ctx0, batch, 1);
+        let (mut start, mut dur) = (w.start_ns, w.dur_ns);
+        let mut last_need = 0;
+        let mut prev_dur = 0;
+        let mut phase = ((w.first_iter + 1) % b as u64) as usize;
+        let mut m = 1;
+        while m < w.max_len {
+            let next_start = start + dur;
+            let need = self.phase_counts[phase] as u64;
+            let next_dur = steps.next_ns();
+            if !accept(next_start, need, next_dur) {
+                break;
+            }
+            // Iteration m starts at next_start: close the groups it does not belong to.
+            if next_start >= series_to {
+                let block_ns = used as u128 * (next_start - stretch_start) as u128;
+                kv_block_ns += block_ns;
+                series_kv += block_ns;
+                stretch_start = next_start;
+                book.series
+                    .push((series_t, next_start - series_t, m - series_m, series_kv));
+                (series_m, series_t, series_kv) = (m, next_start, 0);
+                series_to = series_end(next_start);
+            }
+            if next_dur > itl_top {
+                book.itl.push((itl_min, m - itl_m, next_start - itl_t, dur));
+                (itl_m, itl_t, itl_min) = (m, next_start, next_dur);
+                itl_top = itl_hist.bucket_top_ns(next_dur);
+            }
+            if need > 0 {
+                let block_ns = used as u128 * (next_start - stretch_start) as u128;
+                kv_block_ns += block_ns;
+                series_kv += block_ns;
+                stretch_start = next_start;
+                used += need;
+                if used >= next_pm {
+                    let (p, next) = book.permille_step(used);
+                    if p != pm {
+                        book.permille.push((pm, m - pm_m));
+                        (pm, pm_m) = (p, m);
+                    }
+                    next_pm = next;
+                }
+            }
+            last_need = need;
+            prev_dur = dur;
+            (start, dur) = (next_start, next_dur);
+            m += 1;
+            phase += 1;
+            if phase == b {
+                phase = 0;
+            }
+        }
+        // The last iteration (m - 1, at `start`) is not booked: close the groups there.
+        let last = m - 1;
+        let block_ns = (used - last_need) as u128 * (start - stretch_start) as u128;
+        kv_block_ns += block_ns;
+        series_kv += block_ns;
+        if last > series_m {
+            book.series
+                .push((series_t, start - series_t, last - series_m, series_kv));
+        }
+        if last > itl_m {
+            // The largest of the bucket is the iteration before the last.
+            book.itl
+                .push((itl_min, last - itl_m, start - itl_t, prev_dur));
+        }
+        if last > pm_m {
+            book.permille.push((pm, last - pm_m));
+        }
+        book.iterations = last;
+        book.busy_ns = start - w.start_ns;
+        book.kv_block_ns = kv_block_ns;
+        book.last_used = used - last_need;
+        book.used = used;
+        WalkEnd {
+            len: m,
+            last_start_ns: start,
+            last_dur_ns: dur,
+        }
     }
 }
 
@@ -445,91 +463,67 @@ impl Replica {
         if !fits(&dstep, ctx_max) {
             return end0;
         }
-        let b = self.block() as usize;
-        let book = &mut self.book;
-        book.start(
-            self.used_blocks,
-            self.cfg.kv_blocks,
-            horizon.series_interval_ns,
-        );
-        let mut steps = Steps::new(&dstep, ctx0, batch, 1);
-        let (mut start, mut dur) = (now, dur0_ns);
+        let start = WalkStart {
+            first_iter: i0,
+            start_ns: now,
+            dur_ns: dur0_ns,
+            step: &dstep,
+            ctx0,
+            used: self.used_blocks,
+            max_len,
+            series_interval_ns: horizon.series_interval_ns,
+        };
+        let until = horizon.until_ns;
         let mut taken = 0u64;
-        let mut phase = ((i0 + 1) % b as u64) as usize;
-        let mut len = 1;
-        while len < max_len {
-            // Iteration `len` starts when the previous one ends.
-            let next_start = start + dur;
-            let need = self.phase_counts[phase] as u64;
-            if taken + need > cap || next_start >= deadline {
-                break;
-            }
-            let next_dur = steps.next_ns();
-            if next_start + next_dur > horizon.until_ns {
-                break;
-            }
-            book.iteration(start, dur, itl);
-            book.take(need);
+        let end = self.walk(&start, itl, |at, need, dur| {
+            let ok = taken + need <= cap && at < deadline && at + dur <= until;
             taken += need;
-            (start, dur) = (next_start, next_dur);
-            len += 1;
-            phase += 1;
-            if phase == b {
-                phase = 0;
-            }
-        }
-        let end = start + dur;
-        if len >= 2 {
+            ok
+        });
+        let end_ns = end.last_start_ns + end.last_dur_ns;
+        if end.len >= 2 {
             self.run = Some(Run {
                 first_iter: i0,
-                len,
+                len: end.len,
                 start_ns: now,
-                end_ns: end,
+                end_ns,
                 step: dstep,
                 ctx0,
                 used0: self.used_blocks,
             });
-            self.cur_end_ns = end;
+            self.cur_end_ns = end_ns;
         }
-        end
+        end_ns
     }
 
     /// Cuts the run in flight at `t` (a control event): books the iterations that ended by
     /// then and leaves the one in flight as an ordinary iteration. Returns its end when the
     /// run's event must move there.
     pub fn cut_run(&mut self, t: u64, metrics: &mut Metrics, ts: &mut TimeSeries) -> Option<u64> {
-        let run = self.run.as_ref()?;
+        let run = self.run.clone()?;
         if t >= run.end_ns {
             return None;
         }
         // Book again, up to the iteration in flight at t: the last one starting by t.
-        let batch = self.n_decoding as u64;
-        let b = self.block() as usize;
-        let book = &mut self.book;
-        book.start(run.used0, self.cfg.kv_blocks, ts.interval_ns());
-        let mut steps = Steps::new(&run.step, run.ctx0, batch, 0);
-        let mut start = run.start_ns;
-        let mut phase = ((run.first_iter + 1) % b as u64) as usize;
-        let mut j = 0;
-        let mut dur = steps.next_ns();
-        while start + dur <= t && j + 1 < run.len {
-            book.iteration(start, dur, &metrics.itl);
-            book.take(self.phase_counts[phase] as u64);
-            phase += 1;
-            if phase == b {
-                phase = 0;
-            }
-            start += dur;
-            dur = steps.next_ns();
-            j += 1;
-        }
-        let last = j + 1 == run.len;
+        let dur0 = run.step.ns_at(run.ctx0);
+        let start = WalkStart {
+            first_iter: run.first_iter,
+            start_ns: run.start_ns,
+            dur_ns: dur0,
+            step: &run.step,
+            ctx0: run.ctx0,
+            used: run.used0,
+            max_len: run.len,
+            series_interval_ns: ts.interval_ns(),
+        };
+        let end = self.walk(&start, &metrics.itl, |at, _, _| at <= t);
+        let last = end.len == run.len;
         if let Some(r) = self.run.as_mut() {
-            r.len = j + 1;
+            r.len = end.len;
         }
         self.advance_run(metrics, ts);
-        debug_assert_eq!(self.cur_start_ns, start);
-        self.cur_end_ns = start + dur;
+        debug_assert_eq!(self.cur_start_ns, end.last_start_ns);
+        self.cur_end_ns = end.last_start_ns + end.last_dur_ns;
         (!last).then_some(self.cur_end_ns)
     }
 
@@ -540,10 +534,15 @@ impl Replica {
             return;
         };
         let batch = self.n_decoding as u64;
-        let (running, waiting) = (self.running as u64, self.waiting.len() as u64);
-        let book = &mut self.book;
+        let book = &self.book;
         debug_assert_eq!(book.iterations, run.len - 1);
-        book.apply(batch, running, waiting, metrics, ts);
+        book.apply(
+            batch,
+            self.running as u64,
+            self.waiting.len() as u64,
+            metrics,
+            ts,
+        );
         let (j, used, busy_ns) = (book.iterations, book.used, book.busy_ns);
         let taken = used - run.used0;
         if self.cfg.reserve_output_kv {
