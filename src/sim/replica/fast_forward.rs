@@ -420,7 +420,9 @@ impl Replica {
         horizon: &Horizon,
     ) -> u64 {
         let end0 = now + dur0_ns;
-        if end0 >= horizon.until_ns || horizon.max_iterations < 2 {
+        // Iteration times never shrink in a run (the lines' slopes are >= 0): a second
+        // iteration that would end past the horizon leaves a run of one.
+        if end0.saturating_add(dur0_ns) > horizon.until_ns || horizon.max_iterations < 2 {
             return end0;
         }
         let i0 = self.iter;
