@@ -16,8 +16,10 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+mod common;
+
 use proptest::prelude::*;
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, TestRunner};
 use serde_json::Value;
 use servesim::scenario::Scenario;
 use servesim::sim::simulate;
@@ -265,21 +267,38 @@ fn check(case: &Case) -> bool {
     true
 }
 
-proptest! {
-    #![proptest_config(Config { cases: 200, failure_persistence: None, ..Config::default() })]
-    #[test]
-    fn fast_forward_matches_the_oracle(c in case()) {
-        check(&c);
-    }
+/// Runs `cases` random scenarios through [`check`], on a thread with a large stack (the
+/// scenario strategy is deep enough to overflow the default one in a debug build).
+fn run_cases(cases: u32) {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let mut runner = TestRunner::new(Config {
+                cases,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            if let Err(e) = runner.run(&case(), |c| {
+                check(&c);
+                Ok(())
+            }) {
+                panic!("{e}");
+            }
+        })
+        .expect("a test thread")
+        .join()
+        .expect("every case matches the oracle");
 }
 
-proptest! {
-    #![proptest_config(Config { cases: 10_000, failure_persistence: None, ..Config::default() })]
-    #[test]
-    #[ignore = "long run: 10,000 scenarios (cargo test --release --test fast_forward -- --ignored)"]
-    fn fast_forward_matches_the_oracle_10k(c in case()) {
-        check(&c);
-    }
+#[test]
+fn fast_forward_matches_the_oracle() {
+    run_cases(200);
+}
+
+#[test]
+#[ignore = "long run: 10,000 scenarios (cargo test --release --test fast_forward -- --ignored)"]
+fn fast_forward_matches_the_oracle_10k() {
+    run_cases(10_000);
 }
 
 /// The fast-forward does fast-forward: a low-rate run books most iterations in bulk, counts
@@ -322,4 +341,59 @@ rate_per_s = 0.5
         fast.metrics.iterations
     );
     assert_eq!(fast.metrics.iterations, oracle.metrics.iterations);
+}
+
+/// `--no-fast-forward` selects the oracle on `bench`, `run`, `sweep` and `plan`, and the
+/// figures are the same with and without it.
+#[test]
+fn the_flag_selects_the_oracle_on_every_command() {
+    let json = |args: &[&str]| -> Value {
+        let (code, out, err) = common::servesim(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}\n{out}"))
+    };
+    let bench = [
+        "bench",
+        "--dataset-name",
+        "sharegpt",
+        "--num-prompts",
+        "300",
+        "--request-rate",
+        "2",
+        "--format",
+        "json",
+    ];
+    let run = [
+        "run",
+        "--set",
+        "workload.num_requests=300",
+        "--set",
+        "workload.arrival.rate_per_s=1",
+        "--format",
+        "json",
+    ];
+    for args in [&bench[..], &run[..]] {
+        let fast = json(args);
+        let oracle = json(&[args, &["--no-fast-forward"][..]].concat());
+        let mut bad = Vec::new();
+        compare("", &fast, &oracle, &mut bad);
+        assert!(bad.is_empty(), "{args:?}: {bad:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).display().to_string();
+    let (code, _, err) = common::servesim(&[
+        "sweep",
+        "--vary",
+        "workload.arrival.rate_per_s=1,3",
+        "--set",
+        "measure.min_requests=500",
+        "--set",
+        "measure.max_requests=1000",
+        "--no-fast-forward",
+        "--out",
+        &out("sweep"),
+    ]);
+    assert_eq!(code, 0, "sweep: {err}");
+    let (code, _, err) = common::servesim(&["plan", "--no-fast-forward", "--out", &out("plan")]);
+    assert_eq!(code, 0, "plan: {err}");
 }
