@@ -1,7 +1,7 @@
 //! Property test of the fast-forward of decode-only runs (issue #13): over random scenarios
 //! (every arrival kind, prefix caching, preemption under a small KV cache, queue time-outs,
-//! admission control, several replicas and routers, concurrency caps, replica failures,
-//! static batching, reserved output KV, three engines, several GPUs and step-time scales), a
+//! admission control, several replicas and routers, concurrency caps, replica failures
+//! (scheduled and random), an autoscaler, static batching, reserved output KV, three engines, several GPUs and step-time scales), a
 //! run with `limits.fast_forward = true` and one timing every iteration on its own (the
 //! oracle) report identical counts and token counts, and every other figure within 1e-9
 //! relative (percentiles within one histogram bucket), summary, CDFs, time series and
@@ -131,6 +131,8 @@ prop_compose! {
         admission in any::<bool>(),
         timeout_s in prop::option::of(0.01f64..20.0),
         failure in prop::option::of((0.0f64..30.0, 0.1f64..60.0, any::<bool>())),
+        mtbf_hours in prop::option::of(0.0005f64..0.01),
+        autoscale in prop::option::of((any::<bool>(), 0.2f64..5.0, 0.1f64..10.0, 1u32..4)),
     ) -> Case {
         let (model, gpu, tp) = model_gpu;
         let mut t = format!("seed = {seed}\n[deployment]\nmodel = \"{model}\"\ngpu = \"{gpu}\"\ntp = {tp}\nengine = \"{engine}\"\nreplicas = {replicas}\nrouter = \"{router}\"\nstep_time_scale = {scale}\n[scheduler]\n");
@@ -178,10 +180,23 @@ prop_compose! {
             t += &format!("ttft_ms = {ms}\nadmission_control = {admission}\n");
         }
         if let Some(s) = timeout_s { t += &format!("queue_timeout_s = {s}\n"); }
+        if failure.is_some() || mtbf_hours.is_some() {
+            t += "[faults]\n";
+        }
         if let Some((at, repair, retry)) = failure {
             t += &format!(
-                "[faults]\nfailures = [{{ time_s = {at}, replicas = 1, repair_s = {repair} }}]\non_failure = \"{}\"\n",
+                "failures = [{{ time_s = {at}, replicas = 1, repair_s = {repair} }}]\non_failure = \"{}\"\n",
                 if retry { "retry" } else { "fail" }
+            );
+        }
+        if let Some(h) = mtbf_hours {
+            t += &format!("mtbf_hours = {h}\nrepair_s = 5.0\n");
+        }
+        if let Some((ttft_policy, interval, delay, max)) = autoscale {
+            let policy = if ttft_policy && ttft_ms.is_some() { "ttft" } else { "queue" };
+            t += &format!(
+                "[autoscale]\npolicy = \"{policy}\"\ninterval_s = {interval}\nwindow_s = {interval}\nscale_up_delay_s = {delay}\nscale_down_cooldown_s = {interval}\nmin_replicas = 1\nmax_replicas = {}\n",
+                max + 1
             );
         }
         t += "[limits]\nmax_events = 5000000\n";
