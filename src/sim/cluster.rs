@@ -38,6 +38,10 @@ struct Events {
     /// Control events: (time, sequence number, kind).
     controls: BinaryHeap<Reverse<(u64, u64, u32)>>,
     seq: u64,
+    /// Slots that started a fast-forwarded run since the last control event (each once), and
+    /// which slots are listed: the runs a control event may have to cut.
+    runs: Vec<usize>,
+    listed: Vec<bool>,
 }
 
 impl Events {
@@ -67,6 +71,26 @@ impl Events {
         self.iterations
             .pop()
             .map(|Reverse((t, slot, seq))| (t, seq, slot))
+    }
+
+    /// Notes that slot `r` started a fast-forwarded run.
+    fn note_run(&mut self, r: usize) {
+        if r >= self.listed.len() {
+            self.listed.resize(r + 1, false);
+        }
+        if !self.listed[r] {
+            self.listed[r] = true;
+            self.runs.push(r);
+        }
+    }
+
+    /// Moves the slots noted since the last call into `into` (its buffer is reused).
+    fn take_runs(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        std::mem::swap(&mut self.runs, into);
+        for &r in into.iter() {
+            self.listed[r] = false;
+        }
     }
 
     /// Time of the next control event, ns (`u64::MAX` when none is queued).
@@ -165,6 +189,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     // Run events replaced when a control event cut their run (not events of the oracle).
     let mut cancelled: Vec<u64> = Vec::new();
     let mut fast_forwarded: u64 = 0;
+    let mut runs: Vec<usize> = Vec::new();
     while let Some((now, ev_seq, kind)) = events.pop() {
         if kind < FIRST_CONTROL && !cancelled.is_empty() {
             if let Some(p) = cancelled.iter().position(|&s| s == ev_seq) {
@@ -188,7 +213,9 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         if kind >= FIRST_CONTROL {
             // A control event sees every replica as it is at `now`: runs that reach past it
             // are cut there.
-            for (r, slot) in fleet.slots.iter_mut().enumerate() {
+            events.take_runs(&mut runs);
+            for &r in &runs {
+                let slot = &mut fleet.slots[r];
                 if !slot.replica.in_run() {
                     continue;
                 }
@@ -199,6 +226,10 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 let v = slot.replica.take_virtual_iterations();
                 n_events += v;
                 fast_forwarded += v;
+                if slot.replica.in_run() {
+                    // Not reached: a run in flight at a control event ends after it.
+                    events.note_run(r);
+                }
             }
         }
         match kind {
@@ -289,6 +320,9 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                         .schedule(now, &mut slab, &mut metrics, &cfg.slo, step, &h)
                 {
                     slot.pending_seq = events.push(now + dur, r as u32);
+                    if slot.replica.in_run() {
+                        events.note_run(r);
+                    }
                 }
                 outstanding -= fleet.slots[r].replica.take_departed();
                 fleet.release_if_drained(r);
@@ -586,6 +620,9 @@ fn start(
             .schedule(now, slab, metrics, &cfg.slo, step, horizon)
         {
             slot.pending_seq = events.push(now + dur, r as u32);
+            if slot.replica.in_run() {
+                events.note_run(r);
+            }
         }
     }
 }

@@ -78,11 +78,17 @@ pub struct Replica {
     run: Option<Run>,
     /// Iterations booked in bulk since the event loop last asked.
     virtual_iterations: u64,
-    /// Bookings of the run in flight (buffers kept between runs).
-    book: fast_forward::Book,
-    /// Decode step-time functions by batch size, with the shared-prefix tallies they hold for.
-    decode_steps: Vec<Option<((u64, u64), DecodeStep)>>,
+    /// Bookings of the run in flight (buffers kept between runs), and its step function; boxed
+    /// with the cache below, so that the fields the router scans across replicas stay close.
+    book: Box<fast_forward::Book>,
+    /// Decode step-time functions of recent batches: (batch size, shared-prefix tallies,
+    /// function), at the batch size modulo the cache's length (a batch grows and shrinks by
+    /// one request at a time).
+    decode_steps: Box<[Option<(u32, (u64, u64), DecodeStep)>; DECODE_STEP_CACHE]>,
 }
+
+/// Entries of a replica's cache of decode step-time functions.
+const DECODE_STEP_CACHE: usize = 8;
 
 #[inline]
 fn div_ceil(a: u64, b: u64) -> u64 {
@@ -121,8 +127,8 @@ impl Replica {
             peak_blocks: 0,
             run: None,
             virtual_iterations: 0,
-            decode_steps: Vec::new(),
-            book: fast_forward::Book::default(),
+            decode_steps: Box::new([None; DECODE_STEP_CACHE]),
+            book: Box::default(),
         }
     }
 
@@ -323,22 +329,19 @@ impl Replica {
     }
 
     /// The step-time function of a decode-only batch shaped like `shape`
-    /// ([`StepTimeModel::decode_step`]), from a cache by batch size: it changes only when a
-    /// request joins or leaves the decode set.
+    /// ([`StepTimeModel::decode_step`]), from a small cache: it changes only when a request
+    /// joins or leaves the decode set.
     fn decode_step(&mut self, shape: &BatchShape, step: &StepTimeModel) -> DecodeStep {
         let key = (
             shape.decode_prefix_repeat_tokens,
             shape.decode_prefix_distinct_tokens,
         );
-        let i = shape.decode_seqs as usize;
-        if i >= self.decode_steps.len() {
-            self.decode_steps.resize(i + 1, None);
-        }
+        let i = shape.decode_seqs as usize % DECODE_STEP_CACHE;
         match self.decode_steps[i] {
-            Some((k, d)) if k == key => d,
+            Some((seqs, k, d)) if seqs == shape.decode_seqs && k == key => d,
             _ => {
                 let d = step.decode_step(shape);
-                self.decode_steps[i] = Some((key, d));
+                self.decode_steps[i] = Some((shape.decode_seqs, key, d));
                 d
             }
         }

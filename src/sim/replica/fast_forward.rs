@@ -54,8 +54,6 @@ pub(super) struct Run {
     start_ns: u64,
     /// End of the last iteration, ns.
     end_ns: u64,
-    /// The iteration time as a function of the total context.
-    step: DecodeStep,
     /// Total context of the first iteration, tokens.
     ctx0: u64,
     /// Blocks in use while the first iteration runs.
@@ -88,6 +86,8 @@ pub(super) struct Book {
     series: Vec<(u64, u64, u64, u128)>,
     /// KV capacity, blocks.
     kv_blocks: u64,
+    /// The iteration time of the run in flight as a function of the total context.
+    step: Option<DecodeStep>,
     /// A range of block counts [lo, hi) known to share one permille, and it (kept from run to
     /// run: the rounding is worked out again only when the blocks in use leave it).
     permille_range: (u64, u64, u64),
@@ -484,12 +484,12 @@ impl Replica {
         });
         let end_ns = end.last_start_ns + end.last_dur_ns;
         if end.len >= 2 {
+            self.book.step = Some(dstep);
             self.run = Some(Run {
                 first_iter: i0,
                 len: end.len,
                 start_ns: now,
                 end_ns,
-                step: dstep,
                 ctx0,
                 used0: self.used_blocks,
             });
@@ -506,13 +506,14 @@ impl Replica {
         if t >= run.end_ns {
             return None;
         }
+        let step = self.book.step?;
         // Book again, up to the iteration in flight at t: the last one starting by t.
-        let dur0 = run.step.ns_at(run.ctx0);
+        let dur0 = step.ns_at(run.ctx0);
         let start = WalkStart {
             first_iter: run.first_iter,
             start_ns: run.start_ns,
             dur_ns: dur0,
-            step: &run.step,
+            step: &step,
             ctx0: run.ctx0,
             used: run.used0,
             max_len: run.len,
