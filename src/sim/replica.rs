@@ -84,11 +84,15 @@ pub struct Replica {
     /// Decode step-time functions of recent batches: (batch size, shared-prefix tallies,
     /// function), at the batch size modulo the cache's length (a batch grows and shrinks by
     /// one request at a time).
-    decode_steps: Box<[Option<(u32, (u64, u64), DecodeStep)>; DECODE_STEP_CACHE]>,
+    decode_steps: Box<[Option<CachedDecodeStep>; DECODE_STEP_CACHE]>,
 }
 
 /// Entries of a replica's cache of decode step-time functions.
 const DECODE_STEP_CACHE: usize = 8;
+
+/// A cached decode step-time function: the batch size and shared-prefix tallies (repeat,
+/// distinct tokens) it holds for, and the function.
+type CachedDecodeStep = (u32, (u64, u64), DecodeStep);
 
 #[inline]
 fn div_ceil(a: u64, b: u64) -> u64 {
