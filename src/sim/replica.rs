@@ -88,7 +88,7 @@ pub struct Replica {
 }
 
 /// Entries of a replica's cache of decode step-time functions.
-const DECODE_STEP_CACHE: usize = 16;
+const DECODE_STEP_CACHE: usize = 8;
 
 /// A cached decode step-time function: the batch size and shared-prefix tallies (repeat,
 /// distinct tokens) it holds for, and the function.
