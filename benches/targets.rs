@@ -19,16 +19,25 @@
 //!   requests, doubling until its intervals are within 2%, at most 32,000), on a local rayon
 //!   pool of 1 and 2 threads. Targets: under 20 s on 2 threads; >= 1.8x from 1 to 2 threads.
 //!
-//! - (g) `run-1m-1p1d-25rps`: prefill/decode disaggregation, one prefill and one decode
-//!   replica of Llama-3.1-8B / H100 SXM (TP 1, vLLM defaults) with the default KV link
-//!   (50 GB/s, 20 us), 1,000,000 requests of 1,024 prompt and 128 output tokens (`servesim
-//!   bench`'s random dataset) at 25 req/s, Poisson. Target: >= 500,000 requests per wall
-//!   second.
-//!
 //! - (f) `plan-diurnal-week`: `servesim::plan::plan` on scenarios/diurnal-week.toml: the peak
 //!   plan, hour-by-hour sizing and a week of 24.2 million requests simulated with the
 //!   autoscaler for each of the two cheapest candidates. Target: under 60 s. Ten samples take
 //!   several minutes: `cargo bench --bench targets -- week` runs it alone.
+//!
+//! - (g) `ff-1m-1rps`, `ff-1m-25rps`, `ff-1m-80pct-defaults` (issue #13, the fast-forward of
+//!   decode-only runs): 1,000,000 ShareGPT requests as `servesim bench --dataset-name sharegpt
+//!   --num-prompts 1000000` runs them (Llama-3.1-8B / 1x H100 SXM, vLLM's own defaults for the
+//!   H100: 1,024 sequences, 8,192-token budget), Poisson at 1 req/s (batches of one or two),
+//!   at 25 req/s, and at 58.1 req/s = 80% of that deployment's offline capacity (72.65 req/s:
+//!   `servesim bench --dataset-name sharegpt --num-prompts 1000000`, request_throughput).
+//!   Targets: >= 1,000,000 simulated requests per wall second at 1 and 25 req/s, >= 3,000,000
+//!   at 80%. `cargo bench --bench targets -- ff` runs them alone.
+//!
+//! - (h) `run-1m-1p1d-25rps`: prefill/decode disaggregation, one prefill and one decode
+//!   replica of Llama-3.1-8B / H100 SXM (TP 1, vLLM defaults) with the default KV link
+//!   (50 GB/s, 20 us), 1,000,000 requests of 1,024 prompt and 128 output tokens (`servesim
+//!   bench`'s random dataset) at 25 req/s, Poisson. Target: >= 500,000 requests per wall
+//!   second.
 //!
 //! `cargo bench --bench targets` (about 1-2 minutes, plus (f)). Criterion prints time per iteration and,
 //! for (a)-(c), the throughput in elements (simulated requests) per second.
@@ -180,6 +189,51 @@ fn runs(c: &mut Criterion) {
     g.finish();
 }
 
+/// Offline capacity of Llama-3.1-8B / H100 SXM with vLLM's H100 defaults on ShareGPT, req/s
+/// (`servesim bench --dataset-name sharegpt --num-prompts 1000000`: request_throughput 72.65).
+const BENCH_CAPACITY_REQ_S: f64 = 72.65;
+
+fn fast_forward_runs(c: &mut Criterion) {
+    let n = requests();
+    let cases = [
+        ("ff-1m-1rps", 1.0, 1_000_000.0),
+        ("ff-1m-25rps", 25.0, 1_000_000.0),
+        (
+            "ff-1m-80pct-defaults",
+            0.8 * BENCH_CAPACITY_REQ_S,
+            3_000_000.0,
+        ),
+    ];
+    let mut g = c.benchmark_group("targets");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Elements(n));
+    for (name, rate, target) in cases {
+        let r = scenario(
+            n,
+            1,
+            &format!("kind = \"poisson\"\nrate_per_s = {rate:.2}"),
+            "",
+        );
+        let t = std::time::Instant::now();
+        let s = r.run().expect("runs").summary;
+        let wall = t.elapsed().as_secs_f64();
+        eprintln!(
+            "setup {name}: completed {} request_throughput {:.2} req/s mean batch {:.1}, one run \
+             {wall:.3} s = {:.0} simulated req/s (target {target:.0})",
+            s.completed,
+            s.request_throughput,
+            s.mean_batch_size,
+            n as f64 / wall
+        );
+        assert_eq!(s.completed, n, "{name}: every request completes");
+        g.bench_function(name, |b| b.iter(|| r.run().expect("runs")));
+    }
+    g.finish();
+}
+
 fn planning(c: &mut Criterion) {
     let origin = "<embedded scenarios/chat-slo.toml>";
     let sc = Scenario::parse(CHAT_SLO, origin, &[]).expect("chat-slo parses");
@@ -238,5 +292,12 @@ fn planning_week(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, runs, planning, sweeping, planning_week);
+criterion_group!(
+    benches,
+    runs,
+    fast_forward_runs,
+    planning,
+    sweeping,
+    planning_week
+);
 criterion_main!(benches);

@@ -111,6 +111,11 @@ pub struct RunArgs {
     /// Override any scenario key, e.g. `--set workload.arrival.rate_per_s=20` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Time every engine iteration as its own event (the oracle the fast-forward of
+    /// decode-only runs is checked against; same results, slower). Sets
+    /// `limits.fast_forward = false`.
+    #[arg(long = "no-fast-forward")]
+    pub no_fast_forward: bool,
     /// Seed (overrides the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -204,6 +209,11 @@ pub struct BenchArgs {
     /// SLOs for goodput, as vLLM's `--goodput`: `ttft:MS tpot:MS e2el:MS`.
     #[arg(long, num_args = 1.., value_name = "KEY:MS")]
     pub goodput: Vec<String>,
+    /// Time every engine iteration as its own event (the oracle the fast-forward of
+    /// decode-only runs is checked against; same results, slower). Sets
+    /// `limits.fast_forward = false`.
+    #[arg(long = "no-fast-forward")]
+    pub no_fast_forward: bool,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -332,6 +342,11 @@ pub struct PlanArgs {
     /// Override any scenario key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Time every engine iteration as its own event (the oracle the fast-forward of
+    /// decode-only runs is checked against; same results, slower). Sets
+    /// `limits.fast_forward = false`.
+    #[arg(long = "no-fast-forward")]
+    pub no_fast_forward: bool,
     /// $/GPU-hour for every GPU type (overrides calibration/pricing.toml).
     #[arg(long)]
     pub price: Option<f64>,
@@ -369,6 +384,11 @@ pub struct SweepArgs {
     /// Override any scenario key for every point (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Time every engine iteration as its own event (the oracle the fast-forward of
+    /// decode-only runs is checked against; same results, slower). Sets
+    /// `limits.fast_forward = false`.
+    #[arg(long = "no-fast-forward")]
+    pub no_fast_forward: bool,
     /// Output format on stdout (default: table on a terminal, csv when piped).
     #[arg(long, value_enum)]
     pub format: Option<Format>,

@@ -17,6 +17,15 @@ use anyhow::Result;
 use crate::cli::{Cli, Command, DeploymentArgs};
 use servesim::scenario::{DeploymentConfig, SchedulerOverrides};
 
+/// The `--set` overrides plus `limits.fast_forward=false` under `--no-fast-forward`.
+pub fn overrides(set: &[String], no_fast_forward: bool) -> Vec<String> {
+    let mut all = set.to_vec();
+    if no_fast_forward {
+        all.push("limits.fast_forward=false".into());
+    }
+    all
+}
+
 /// Runs the command the flags name.
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {

@@ -17,6 +17,10 @@ pub use timeseries::{TimeSeries, TimeSeriesPoint};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+/// A century in ns: latencies are clamped to it (auto-resizing histograms fail above
+/// i64::MAX / 2).
+const CENTURY_NS: u64 = 3_155_760_000_000_000_000;
+
 /// A streaming distribution of durations in nanoseconds (3 significant digits) with an exact mean.
 #[derive(Debug, Clone)]
 pub struct LatencyHistogram {
@@ -72,12 +76,34 @@ impl LatencyHistogram {
             return;
         }
         // Auto-resizing histograms only fail above i64::MAX/2; clamp to a century of ns.
-        let v = value_ns.min(3_155_760_000_000_000_000);
+        let v = value_ns.min(CENTURY_NS);
         let _ = self.hist.record_n(v, n);
         self.sum_ns += v as u128 * n as u128;
         self.count += n;
         self.min_ns = self.min_ns.min(v);
         self.max_ns = self.max_ns.max(v);
+    }
+
+    /// The largest value counted in the same histogram bucket as `value_ns`, ns.
+    #[inline]
+    pub fn bucket_top_ns(&self, value_ns: u64) -> u64 {
+        self.hist.highest_equivalent(value_ns.min(CENTURY_NS))
+    }
+
+    /// Folds in `n` samples that all fall in the bucket of `min_ns` (up to
+    /// [`LatencyHistogram::bucket_top_ns`]), summing to `sum_ns`, the largest `max_ns`: the
+    /// same histogram as recording them one by one, with the exact mean and extremes.
+    pub fn record_bucket(&mut self, min_ns: u64, n: u64, sum_ns: u128, max_ns: u64) {
+        if n == 0 {
+            return;
+        }
+        debug_assert!(min_ns <= max_ns && max_ns <= self.bucket_top_ns(min_ns));
+        let v = min_ns.min(CENTURY_NS);
+        let _ = self.hist.record_n(v, n);
+        self.sum_ns += sum_ns;
+        self.count += n;
+        self.min_ns = self.min_ns.min(v);
+        self.max_ns = self.max_ns.max(max_ns.min(CENTURY_NS));
     }
 
     /// Folds in one sample.
@@ -191,6 +217,15 @@ impl WeightedStat {
         self.sum_wx += w * x;
         if x > self.max {
             self.max = x;
+        }
+    }
+
+    /// Folds in many values at once: their total weight, their weighted sum and their largest.
+    pub fn record_sums(&mut self, sum_w: f64, sum_wx: f64, max: f64) {
+        self.sum_w += sum_w;
+        self.sum_wx += sum_wx;
+        if max > self.max {
+            self.max = max;
         }
     }
 

@@ -481,15 +481,20 @@ impl StepTimeModel {
     /// are the same memory, read by concurrent CTAs of the same kernel; the other half of the
     /// L2 is left to the streaming KV of the other requests).
     fn decode_hbm_context_tokens(&self, b: &BatchShape) -> f64 {
-        let total = b.decode_context_tokens as f64;
+        b.decode_context_tokens as f64 - self.decode_l2_repeat_tokens(b)
+    }
+
+    /// Of the decode context, the repeat reads of shared prefixes served by L2 (see
+    /// [`StepTimeModel::decode_hbm_context_tokens`]), tokens.
+    fn decode_l2_repeat_tokens(&self, b: &BatchShape) -> f64 {
         let distinct_bytes =
             b.decode_prefix_distinct_tokens as f64 * self.kv_bytes_per_ctx_token_layer;
         if b.decode_prefix_repeat_tokens > 0
             && distinct_bytes <= self.dep.gpu.datasheet.l2_bytes / 2.0
         {
-            total - b.decode_prefix_repeat_tokens as f64
+            b.decode_prefix_repeat_tokens as f64
         } else {
-            total
+            0.0
         }
     }
 
@@ -557,12 +562,71 @@ impl StepTimeModel {
         h.per_iteration_s + h.per_sequence_s * (b.decode_seqs + b.prefill_seqs) as f64
     }
 
+    /// The step time of decode-only batches shaped like `b` (its sequences, padding and shared
+    /// prefixes; its context is ignored) as an exact integer function of the total context:
+    /// the upper envelope of a few lines in fixed point. The simulator times every decode-only
+    /// iteration with it, so a run of iterations of one batch can be summed in integers
+    /// (the fast-forward) and equal, bit for bit, the iterations timed one by one.
+    pub fn decode_step(&self, b: &BatchShape) -> DecodeStep {
+        debug_assert_eq!(b.prefill_tokens, 0);
+        let t = self.padded_tokens(b) as usize;
+        let table = match self.table_ns.get(t) {
+            Some(&ns) => ns,
+            None => {
+                let (gemm, _, small, ar) = self.token_terms(t as f64);
+                secs_to_ns(gemm + small + ar)
+            }
+        };
+        let g = &self.queued_gpu;
+        let lm =
+            self.gemm_time(
+                g,
+                self.lm_head.weights,
+                self.lm_head.k,
+                self.lm_head.n,
+                self.lm_head_rows(b),
+            )
+            .0 + 3.0 * g.small_ops.kernel_s;
+        // The GPU time is `base + layers x (fixed + max(hbm x kv / bw, 4 q ctx / rate))` with
+        // hbm = ctx less the L2-served repeat reads (kernels::decode_attention_s): two lines.
+        let base = table as f64 * 1e-9 + lm + self.layers * g.attention.fixed_s;
+        let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
+        let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
+        let repeat = self.decode_l2_repeat_tokens(b);
+        let mem_slope = self.layers * self.kv_bytes_per_ctx_token_layer / bw;
+        let flop_slope = self.layers * 4.0 * self.q_width / rate;
+        // Host side (host_terms): a synchronous engine adds its host time to the longer of the
+        // GPU and the launches; an asynchronous one takes the longer of the GPU and the host.
+        let launch = self.cpu_launch_time(b);
+        let host = self.host_time(b);
+        let (gpu_extra, host_line) = if self.dep.engine.scheduler.async_scheduling {
+            (0.0, launch + host)
+        } else {
+            (host, launch + host)
+        };
+        let scale = self.time_scale;
+        DecodeStep::new(
+            &[
+                (base + gpu_extra - repeat * mem_slope, mem_slope),
+                (base + gpu_extra, flop_slope),
+                (host_line, 0.0),
+                // An iteration takes at least 1 ns.
+                (1e-9, 0.0),
+            ],
+            scale,
+        )
+    }
+
     /// Iteration time in integer nanoseconds, from the precomputed table (the simulator's path).
-    /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding.
+    /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding; decode-only
+    /// batches are timed by [`StepTimeModel::decode_step`].
     #[inline]
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
         if b.tokens() == 0 {
             return 0;
+        }
+        if b.prefill_tokens == 0 {
+            return self.decode_step(b).ns_at(b.decode_context_tokens);
         }
         let t = self.padded_tokens(b) as usize;
         let table = match self.table_ns.get(t) {
@@ -600,6 +664,70 @@ impl StepTimeModel {
     pub fn with_time_scale(mut self, scale: f64) -> Self {
         self.time_scale = scale;
         self
+    }
+}
+
+/// Fraction bits of [`DecodeStep`]'s fixed-point lines (units of 2^-24 ns).
+pub const DECODE_STEP_FRACTION_BITS: u32 = 24;
+
+/// The time of a decode-only iteration of a fixed batch as a function of its total context
+/// `c` (tokens): `floor(max_j(a_j + s_j c) / 2^24)` ns with integer intercepts `a_j` (rounding
+/// included) and slopes `s_j` in units of 2^-24 ns. Being integer, a run of iterations whose
+/// context grows by the batch size each time can be timed and summed exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeStep {
+    /// (intercept, slope per context token), 2^-24 ns; slopes are >= 0.
+    lines: [(i128, i128); 4],
+}
+
+impl DecodeStep {
+    /// The envelope of `(intercept_s, slope_s_per_token)` lines, each multiplied by `scale`.
+    fn new(lines_s: &[(f64, f64); 4], scale: f64) -> Self {
+        let unit = scale * 1e9 * (1u64 << DECODE_STEP_FRACTION_BITS) as f64;
+        // Far beyond any step time, small enough that `a + s c` cannot overflow for any u64 `c`
+        // with a slope in range.
+        const CAP: f64 = 1e30;
+        let fixed = |v: f64| -> i128 {
+            let x = v * unit;
+            if x.is_nan() {
+                0
+            } else if x.abs() < 9e18 {
+                // The common case, without the slow float-to-i128 conversion (truncated: a
+                // 2^-24 ns unit is far below the 1 ns the step is rounded to).
+                x as i64 as i128
+            } else {
+                x.clamp(-CAP, CAP).round() as i128
+            }
+        };
+        let half = 1i128 << (DECODE_STEP_FRACTION_BITS - 1);
+        let mut lines = [(0, 0); 4];
+        for (l, &(a, s)) in lines.iter_mut().zip(lines_s.iter()) {
+            *l = (fixed(a) + half, fixed(s).clamp(0, (1i128 << 62) - 1));
+        }
+        DecodeStep { lines }
+    }
+
+    /// The lines, (intercept, slope per context token) in 2^-24 ns.
+    pub fn lines(&self) -> &[(i128, i128); 4] {
+        &self.lines
+    }
+
+    /// The envelope at total context `ctx`, 2^-24 ns.
+    #[inline]
+    pub fn fixed_at(&self, ctx: u64) -> i128 {
+        let c = ctx as i128;
+        self.lines
+            .iter()
+            .map(|&(a, s)| a + s * c)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The iteration time at total context `ctx`, ns (at least 1).
+    #[inline]
+    pub fn ns_at(&self, ctx: u64) -> u64 {
+        let x = self.fixed_at(ctx) >> DECODE_STEP_FRACTION_BITS;
+        x.clamp(1, u64::MAX as i128) as u64
     }
 }
 

@@ -192,6 +192,10 @@ pub struct LimitsConfig {
     /// Event limit.
     #[serde(default = "default_max_events")]
     pub max_events: u64,
+    /// Fast-forward runs of decode-only iterations (false: time every iteration on its own,
+    /// the oracle the fast-forward is tested against; the same results, slower).
+    #[serde(default = "default_true")]
+    pub fast_forward: bool,
 }
 
 impl Default for LimitsConfig {
@@ -199,12 +203,16 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_sim_time_s: default_max_time(),
             max_events: default_max_events(),
+            fast_forward: true,
         }
     }
 }
 
 fn default_max_time() -> f64 {
     30.0 * 24.0 * 3600.0
+}
+fn default_true() -> bool {
+    true
 }
 fn default_max_events() -> u64 {
     2_000_000_000
@@ -568,6 +576,7 @@ impl Scenario {
             limits: Limits {
                 max_sim_time_ns: (self.limits.max_sim_time_s.min(1e9) * 1e9) as u64,
                 max_events: self.limits.max_events,
+                fast_forward: self.limits.fast_forward,
             },
             max_concurrency: self.workload.max_concurrency,
             seed: self.seed,

@@ -1,8 +1,8 @@
 //! Discrete-event simulation of a serving cluster: arrivals → router → replicas (continuous
 //! batching, paged KV cache, preemption, prefix caching, SLO enforcement) → streaming metrics.
 //!
-//! Time is integer nanoseconds; events are ordered by (time, sequence number), so a run is
-//! bit-for-bit reproducible for a seed. A decode iteration costs O(1) amortised in the batch
+//! Time is integer nanoseconds; events are ordered by time, iteration ends before control
+//! events, then by slot or sequence number, so a run is bit-for-bit reproducible for a seed. A decode iteration costs O(1) amortised in the batch
 //! size (DESIGN.md §5): every decoding request gains one token per iteration, so its finishing
 //! iteration is known when it starts decoding, the sum of contexts grows by the batch size, and
 //! the requests that need a new KV block in an iteration are counted by their block phase.
@@ -68,6 +68,9 @@ pub struct Limits {
     pub max_sim_time_ns: u64,
     /// Event limit (arrivals + iterations).
     pub max_events: u64,
+    /// Fast-forward runs of decode-only iterations in closed form (the same results as
+    /// timing each iteration on its own, which `false` does: the oracle).
+    pub fast_forward: bool,
 }
 
 impl Default for Limits {
@@ -75,6 +78,7 @@ impl Default for Limits {
         Limits {
             max_sim_time_ns: 30 * 24 * 3600 * 1_000_000_000,
             max_events: 2_000_000_000,
+            fast_forward: true,
         }
     }
 }
@@ -165,10 +169,12 @@ pub struct SimOutput {
     pub peak_kv_blocks: u64,
     /// When the last request arrived, ns (the end of the load; the drain follows).
     pub last_arrival_ns: u64,
-    /// Events processed.
+    /// Events processed, every engine iteration counted (fast-forwarded ones too).
     pub events: u64,
     /// KV transfers of a disaggregated run (`None` for colocated runs).
     pub disaggregation: Option<DisaggStats>,
+    /// Of the iterations, those booked in bulk by the fast-forward (not events of their own).
+    pub fast_forwarded_iterations: u64,
 }
 
 /// What the KV transfers of a disaggregated run did.

@@ -209,8 +209,10 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         };
         slo.insert(key.into(), V::Float(ms));
     }
+    let limits = table(&[("fast_forward", V::Boolean(!a.no_fast_forward))]);
     Ok(table(&[
         ("name", V::String("bench".into())),
+        ("limits", V::Table(limits)),
         ("seed", V::Integer(a.seed.min(i64::MAX as u64) as i64)),
         ("deployment", V::Table(deployment)),
         ("scheduler", V::Table(scheduler)),

@@ -15,10 +15,11 @@ const DEFAULT_ORIGIN: &str = "<embedded scenarios/chat-slo.toml>";
 
 /// Runs `servesim plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
+    let set = super::overrides(&args.set, args.no_fast_forward);
     let (mut sc, origin) = match &args.scenario {
-        Some(p) => (Scenario::load(Some(p), &args.set)?, p.display().to_string()),
+        Some(p) => (Scenario::load(Some(p), &set)?, p.display().to_string()),
         None => (
-            Scenario::parse(DEFAULT_PLAN, DEFAULT_ORIGIN, &args.set)?,
+            Scenario::parse(DEFAULT_PLAN, DEFAULT_ORIGIN, &set)?,
             DEFAULT_ORIGIN.to_string(),
         ),
     };

@@ -16,7 +16,8 @@ const STEADY_STATE_LOG_CAP: usize = 4_000_000;
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let mut sc = Scenario::load(args.scenario.as_deref(), &args.set)?;
+    let set = super::overrides(&args.set, args.no_fast_forward);
+    let mut sc = Scenario::load(args.scenario.as_deref(), &set)?;
     if let Some(seed) = args.seed {
         sc.seed = seed;
     }

@@ -56,7 +56,9 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
     let tick = || bar.inc(1);
-    let results = sweep(&text, &origin, &args.set, &varies, shard, &tick)?;
+    // The fast-forward does not change results: shards run with and without it merge.
+    let set = super::overrides(&args.set, args.no_fast_forward);
+    let results = sweep(&text, &origin, &set, &varies, shard, &tick)?;
     bar.finish_and_clear();
     let keys: Vec<String> = varies.iter().map(|v| v.key.clone()).collect();
     write_outputs(&args.out, &keys, &results)?;

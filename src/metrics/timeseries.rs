@@ -119,6 +119,38 @@ impl TimeSeries {
         b.kv_ns += kv * d;
     }
 
+    /// Length of an interval now, ns (it only grows, by doubling).
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// End of the interval that holds `t_ns` at the current interval length, ns (an interval
+    /// only grows later, so iterations that start before it are booked to one interval).
+    #[inline]
+    pub fn interval_end_ns(&self, t_ns: u64) -> u64 {
+        (t_ns / self.interval_ns + 1).saturating_mul(self.interval_ns)
+    }
+
+    /// Folds in iterations of one replica that all start in the interval of `start_ns`: their
+    /// summed duration, tokens, the running and waiting counts they all ran with, and the
+    /// integral of their KV utilisation over time (utilisation x ns).
+    pub fn iterations(
+        &mut self,
+        start_ns: u64,
+        dur_ns: u64,
+        tokens: u64,
+        running: u64,
+        waiting: u64,
+        kv_ns: f64,
+    ) {
+        let d = dur_ns as f64;
+        let b = self.bucket(start_ns);
+        b.output_tokens += tokens;
+        b.running_ns += running as f64 * d;
+        b.waiting_ns += waiting as f64 * d;
+        b.kv_ns += kv_ns;
+    }
+
     /// The series as rows.
     pub fn points(&self) -> Vec<TimeSeriesPoint> {
         let secs = self.interval_ns as f64 / 1e9;

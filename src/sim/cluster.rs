@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::fleet::{Fleet, OnFailure, SlotState};
+use super::replica::Horizon;
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::router::Router;
 use super::{SimConfig, SimOutput};
@@ -26,24 +27,103 @@ const FAIL: u32 = 0x5000_0000;
 const REPAIR: u32 = 0x6000_0000;
 const SLOT_MASK: u32 = 0x0fff_ffff;
 
-/// The event queue: (time, sequence number, kind), earliest first; the sequence number makes
-/// the order total and deterministic.
+/// The event queue, earliest first. Iteration ends (and the ends of fast-forwarded runs) come
+/// before control events (arrivals, autoscaler, failures) at the same time, and among
+/// themselves by replica slot; control events keep the order they were queued in. The order
+/// is total and deterministic, and the same whether or not iterations are fast-forwarded.
 #[derive(Default)]
 pub(super) struct Events {
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Iteration ends: (time, slot, sequence number).
+    iterations: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// Control events: (time, sequence number, kind).
+    controls: BinaryHeap<Reverse<(u64, u64, u32)>>,
     seq: u64,
+    /// Slots that started a fast-forwarded run since the last control event (each once), and
+    /// which slots are listed: the runs a control event may have to cut.
+    runs: Vec<usize>,
+    listed: Vec<bool>,
 }
 
 impl Events {
     /// Queues an event; returns its sequence number.
     pub(super) fn push(&mut self, at: u64, kind: u32) -> u64 {
-        self.heap.push(Reverse((at, self.seq, kind)));
+        if kind < FIRST_CONTROL {
+            self.iterations.push(Reverse((at, kind, self.seq)));
+        } else {
+            self.controls.push(Reverse((at, self.seq, kind)));
+        }
         self.seq += 1;
         self.seq - 1
     }
 
+    /// The next event: (time, sequence number, kind).
     pub(super) fn pop(&mut self) -> Option<(u64, u64, u32)> {
-        self.heap.pop().map(|Reverse(e)| e)
+        let it = self.iterations.peek().map(|Reverse(e)| e.0);
+        let ct = self.controls.peek().map(|Reverse(e)| e.0);
+        match (it, ct) {
+            (Some(i), Some(c)) if i <= c => self.pop_iteration(),
+            (Some(_), None) => self.pop_iteration(),
+            _ => self.controls.pop().map(|Reverse(e)| e),
+        }
+    }
+
+    fn pop_iteration(&mut self) -> Option<(u64, u64, u32)> {
+        self.iterations
+            .pop()
+            .map(|Reverse((t, slot, seq))| (t, seq, slot))
+    }
+
+    /// Notes that slot `r` started a fast-forwarded run.
+    fn note_run(&mut self, r: usize) {
+        if r >= self.listed.len() {
+            self.listed.resize(r + 1, false);
+        }
+        if !self.listed[r] {
+            self.listed[r] = true;
+            self.runs.push(r);
+        }
+    }
+
+    /// Moves the slots noted since the last call into `into` (its buffer is reused).
+    fn take_runs(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        std::mem::swap(&mut self.runs, into);
+        for &r in into.iter() {
+            self.listed[r] = false;
+        }
+    }
+
+    /// Time of the next control event, ns (`u64::MAX` when none is queued).
+    fn next_control_ns(&self) -> u64 {
+        self.controls.peek().map_or(u64::MAX, |Reverse(e)| e.0)
+    }
+}
+
+/// How far a replica scheduling now may fast-forward: to the next control event the loop
+/// knows of (queued, or the next arrival, which cannot come before its send time plus the
+/// frontend delay; `pending` is `None` when the concurrency cap holds it back until some
+/// request leaves), within the simulated-time and event limits. A control event queued later
+/// that falls inside a run cuts it (`Replica::cut_run`).
+fn horizon(
+    cfg: &SimConfig,
+    events: &Events,
+    pending: Option<&RequestSpec>,
+    n_events: u64,
+    ts: &TimeSeries,
+) -> Horizon {
+    if !cfg.limits.fast_forward {
+        return Horizon::OFF;
+    }
+    let next_arrival = pending.map_or(u64::MAX, |p| {
+        p.arrival_ns.saturating_add(cfg.frontend_delay_ns)
+    });
+    Horizon {
+        until_ns: events
+            .next_control_ns()
+            .min(next_arrival)
+            .min(cfg.limits.max_sim_time_ns),
+        max_iterations: cfg.limits.max_events.saturating_sub(n_events).max(1),
+        series_interval_ns: ts.interval_ns(),
     }
 }
 
@@ -106,7 +186,17 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         }
     }
 
+    // Run events replaced when a control event cut their run (not events of the oracle).
+    let mut cancelled: Vec<u64> = Vec::new();
+    let mut fast_forwarded: u64 = 0;
+    let mut runs: Vec<usize> = Vec::new();
     while let Some((now, ev_seq, kind)) = events.pop() {
+        if kind < FIRST_CONTROL && !cancelled.is_empty() {
+            if let Some(p) = cancelled.iter().position(|&s| s == ev_seq) {
+                cancelled.swap_remove(p);
+                continue;
+            }
+        }
         n_events += 1;
         if now > cfg.limits.max_sim_time_ns {
             truncated = Some(format!(
@@ -120,10 +210,35 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
             break;
         }
         fleet.account(now, &mut metrics);
+        if kind >= FIRST_CONTROL {
+            // A control event sees every replica as it is at `now`: runs that reach past it
+            // are cut there.
+            events.take_runs(&mut runs);
+            for &r in &runs {
+                let slot = &mut fleet.slots[r];
+                if !slot.replica.in_run() {
+                    continue;
+                }
+                if let Some(end) = slot.replica.cut_run(now, &mut metrics, &mut ts) {
+                    cancelled.push(slot.pending_seq);
+                    slot.pending_seq = events.push(end, r as u32);
+                }
+                let v = slot.replica.take_virtual_iterations();
+                n_events += v;
+                fast_forwarded += v;
+                if slot.replica.in_run() {
+                    // Not reached: a run in flight at a control event ends after it.
+                    events.note_run(r);
+                }
+            }
+        }
         match kind {
             ARRIVAL => {
                 arrival_queued = false;
                 let Some(spec) = pending.take() else { continue };
+                // The request stream does not depend on the simulation: drawing the next one
+                // now tells the replicas how far they may fast-forward.
+                pending = gen.next_request();
                 last_arrival_ns = now;
                 // Latency counts from the client's send; the engine sees the request after
                 // the API frontend's delay.
@@ -147,12 +262,20 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 );
                 if let Some((id, r)) = admitted {
                     outstanding += 1;
+                    let h = horizon(
+                        cfg,
+                        &events,
+                        pending.as_ref().filter(|_| outstanding < cap),
+                        n_events,
+                        &ts,
+                    );
                     enqueue(
                         cfg,
                         step,
                         id,
                         r,
                         now,
+                        &h,
                         &mut fleet,
                         &mut slab,
                         &mut metrics,
@@ -160,7 +283,6 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                     );
                     outstanding -= take_departed(&mut fleet);
                 }
-                pending = gen.next_request();
             }
             AUTOSCALE => {
                 let Some(a) = &cfg.autoscale else { continue };
@@ -181,12 +303,26 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 slot.pending_seq = u64::MAX;
                 slot.replica
                     .end_iteration(now, &mut slab, &mut metrics, &mut ts, &cfg.slo);
+                let v = slot.replica.take_virtual_iterations();
+                n_events += v;
+                fast_forwarded += v;
                 outstanding -= slot.replica.take_departed();
+                let h = horizon(
+                    cfg,
+                    &events,
+                    pending.as_ref().filter(|_| outstanding < cap),
+                    n_events,
+                    &ts,
+                );
+                let slot = &mut fleet.slots[r];
                 if let Some(dur) =
                     slot.replica
-                        .schedule(now, &mut slab, &mut metrics, &cfg.slo, step)
+                        .schedule(now, &mut slab, &mut metrics, &cfg.slo, step, &h)
                 {
                     slot.pending_seq = events.push(now + dur, r as u32);
+                    if slot.replica.in_run() {
+                        events.note_run(r);
+                    }
                 }
                 outstanding -= fleet.slots[r].replica.take_departed();
                 fleet.release_if_drained(r);
@@ -197,11 +333,19 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                     continue;
                 };
                 for i in fleet.first_ready(failure.replicas) {
+                    let h = horizon(
+                        cfg,
+                        &events,
+                        pending.as_ref().filter(|_| outstanding < cap),
+                        n_events,
+                        &ts,
+                    );
                     outstanding -= fail(
                         cfg,
                         step,
                         i,
                         now,
+                        &h,
                         &mut fleet,
                         &mut router,
                         &mut slab,
@@ -230,11 +374,19 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                             events.push(at, FAIL | i as u32);
                         }
                         // Requests may have queued here while it was not ready.
+                        let h = horizon(
+                            cfg,
+                            &events,
+                            pending.as_ref().filter(|_| outstanding < cap),
+                            n_events,
+                            &ts,
+                        );
                         start(
                             cfg,
                             step,
                             i,
                             now,
+                            &h,
                             &mut fleet,
                             &mut slab,
                             &mut metrics,
@@ -246,11 +398,19 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                         if fleet.slots[i].state != SlotState::Ready {
                             continue; // released or down since this failure was drawn
                         }
+                        let h = horizon(
+                            cfg,
+                            &events,
+                            pending.as_ref().filter(|_| outstanding < cap),
+                            n_events,
+                            &ts,
+                        );
                         outstanding -= fail(
                             cfg,
                             step,
                             i,
                             now,
+                            &h,
                             &mut fleet,
                             &mut router,
                             &mut slab,
@@ -314,6 +474,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
         truncated,
         events: n_events,
         disaggregation: None,
+        fast_forwarded_iterations: fast_forwarded,
     }
 }
 
@@ -447,13 +608,14 @@ fn enqueue(
     id: u32,
     r: usize,
     now: u64,
+    horizon: &Horizon,
     fleet: &mut Fleet,
     slab: &mut Slab,
     metrics: &mut Metrics,
     events: &mut Events,
 ) {
     fleet.slots[r].replica.enqueue(slab, id);
-    start(cfg, step, r, now, fleet, slab, metrics, events);
+    start(cfg, step, r, now, horizon, fleet, slab, metrics, events);
 }
 
 /// Starts an iteration on slot `r` if it is ready, idle and has work.
@@ -463,6 +625,7 @@ fn start(
     step: &StepTimeModel,
     r: usize,
     now: u64,
+    horizon: &Horizon,
     fleet: &mut Fleet,
     slab: &mut Slab,
     metrics: &mut Metrics,
@@ -470,8 +633,14 @@ fn start(
 ) {
     let slot = &mut fleet.slots[r];
     if slot.state == SlotState::Ready && !slot.replica.is_busy() {
-        if let Some(dur) = slot.replica.schedule(now, slab, metrics, &cfg.slo, step) {
+        if let Some(dur) = slot
+            .replica
+            .schedule(now, slab, metrics, &cfg.slo, step, horizon)
+        {
             slot.pending_seq = events.push(now + dur, r as u32);
+            if slot.replica.in_run() {
+                events.note_run(r);
+            }
         }
     }
 }
@@ -484,6 +653,7 @@ fn fail(
     step: &StepTimeModel,
     i: usize,
     now: u64,
+    horizon: &Horizon,
     fleet: &mut Fleet,
     router: &mut Router,
     slab: &mut Slab,
@@ -514,7 +684,9 @@ fn fail(
                 r.prev = NONE;
                 r.next = NONE;
                 let to = choose(fleet, router);
-                enqueue(cfg, step, id, to, now, fleet, slab, metrics, events);
+                enqueue(
+                    cfg, step, id, to, now, horizon, fleet, slab, metrics, events,
+                );
             }
             OnFailure::Fail => {
                 let r = slab.get(id);

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::cluster::{new_request, note_arrival, record_rejection, Events};
 use super::fleet::Fleet;
+use super::replica::Horizon;
 use super::request::{Slab, NO_TIME};
 use super::router::Router;
 use super::{DisaggConfig, DisaggStats, SimConfig, SimOutput};
@@ -295,6 +296,7 @@ pub fn simulate_disaggregated(
         truncated,
         events: n_events,
         disaggregation: Some(c.stats),
+        fast_forwarded_iterations: 0,
     }
 }
 
@@ -311,6 +313,9 @@ impl Cluster<'_> {
             &mut self.metrics,
             &self.cfg.slo,
             self.prefill_step,
+            // P/D pools step iteration by iteration (no fast-forward): their link and
+            // hand-off events would have to cut runs, which this loop does not do.
+            &Horizon::OFF,
         ) {
             slot.pending_seq = self.events.push(now + dur, i as u32);
         }
@@ -329,6 +334,9 @@ impl Cluster<'_> {
             &mut self.metrics,
             &self.cfg.slo,
             self.decode_step,
+            // P/D pools step iteration by iteration (no fast-forward): their link and
+            // hand-off events would have to cut runs, which this loop does not do.
+            &Horizon::OFF,
         ) {
             slot.pending_seq = self.events.push(now + dur, DECODE | j as u32);
         }

@@ -5,15 +5,19 @@
 //! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
 //! and the KV blocks last. The iteration that finishes a prompt produces its first token.
 
+mod fast_forward;
 mod handoff;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+pub use fast_forward::Horizon;
+use fast_forward::Run;
+
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
 use crate::metrics::{Metrics, Outcome, RequestRecord, TimeSeries};
-use crate::roofline::{BatchShape, StepTimeModel};
+use crate::roofline::{BatchShape, DecodeStep, StepTimeModel};
 
 /// A cached shared prefix: its blocks, and the requests using it.
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +77,25 @@ pub struct Replica {
     pub peak_blocks: u64,
     /// Disaggregated serving: hand-offs (prefill side) and incoming transfers (decode side).
     transfers: handoff::Transfers,
+    /// The fast-forwarded run in flight, if any (see `fast_forward`).
+    run: Option<Run>,
+    /// Iterations booked in bulk since the event loop last asked.
+    virtual_iterations: u64,
+    /// Bookings of the run in flight (buffers kept between runs), and its step function; boxed
+    /// with the cache below, so that the fields the router scans across replicas stay close.
+    book: Box<fast_forward::Book>,
+    /// Decode step-time functions of recent batches: (batch size, shared-prefix tallies,
+    /// function), at the batch size modulo the cache's length (a batch grows and shrinks by
+    /// one request at a time).
+    decode_steps: Box<[Option<CachedDecodeStep>; DECODE_STEP_CACHE]>,
 }
+
+/// Entries of a replica's cache of decode step-time functions.
+const DECODE_STEP_CACHE: usize = 8;
+
+/// A cached decode step-time function: the batch size and shared-prefix tallies (repeat,
+/// distinct tokens) it holds for, and the function.
+type CachedDecodeStep = (u32, (u64, u64), DecodeStep);
 
 #[inline]
 fn div_ceil(a: u64, b: u64) -> u64 {
@@ -111,6 +133,10 @@ impl Replica {
             departed: 0,
             peak_blocks: 0,
             transfers: handoff::Transfers::default(),
+            run: None,
+            virtual_iterations: 0,
+            decode_steps: Box::new([None; DECODE_STEP_CACHE]),
+            book: Box::default(),
         }
     }
 
@@ -311,6 +337,25 @@ impl Replica {
             .with_shared_prefixes(self.dec_prefix_tokens, self.dec_prefix_distinct_tokens)
     }
 
+    /// The step-time function of a decode-only batch shaped like `shape`
+    /// ([`StepTimeModel::decode_step`]), from a small cache: it changes only when a request
+    /// joins or leaves the decode set.
+    fn decode_step(&mut self, shape: &BatchShape, step: &StepTimeModel) -> DecodeStep {
+        let key = (
+            shape.decode_prefix_repeat_tokens,
+            shape.decode_prefix_distinct_tokens,
+        );
+        let i = shape.decode_seqs as usize % DECODE_STEP_CACHE;
+        match self.decode_steps[i] {
+            Some((seqs, k, d)) if seqs == shape.decode_seqs && k == key => d,
+            _ => {
+                let d = step.decode_step(shape);
+                self.decode_steps[i] = Some((shape.decode_seqs, key, d));
+                d
+            }
+        }
+    }
+
     /// Preempts the most recently admitted running request (recompute); returns whether it was
     /// a decode that needed a block in the coming iteration.
     fn preempt_tail(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64) -> bool {
@@ -471,8 +516,9 @@ impl Replica {
         r.shared_blocks = full;
     }
 
-    /// Plans and starts the next iteration at `now`; returns its duration in ns, or `None`
-    /// when there is nothing to run (the replica goes idle).
+    /// Plans and starts the next iteration at `now`; returns the time until its event in ns
+    /// (the end of the iteration, or of the run of decode-only iterations it starts, up to
+    /// `horizon`), or `None` when there is nothing to run (the replica goes idle).
     pub fn schedule(
         &mut self,
         now: u64,
@@ -480,6 +526,7 @@ impl Replica {
         metrics: &mut Metrics,
         slo: &SloPolicy,
         step: &StepTimeModel,
+        horizon: &Horizon,
     ) -> Option<u64> {
         debug_assert!(!self.busy);
         self.purge_timeouts(slab, metrics, now, slo);
@@ -630,11 +677,20 @@ impl Replica {
                 r.computed == r.prefill_len,
             );
         }
-        let dur = step.step_ns(&shape).max(1);
+        let dur = if self.cur_chunks.is_empty() {
+            self.decode_step(&shape, step)
+                .ns_at(shape.decode_context_tokens)
+        } else {
+            step.step_ns(&shape).max(1)
+        };
         self.busy = true;
         self.cur_start_ns = now;
         self.cur_end_ns = now + dur;
         self.cur_decodes = decodes;
+        if self.cur_chunks.is_empty() {
+            let end = self.plan_run(now, dur, &shape, slab, slo, step, &metrics.itl, horizon);
+            return Some(end - now);
+        }
         Some(dur)
     }
 
@@ -649,6 +705,11 @@ impl Replica {
         slo: &SloPolicy,
     ) {
         debug_assert!(self.busy);
+        if self.run_len().is_some() {
+            // A fast-forwarded run: book all but its last iteration, which ends now.
+            self.advance_run(metrics, ts);
+        }
+        debug_assert_eq!(self.cur_end_ns, now);
         self.busy = false;
         let iter = self.iter;
         let b = self.block();

@@ -1,0 +1,561 @@
+//! Fast-forward of decode-only runs (issue #13).
+//!
+//! Between two events that change a replica's batch (an arrival or other control event, a
+//! completion, an admission or prefill chunk, a KV block the batch cannot take from free
+//! blocks, a queue time-out), every iteration decodes the same requests, each one token longer
+//! than the last time. The step time is then an exact integer function of the total context
+//! ([`DecodeStep`]), the blocks each iteration takes repeat with the block phase, and nothing
+//! else happens: the replica plans the whole run when it schedules its first iteration, the
+//! event loop sees one event at the end of the run, and the run's iterations are booked in bulk
+//! (histogram buckets crossed, time-weighted sums) in one tight integer loop. A control event
+//! that falls inside a run (one pushed after the run was planned) cuts it: the iterations that
+//! ended by then are booked and the one in flight becomes an ordinary iteration. The result is
+//! the same, figure for figure, as timing each iteration on its own (`limits.fast_forward =
+//! false`, the oracle of tests/fast_forward.rs).
+
+use std::cmp::Reverse;
+
+use super::Replica;
+use crate::metrics::{Metrics, TimeSeries};
+use crate::roofline::{BatchShape, DecodeStep, StepTimeModel, DECODE_STEP_FRACTION_BITS};
+use crate::sim::SloPolicy;
+
+use super::super::request::{Slab, NO_TIME};
+
+/// How far the event loop lets a replica fast-forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Horizon {
+    /// No fast-forwarded iteration may end after this time (the next control event the loop
+    /// knows of, or the simulated-time limit), ns; 0 turns the fast-forward off.
+    pub until_ns: u64,
+    /// Most iterations one run may hold (what is left of the event limit).
+    pub max_iterations: u64,
+    /// The time series' interval length now, ns (it only grows, by doubling).
+    pub series_interval_ns: u64,
+}
+
+impl Horizon {
+    /// No fast-forward: every iteration is its own event.
+    pub const OFF: Horizon = Horizon {
+        until_ns: 0,
+        max_iterations: 1,
+        series_interval_ns: 1,
+    };
+}
+
+/// A planned run of decode-only iterations of one batch.
+#[derive(Debug, Clone)]
+pub(super) struct Run {
+    /// Index of the run's first iteration.
+    first_iter: u64,
+    /// Iterations in the run (at least 2); the run's event is the end of the last one.
+    len: u64,
+    /// Start of the first iteration, ns.
+    start_ns: u64,
+    /// End of the last iteration, ns.
+    end_ns: u64,
+    /// Total context of the first iteration, tokens.
+    ctx0: u64,
+    /// Blocks in use while the first iteration runs.
+    used0: u64,
+}
+
+/// The bookings of a run's iterations, gathered in one pass over them: what each iteration's
+/// end would fold into the metrics and the time series, grouped by histogram bucket, KV
+/// permille, time-series interval and blocks in use. The iterations of a run follow each other
+/// without a gap, so a group of consecutive iterations is known from where it starts and
+/// where the next begins (its count from the indices, its summed time from the start times):
+/// the walk does no work for an iteration that starts no new group.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Book {
+    /// Iterations booked.
+    iterations: u64,
+    /// Their summed duration, ns.
+    busy_ns: u64,
+    /// Sum of blocks in use x duration, block ns.
+    kv_block_ns: u128,
+    /// Blocks in use during the last iteration booked.
+    last_used: u64,
+    /// Blocks in use after the walk (the allocation of the iteration it stopped at included).
+    used: u64,
+    /// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
+    itl: Vec<(u64, u64, u64, u64)>,
+    /// Iterations by KV utilisation in permille: (permille, iterations).
+    permille: Vec<(u64, u64)>,
+    /// By time-series interval: (first start, summed duration, iterations, block ns).
+    series: Vec<(u64, u64, u64, u128)>,
+    /// KV capacity, blocks.
+    kv_blocks: u64,
+    /// The iteration time of the run in flight as a function of the total context.
+    step: Option<DecodeStep>,
+    /// A range of block counts [lo, hi) known to share one permille, and it (kept from run to
+    /// run: the rounding is worked out again only when the blocks in use leave it).
+    permille_range: (u64, u64, u64),
+}
+
+/// KV utilisation in permille as an iteration's end computes it.
+#[inline]
+fn permille(used: u64, kv_blocks: u64) -> u64 {
+    ((used as f64 / kv_blocks.max(1) as f64) * 1000.0).round() as u64
+}
+
+impl Book {
+    /// The permille of `used` blocks and the smallest block count above with a larger one.
+    fn permille_step(&mut self, used: u64) -> (u64, u64) {
+        let (lo, hi, p) = self.permille_range;
+        if (lo..hi).contains(&used) {
+            return (p, hi);
+        }
+        let p = permille(used, self.kv_blocks);
+        // Near (p + 0.5) / 1000 of the capacity; the float rounding is settled by stepping.
+        let kv = self.kv_blocks;
+        let mut u = (((p as f64 + 0.5) * kv as f64 / 1000.0).ceil() as u64).max(used + 1);
+        while u > used + 1 && permille(u - 1, kv) > p {
+            u -= 1;
+        }
+        while permille(u, kv) <= p {
+            u += 1;
+        }
+        self.permille_range = (used, u, p);
+        (p, u)
+    }
+
+    /// Folds the booked iterations of a batch of `batch` decodes, with `running` and
+    /// `waiting` requests, into the metrics and the time series.
+    fn apply(
+        &self,
+        batch: u64,
+        running: u64,
+        waiting: u64,
+        metrics: &mut Metrics,
+        ts: &mut TimeSeries,
+    ) {
+        let j = self.iterations;
+        if j == 0 {
+            return;
+        }
+        let kv = self.kv_blocks.max(1) as f64;
+        for &(min, n, sum, max) in &self.itl {
+            metrics
+                .itl
+                .record_bucket(min, n * batch, sum as u128 * batch as u128, max);
+        }
+        for &(p, n) in &self.permille {
+            metrics.kv_permille_hist.record_n(p, n);
+        }
+        for &(start, dur, n, block_ns) in &self.series {
+            ts.iterations(
+                start,
+                dur,
+                n * batch,
+                running,
+                waiting,
+                block_ns as f64 / kv,
+            );
+        }
+        metrics.iterations += j;
+        metrics.busy_ns += self.busy_ns as u128;
+        metrics.batch_size.record(batch as f64, j as f64);
+        metrics.batch_size_hist.record_n(batch, j);
+        metrics.kv_utilization.record_sums(
+            self.busy_ns as f64,
+            self.kv_block_ns as f64 / kv,
+            self.last_used as f64 / kv,
+        );
+        metrics.generated_tokens += batch * j;
+    }
+}
+
+/// Where a walk over a run starts: iteration 0 at `start_ns`, lasting `dur_ns`.
+struct WalkStart<'a> {
+    first_iter: u64,
+    start_ns: u64,
+    dur_ns: u64,
+    step: &'a DecodeStep,
+    ctx0: u64,
+    /// Blocks in use during iteration 0.
+    used: u64,
+    /// Most iterations the run may hold.
+    max_len: u64,
+    series_interval_ns: u64,
+}
+
+/// Where a walk stopped: the run's length, and the start and duration of its last iteration.
+struct WalkEnd {
+    len: u64,
+    last_start_ns: u64,
+    last_dur_ns: u64,
+}
+
+impl Replica {
+    /// Walks the iterations of a run from iteration 1, extending it while `accept(start, need,
+    /// dur)` holds for the next iteration (its start, the blocks it takes, its duration), and
+    /// books every iteration but the last into `self.book`.
+    fn walk(
+        &mut self,
+        w: &WalkStart,
+        itl_hist: &crate::metrics::LatencyHistogram,
+        mut accept: impl FnMut(u64, u64, u64) -> bool,
+    ) -> WalkEnd {
+        let b = self.phase_counts.len();
+        let batch = self.n_decoding as u64;
+        let kv_blocks = self.cfg.kv_blocks;
+        let book = &mut self.book;
+        if kv_blocks != book.kv_blocks {
+            book.permille_range = (0, 0, 0);
+            book.kv_blocks = kv_blocks;
+        }
+        book.itl.clear();
+        book.permille.clear();
+        book.series.clear();
+        let interval = w.series_interval_ns.max(1);
+        let series_end = |t: u64| (t / interval + 1).saturating_mul(interval);
+        // The groups being filled start at iteration index, start time (and value).
+        let mut used = w.used;
+        let mut kv_block_ns = 0u128;
+        let mut stretch_start = w.start_ns;
+        let (mut series_m, mut series_t, mut series_kv) = (0u64, w.start_ns, 0u128);
+        let mut series_to = series_end(w.start_ns);
+        let (mut itl_m, mut itl_t, mut itl_min) = (0u64, w.start_ns, w.dur_ns);
+        let mut itl_top = itl_hist.bucket_top_ns(w.dur_ns);
+        let (mut pm, mut next_pm) = book.permille_step(used);
+        let mut pm_m = 0u64;
+        let mut steps = Steps::new(w.step, w.ctx0, batch, 1);
+        let (mut start, mut dur) = (w.start_ns, w.dur_ns);
+        let mut last_need = 0;
+        let mut prev_dur = 0;
+        let mut phase = ((w.first_iter + 1) % b as u64) as usize;
+        let mut m = 1;
+        while m < w.max_len {
+            let next_start = start + dur;
+            let need = self.phase_counts[phase] as u64;
+            let next_dur = steps.next_ns();
+            if !accept(next_start, need, next_dur) {
+                break;
+            }
+            // Iteration m starts at next_start: close the groups it does not belong to.
+            if next_start >= series_to {
+                let block_ns = used as u128 * (next_start - stretch_start) as u128;
+                kv_block_ns += block_ns;
+                series_kv += block_ns;
+                stretch_start = next_start;
+                book.series
+                    .push((series_t, next_start - series_t, m - series_m, series_kv));
+                (series_m, series_t, series_kv) = (m, next_start, 0);
+                series_to = series_end(next_start);
+            }
+            if next_dur > itl_top {
+                book.itl.push((itl_min, m - itl_m, next_start - itl_t, dur));
+                (itl_m, itl_t, itl_min) = (m, next_start, next_dur);
+                itl_top = itl_hist.bucket_top_ns(next_dur);
+            }
+            if need > 0 {
+                let block_ns = used as u128 * (next_start - stretch_start) as u128;
+                kv_block_ns += block_ns;
+                series_kv += block_ns;
+                stretch_start = next_start;
+                used += need;
+                if used >= next_pm {
+                    let (p, next) = book.permille_step(used);
+                    if p != pm {
+                        book.permille.push((pm, m - pm_m));
+                        (pm, pm_m) = (p, m);
+                    }
+                    next_pm = next;
+                }
+            }
+            last_need = need;
+            prev_dur = dur;
+            (start, dur) = (next_start, next_dur);
+            m += 1;
+            phase += 1;
+            if phase == b {
+                phase = 0;
+            }
+        }
+        // The last iteration (m - 1, at `start`) is not booked: close the groups there.
+        let last = m - 1;
+        let block_ns = (used - last_need) as u128 * (start - stretch_start) as u128;
+        kv_block_ns += block_ns;
+        series_kv += block_ns;
+        if last > series_m {
+            book.series
+                .push((series_t, start - series_t, last - series_m, series_kv));
+        }
+        if last > itl_m {
+            // The largest of the bucket is the iteration before the last.
+            book.itl
+                .push((itl_min, last - itl_m, start - itl_t, prev_dur));
+        }
+        if last > pm_m {
+            book.permille.push((pm, last - pm_m));
+        }
+        book.iterations = last;
+        book.busy_ns = start - w.start_ns;
+        book.kv_block_ns = kv_block_ns;
+        book.last_used = used - last_need;
+        book.used = used;
+        WalkEnd {
+            len: m,
+            last_start_ns: start,
+            last_dur_ns: dur,
+        }
+    }
+}
+
+/// The iteration times of a run, one after the other, in integers: the active line of the
+/// envelope is stepped by the batch size each iteration and recomputed where another line
+/// overtakes it (the step function's regime changes).
+struct Steps<'a> {
+    step: &'a DecodeStep,
+    ctx0: u64,
+    batch: u64,
+    /// Index of the next iteration.
+    m: u64,
+    /// Its time on the active line, 2^-24 ns.
+    x: u64,
+    /// Growth of the active line per iteration, 2^-24 ns.
+    d: u64,
+    /// Iteration at which the active line must be found again.
+    switch_at: u64,
+}
+
+impl<'a> Steps<'a> {
+    fn new(step: &'a DecodeStep, ctx0: u64, batch: u64, m: u64) -> Self {
+        let mut s = Steps {
+            step,
+            ctx0,
+            batch,
+            m,
+            x: 0,
+            d: 0,
+            switch_at: m,
+        };
+        s.segment();
+        s
+    }
+
+    /// Finds the line that is the maximum at iteration `m` and the first iteration at which a
+    /// steeper line exceeds it.
+    fn segment(&mut self) {
+        let c = (self.ctx0 + self.batch * self.m) as i128;
+        let lines = self.step.lines();
+        let (mut best, mut best_v) = (0, lines[0].0 + lines[0].1 * c);
+        for (j, &(a, s)) in lines.iter().enumerate().skip(1) {
+            let v = a + s * c;
+            if v > best_v || (v == best_v && s > lines[best].1) {
+                best = j;
+                best_v = v;
+            }
+        }
+        let slope = lines[best].1;
+        let mut until = u64::MAX;
+        for &(a, s) in lines {
+            if s > slope {
+                let gap = best_v - (a + s * c);
+                let per = (s - slope) * self.batch as i128;
+                let q = if gap <= u64::MAX as i128 && per <= u64::MAX as i128 {
+                    // Both non-negative: the cheap 64-bit division.
+                    ((gap as u64) / (per as u64)) as i128
+                } else {
+                    gap / per
+                };
+                let t = (q + 1).min(u64::MAX as i128) as u64;
+                until = until.min(self.m.saturating_add(t));
+            }
+        }
+        // The caller checked that the run's times fit (see `fits`).
+        self.x = best_v as u64;
+        self.d = (slope * self.batch as i128) as u64;
+        self.switch_at = until;
+    }
+
+    /// The time of the next iteration, ns.
+    #[inline]
+    fn next_ns(&mut self) -> u64 {
+        if self.m == self.switch_at {
+            self.segment();
+        }
+        let ns = self.x >> DECODE_STEP_FRACTION_BITS;
+        self.x += self.d;
+        self.m += 1;
+        ns
+    }
+}
+
+/// Whether the fixed-point times of a run up to total context `ctx_max` fit the 64-bit loop.
+fn fits(step: &DecodeStep, ctx_max: u64) -> bool {
+    step.fixed_at(ctx_max) < (1i128 << 62)
+}
+
+impl Replica {
+    /// Whether a planned run is in flight.
+    pub fn in_run(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Iterations of the run in flight, if any.
+    pub(super) fn run_len(&self) -> Option<u64> {
+        self.run.as_ref().map(|r| r.len)
+    }
+
+    /// Iterations booked in bulk since the last call (the event loop counts them as events).
+    pub fn take_virtual_iterations(&mut self) -> u64 {
+        std::mem::take(&mut self.virtual_iterations)
+    }
+
+    /// Extends the decode-only iteration just scheduled at `now` (lasting `dur0_ns`) into a run
+    /// of as many iterations as nothing can change, booking all but the last as it goes;
+    /// returns the end of the run (or of the one iteration), ns.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_run(
+        &mut self,
+        now: u64,
+        dur0_ns: u64,
+        shape: &BatchShape,
+        slab: &Slab,
+        slo: &SloPolicy,
+        step: &StepTimeModel,
+        itl: &crate::metrics::LatencyHistogram,
+        horizon: &Horizon,
+    ) -> u64 {
+        let end0 = now + dur0_ns;
+        // Iteration times never shrink in a run (the lines' slopes are >= 0): a second
+        // iteration that would end past the horizon leaves a run of one.
+        if end0.saturating_add(dur0_ns) > horizon.until_ns || horizon.max_iterations < 2 {
+            return end0;
+        }
+        let i0 = self.iter;
+        // The first completion ends the run (its iteration is the run's last).
+        let Some(&Reverse((finish, _, _))) = self.finish_heap.peek() else {
+            return end0;
+        };
+        let max_len = (finish.saturating_sub(i0) + 1).min(horizon.max_iterations);
+        if max_len < 2 {
+            return end0;
+        }
+        // Blocks the following iterations may take without preempting or evicting.
+        let free = self.cfg.kv_blocks - self.used_blocks.min(self.cfg.kv_blocks);
+        let cap = if self.cfg.reserve_output_kv {
+            free
+        } else {
+            free.min(self.available_blocks())
+        };
+        // The request at the head of the queue gives up at its deadline.
+        let deadline = match (self.waiting.front(), slo.queue_timeout_ns) {
+            (Some(&id), Some(t)) => {
+                let r = slab.get(id);
+                if r.first_token_ns == NO_TIME {
+                    r.arrival_ns.saturating_add(t)
+                } else {
+                    u64::MAX
+                }
+            }
+            _ => u64::MAX,
+        };
+        let batch = self.n_decoding as u64;
+        let ctx0 = shape.decode_context_tokens;
+        let dstep = self.decode_step(shape, step);
+        let Some(ctx_max) = batch
+            .checked_mul(max_len - 1)
+            .and_then(|g| g.checked_add(ctx0))
+        else {
+            return end0;
+        };
+        if !fits(&dstep, ctx_max) {
+            return end0;
+        }
+        let start = WalkStart {
+            first_iter: i0,
+            start_ns: now,
+            dur_ns: dur0_ns,
+            step: &dstep,
+            ctx0,
+            used: self.used_blocks,
+            max_len,
+            series_interval_ns: horizon.series_interval_ns,
+        };
+        let until = horizon.until_ns;
+        let mut taken = 0u64;
+        let end = self.walk(&start, itl, |at, need, dur| {
+            let ok = taken + need <= cap && at < deadline && at + dur <= until;
+            taken += need;
+            ok
+        });
+        let end_ns = end.last_start_ns + end.last_dur_ns;
+        if end.len >= 2 {
+            self.book.step = Some(dstep);
+            self.run = Some(Run {
+                first_iter: i0,
+                len: end.len,
+                start_ns: now,
+                end_ns,
+                ctx0,
+                used0: self.used_blocks,
+            });
+            self.cur_end_ns = end_ns;
+        }
+        end_ns
+    }
+
+    /// Cuts the run in flight at `t` (a control event): books the iterations that ended by
+    /// then and leaves the one in flight as an ordinary iteration. Returns its end when the
+    /// run's event must move there.
+    pub fn cut_run(&mut self, t: u64, metrics: &mut Metrics, ts: &mut TimeSeries) -> Option<u64> {
+        let run = self.run.clone()?;
+        if t >= run.end_ns {
+            return None;
+        }
+        let step = self.book.step?;
+        // Book again, up to the iteration in flight at t: the last one starting by t.
+        let dur0 = step.ns_at(run.ctx0);
+        let start = WalkStart {
+            first_iter: run.first_iter,
+            start_ns: run.start_ns,
+            dur_ns: dur0,
+            step: &step,
+            ctx0: run.ctx0,
+            used: run.used0,
+            max_len: run.len,
+            series_interval_ns: ts.interval_ns(),
+        };
+        let end = self.walk(&start, &metrics.itl, |at, _, _| at <= t);
+        let last = end.len == run.len;
+        if let Some(r) = self.run.as_mut() {
+            r.len = end.len;
+        }
+        self.advance_run(metrics, ts);
+        debug_assert_eq!(self.cur_start_ns, end.last_start_ns);
+        self.cur_end_ns = end.last_start_ns + end.last_dur_ns;
+        (!last).then_some(self.cur_end_ns)
+    }
+
+    /// Applies the booked iterations of the run (all but its last) and makes the last the
+    /// one in flight, with the state it was scheduled with (the blocks it took, its start).
+    pub(super) fn advance_run(&mut self, metrics: &mut Metrics, ts: &mut TimeSeries) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        let batch = self.n_decoding as u64;
+        let book = &self.book;
+        debug_assert_eq!(book.iterations, run.len - 1);
+        book.apply(
+            batch,
+            self.running as u64,
+            self.waiting.len() as u64,
+            metrics,
+            ts,
+        );
+        let (j, used, busy_ns) = (book.iterations, book.used, book.busy_ns);
+        let taken = used - run.used0;
+        if self.cfg.reserve_output_kv {
+            self.reserved_blocks -= taken;
+        }
+        self.used_blocks = used;
+        self.peak_blocks = self.peak_blocks.max(used);
+        self.sum_kv += batch * j;
+        self.iter = run.first_iter + j;
+        self.cur_start_ns = run.start_ns + busy_ns;
+        self.virtual_iterations += j;
+    }
+}
