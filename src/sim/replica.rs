@@ -776,19 +776,7 @@ impl Replica {
                 self.complete(c.id, now, slab, metrics, ts, slo);
                 continue;
             }
-            r.phase = Phase::Decoding;
-            r.dec_iter0 = iter + 1;
-            r.dec_kv0 = r.prefill_len;
-            r.dec_gen0 = r.generated;
-            r.finish_iter = r.dec_iter0 + (r.output - r.generated) as u64 - 1;
-            let p = self.phase_of(&r);
-            self.phase_counts[p] += 1;
-            self.n_decoding += 1;
-            self.sum_kv += r.dec_kv0 as u64;
-            self.count_decode_prefix(&r, true);
-            self.finish_heap
-                .push(Reverse((r.finish_iter, c.id, r.epoch)));
-            *slab.get_mut(c.id) = r;
+            self.enter_decode(c.id, r, iter + 1, slab);
         }
         if !self.prefilling.is_empty() {
             self.prefilling.retain(|&id| {
@@ -807,6 +795,23 @@ impl Replica {
             util,
         );
         self.iter += 1;
+    }
+
+    /// Moves request `id` (`r`: its prompt computed, its latest token out) into the decode set
+    /// from iteration `dec_iter0` on; its finishing iteration is known from here.
+    fn enter_decode(&mut self, id: u32, mut r: Req, dec_iter0: u64, slab: &mut Slab) {
+        r.phase = Phase::Decoding;
+        r.dec_iter0 = dec_iter0;
+        r.dec_kv0 = r.prefill_len;
+        r.dec_gen0 = r.generated;
+        r.finish_iter = r.dec_iter0 + (r.output - r.generated) as u64 - 1;
+        let p = self.phase_of(&r);
+        self.phase_counts[p] += 1;
+        self.n_decoding += 1;
+        self.sum_kv += r.dec_kv0 as u64;
+        self.count_decode_prefix(&r, true);
+        self.finish_heap.push(Reverse((r.finish_iter, id, r.epoch)));
+        *slab.get_mut(id) = r;
     }
 
     /// Records a finished request and frees it.

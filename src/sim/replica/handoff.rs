@@ -166,23 +166,15 @@ impl Replica {
         metrics.generated_tokens += 1;
         *slab.get_mut(id) = r;
         self.run_push_back(slab, id);
-        let mut r = slab.get(id).clone();
+        let r = slab.get(id).clone();
         if r.generated >= r.output {
             self.complete(id, now, slab, metrics, ts, slo);
             return;
         }
-        r.phase = Phase::Decoding;
-        r.dec_iter0 = if self.busy { self.iter + 1 } else { self.iter };
-        r.dec_kv0 = r.prefill_len;
-        r.dec_gen0 = r.generated;
-        r.finish_iter = r.dec_iter0 + (r.output - r.generated) as u64 - 1;
-        let p = self.phase_of(&r);
-        self.phase_counts[p] += 1;
-        self.n_decoding += 1;
-        self.sum_kv += r.dec_kv0 as u64;
-        self.finish_heap
-            .push(std::cmp::Reverse((r.finish_iter, id, r.epoch)));
-        *slab.get_mut(id) = r;
+        // Joins at the next iteration boundary. No shared blocks on this side: decode-side
+        // prefix reuse is not modelled, so the prefix tallies are untouched.
+        let dec_iter0 = if self.busy { self.iter + 1 } else { self.iter };
+        self.enter_decode(id, r, dec_iter0, slab);
     }
 
     /// Decode side: requests routed here whose KV has not landed.
