@@ -269,9 +269,11 @@ fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
     };
     assert_eq!(x["recommended"], kind, "xPyD ${xu}/h, colocated ${cu}/h");
 
-    // The best xPyD deployment, re-run as printed: meets the SLOs in steady state.
+    // The best xPyD deployment, re-run as printed (the line carries the plan's --set):
+    // meets the SLOs in steady state.
     let cmd = x["run_command"].as_str().unwrap();
-    let at = rerun_xpyd(cmd, std::slice::from_ref(&tight));
+    assert!(cmd.contains(&format!("--set {tight}")), "{cmd}");
+    let at = rerun_xpyd(cmd, &[]);
     assert_eq!(at["slo"]["all_met"], true, "{cmd}: {}", at["slo"]);
     assert_eq!(
         at["steady_state"]["sustainable"], true,

@@ -46,7 +46,17 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             }
         );
     }
-    let out = plan(&sc, &origin)?;
+    let mut out = plan(&sc, &origin)?;
+    // The re-run line must reproduce this plan's scenario: the shipped file for the embedded
+    // one, and the user's own --set and --seed.
+    if let Some(cmd) = out
+        .plan
+        .disaggregated
+        .as_mut()
+        .and_then(|d| d.run_command.as_mut())
+    {
+        *cmd = rerun_line(cmd, &origin, args);
+    }
     let mut stdout = std::io::stdout().lock();
     match args.format {
         Format::Json => JsonExporter::new("plan.json").write(&out.plan, &mut stdout)?,
@@ -57,4 +67,36 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .with_context(|| format!("writing the report folder {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.join("index.html").display());
     Ok(())
+}
+
+/// `cmd` (`servesim run ORIGIN --set ...`) naming a file a user can run, with the plan's own
+/// `--set` values (before the deployment's, which win) and `--seed`.
+fn rerun_line(cmd: &str, origin: &str, args: &PlanArgs) -> String {
+    let Some(rest) = cmd.strip_prefix(&format!("servesim run {origin}")) else {
+        return cmd.to_string();
+    };
+    let file = if origin == DEFAULT_ORIGIN {
+        "scenarios/chat-slo.toml"
+    } else {
+        origin
+    };
+    let mut line = format!("servesim run {}", shell_word(file));
+    for s in &args.set {
+        line.push_str(&format!(" --set {}", shell_word(s)));
+    }
+    if let Some(seed) = args.seed {
+        line.push_str(&format!(" --seed {seed}"));
+    }
+    line.push_str(rest);
+    line
+}
+
+/// `s` as one shell word: as it is when it holds only safe characters, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
