@@ -360,6 +360,25 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s
 }
 
+/// Resolves every GPU name of the list `key` to its catalog name (a profile path must load),
+/// then drops repeats; an error names `key[i]` and the valid names.
+fn resolve_gpu_list(list: &mut Vec<String>, key: &str, origin: &str) -> Result<()> {
+    for (i, g) in list.iter_mut().enumerate() {
+        let key = || format!("{key}[{i}]");
+        match catalog::resolve(Kind::Gpu, g)
+            .map_err(|e| Error::config(origin, key(), e.to_string()))?
+        {
+            Entry::Catalog(name) => *g = name.to_string(),
+            Entry::Path(_) => {
+                GpuProfile::load(g).map_err(|e| Error::config(origin, key(), e.to_string()))?;
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    list.retain(|g| seen.insert(g.clone()));
+    Ok(())
+}
+
 /// The base scenario with every name of its search space checked and made canonical:
 /// `plan.gpus` through the catalog's resolver (aliases become catalog names, a path must load),
 /// `plan.dtypes` as weight formats; TP degrees and batch caps at least 1. Errors name the key,
@@ -368,19 +387,7 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
     let mut s = base.clone();
     let p = &mut s.plan;
     if let Some(gpus) = &mut p.gpus {
-        for (i, g) in gpus.iter_mut().enumerate() {
-            let key = || format!("plan.gpus[{i}]");
-            match catalog::resolve(Kind::Gpu, g)
-                .map_err(|e| Error::config(origin, key(), e.to_string()))?
-            {
-                Entry::Catalog(name) => *g = name.to_string(),
-                Entry::Path(_) => {
-                    GpuProfile::load(g).map_err(|e| Error::config(origin, key(), e.to_string()))?;
-                }
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        gpus.retain(|g| seen.insert(g.clone()));
+        resolve_gpu_list(gpus, "plan.gpus", origin)?;
     }
     if let Some(dtypes) = &mut p.dtypes {
         for (i, d) in dtypes.iter_mut().enumerate() {
@@ -404,19 +411,7 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
                 "is empty: list at least one value",
             ));
         }
-        for (i, g) in list.iter_mut().enumerate() {
-            let key = || format!("{key}[{i}]");
-            match catalog::resolve(Kind::Gpu, g)
-                .map_err(|e| Error::config(origin, key(), e.to_string()))?
-            {
-                Entry::Catalog(name) => *g = name.to_string(),
-                Entry::Path(_) => {
-                    GpuProfile::load(g).map_err(|e| Error::config(origin, key(), e.to_string()))?;
-                }
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        list.retain(|g| seen.insert(g.clone()));
+        resolve_gpu_list(list, key, origin)?;
     }
     for (key, list) in [
         ("plan.tp", &p.tp),

@@ -562,6 +562,19 @@ impl StepTimeModel {
         h.per_iteration_s + h.per_sequence_s * (b.decode_seqs + b.prefill_seqs) as f64
     }
 
+    /// The token-count terms of a step (GEMMs, small ops, all-reduce) for `t` padded tokens,
+    /// ns: from the precomputed table, or computed past its end.
+    #[inline]
+    fn token_table_ns(&self, t: usize) -> u64 {
+        match self.table_ns.get(t) {
+            Some(&ns) => ns,
+            None => {
+                let (gemm, _, small, ar) = self.token_terms(t as f64);
+                secs_to_ns(gemm + small + ar)
+            }
+        }
+    }
+
     /// The step time of decode-only batches shaped like `b` (its sequences, padding and shared
     /// prefixes; its context is ignored) as an exact integer function of the total context:
     /// the upper envelope of a few lines in fixed point. The simulator times every decode-only
@@ -569,14 +582,7 @@ impl StepTimeModel {
     /// (the fast-forward) and equal, bit for bit, the iterations timed one by one.
     pub fn decode_step(&self, b: &BatchShape) -> DecodeStep {
         debug_assert_eq!(b.prefill_tokens, 0);
-        let t = self.padded_tokens(b) as usize;
-        let table = match self.table_ns.get(t) {
-            Some(&ns) => ns,
-            None => {
-                let (gemm, _, small, ar) = self.token_terms(t as f64);
-                secs_to_ns(gemm + small + ar)
-            }
-        };
+        let table = self.token_table_ns(self.padded_tokens(b) as usize);
         let g = &self.queued_gpu;
         let lm =
             self.gemm_time(
@@ -628,14 +634,7 @@ impl StepTimeModel {
         if b.prefill_tokens == 0 {
             return self.decode_step(b).ns_at(b.decode_context_tokens);
         }
-        let t = self.padded_tokens(b) as usize;
-        let table = match self.table_ns.get(t) {
-            Some(&ns) => ns,
-            None => {
-                let (gemm, _, small, ar) = self.token_terms(t as f64);
-                secs_to_ns(gemm + small + ar)
-            }
-        };
+        let table = self.token_table_ns(self.padded_tokens(b) as usize);
         let g = &self.queued_gpu;
         let sampled = self.lm_head_rows(b);
         let lm =

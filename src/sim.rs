@@ -73,6 +73,23 @@ pub struct Limits {
     pub fast_forward: bool,
 }
 
+impl Limits {
+    /// Why a run stops at event number `n_events`, at `now_ns`: the limit it reached, or
+    /// `None` while it may go on.
+    pub fn reached(&self, now_ns: u64, n_events: u64) -> Option<String> {
+        if now_ns > self.max_sim_time_ns {
+            Some(format!(
+                "simulated-time limit of {:.0} s reached",
+                self.max_sim_time_ns as f64 / 1e9
+            ))
+        } else if n_events > self.max_events {
+            Some(format!("event limit of {} reached", self.max_events))
+        } else {
+            None
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -111,12 +111,14 @@ impl TimeSeries {
         waiting: u64,
         kv: f64,
     ) {
-        let d = dur_ns as f64;
-        let b = self.bucket(start_ns);
-        b.output_tokens += tokens;
-        b.running_ns += running as f64 * d;
-        b.waiting_ns += waiting as f64 * d;
-        b.kv_ns += kv * d;
+        self.iterations(
+            start_ns,
+            dur_ns,
+            tokens,
+            running,
+            waiting,
+            kv * dur_ns as f64,
+        );
     }
 
     /// Length of an interval now, ns (it only grows, by doubling).

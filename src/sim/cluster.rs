@@ -190,6 +190,19 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     let mut cancelled: Vec<u64> = Vec::new();
     let mut fast_forwarded: u64 = 0;
     let mut runs: Vec<usize> = Vec::new();
+    // How far a replica scheduling now may fast-forward (the next arrival counts only while
+    // the concurrency cap lets it in).
+    macro_rules! horizon_now {
+        () => {
+            horizon(
+                cfg,
+                &events,
+                pending.as_ref().filter(|_| outstanding < cap),
+                n_events,
+                &ts,
+            )
+        };
+    }
     while let Some((now, ev_seq, kind)) = events.pop() {
         if kind < FIRST_CONTROL && !cancelled.is_empty() {
             if let Some(p) = cancelled.iter().position(|&s| s == ev_seq) {
@@ -198,15 +211,8 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
             }
         }
         n_events += 1;
-        if now > cfg.limits.max_sim_time_ns {
-            truncated = Some(format!(
-                "simulated-time limit of {:.0} s reached",
-                cfg.limits.max_sim_time_ns as f64 / 1e9
-            ));
-            break;
-        }
-        if n_events > cfg.limits.max_events {
-            truncated = Some(format!("event limit of {} reached", cfg.limits.max_events));
+        if let Some(why) = cfg.limits.reached(now, n_events) {
+            truncated = Some(why);
             break;
         }
         fleet.account(now, &mut metrics);
@@ -262,13 +268,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 );
                 if let Some((id, r)) = admitted {
                     outstanding += 1;
-                    let h = horizon(
-                        cfg,
-                        &events,
-                        pending.as_ref().filter(|_| outstanding < cap),
-                        n_events,
-                        &ts,
-                    );
+                    let h = horizon_now!();
                     enqueue(
                         cfg,
                         step,
@@ -307,13 +307,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                 n_events += v;
                 fast_forwarded += v;
                 outstanding -= slot.replica.take_departed();
-                let h = horizon(
-                    cfg,
-                    &events,
-                    pending.as_ref().filter(|_| outstanding < cap),
-                    n_events,
-                    &ts,
-                );
+                let h = horizon_now!();
                 let slot = &mut fleet.slots[r];
                 if let Some(dur) =
                     slot.replica
@@ -333,13 +327,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                     continue;
                 };
                 for i in fleet.first_ready(failure.replicas) {
-                    let h = horizon(
-                        cfg,
-                        &events,
-                        pending.as_ref().filter(|_| outstanding < cap),
-                        n_events,
-                        &ts,
-                    );
+                    let h = horizon_now!();
                     outstanding -= fail(
                         cfg,
                         step,
@@ -374,13 +362,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                             events.push(at, FAIL | i as u32);
                         }
                         // Requests may have queued here while it was not ready.
-                        let h = horizon(
-                            cfg,
-                            &events,
-                            pending.as_ref().filter(|_| outstanding < cap),
-                            n_events,
-                            &ts,
-                        );
+                        let h = horizon_now!();
                         start(
                             cfg,
                             step,
@@ -398,13 +380,7 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
                         if fleet.slots[i].state != SlotState::Ready {
                             continue; // released or down since this failure was drawn
                         }
-                        let h = horizon(
-                            cfg,
-                            &events,
-                            pending.as_ref().filter(|_| outstanding < cap),
-                            n_events,
-                            &ts,
-                        );
+                        let h = horizon_now!();
                         outstanding -= fail(
                             cfg,
                             step,

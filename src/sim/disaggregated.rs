@@ -171,15 +171,8 @@ pub fn simulate_disaggregated(
 
     while let Some((now, ev_seq, kind)) = c.events.pop() {
         n_events += 1;
-        if now > cfg.limits.max_sim_time_ns {
-            truncated = Some(format!(
-                "simulated-time limit of {:.0} s reached",
-                cfg.limits.max_sim_time_ns as f64 / 1e9
-            ));
-            break;
-        }
-        if n_events > cfg.limits.max_events {
-            truncated = Some(format!("event limit of {} reached", cfg.limits.max_events));
+        if let Some(why) = cfg.limits.reached(now, n_events) {
+            truncated = Some(why);
             break;
         }
         c.prefill.account(now, &mut c.metrics);
@@ -301,48 +294,45 @@ pub fn simulate_disaggregated(
 }
 
 impl Cluster<'_> {
-    /// Starts an iteration on prefill replica `i` if it is idle and has work.
-    fn start_prefill(&mut self, i: usize, now: u64) {
-        let slot = &mut self.prefill.slots[i];
+    /// Starts an iteration on replica `i` of the decode pool (`decode`) or of the prefill pool
+    /// if it is idle and has work; returns false when it was busy. The pools step iteration by
+    /// iteration (no fast-forward): their link and hand-off events would have to cut runs,
+    /// which this loop does not do.
+    fn start(&mut self, decode: bool, i: usize, now: u64) -> bool {
+        let (fleet, step, kind) = if decode {
+            (&mut self.decode, self.decode_step, DECODE | i as u32)
+        } else {
+            (&mut self.prefill, self.prefill_step, i as u32)
+        };
+        let slot = &mut fleet.slots[i];
         if slot.replica.is_busy() {
-            return;
+            return false;
         }
         if let Some(dur) = slot.replica.schedule(
             now,
             &mut self.slab,
             &mut self.metrics,
             &self.cfg.slo,
-            self.prefill_step,
-            // P/D pools step iteration by iteration (no fast-forward): their link and
-            // hand-off events would have to cut runs, which this loop does not do.
+            step,
             &Horizon::OFF,
         ) {
-            slot.pending_seq = self.events.push(now + dur, i as u32);
+            slot.pending_seq = self.events.push(now + dur, kind);
         }
-        self.outstanding -= self.prefill.slots[i].replica.take_departed();
+        self.outstanding -= slot.replica.take_departed();
+        true
+    }
+
+    /// Starts an iteration on prefill replica `i` if it is idle and has work.
+    fn start_prefill(&mut self, i: usize, now: u64) {
+        self.start(false, i, now);
     }
 
     /// Starts an iteration on decode replica `j` if it is idle and has work.
     fn start_decode(&mut self, j: usize, now: u64) {
-        let slot = &mut self.decode.slots[j];
-        if slot.replica.is_busy() {
-            return;
+        if self.start(true, j, now) {
+            // The iteration's blocks are taken: incoming transfers may have what is left.
+            self.admit(j, now);
         }
-        if let Some(dur) = slot.replica.schedule(
-            now,
-            &mut self.slab,
-            &mut self.metrics,
-            &self.cfg.slo,
-            self.decode_step,
-            // P/D pools step iteration by iteration (no fast-forward): their link and
-            // hand-off events would have to cut runs, which this loop does not do.
-            &Horizon::OFF,
-        ) {
-            slot.pending_seq = self.events.push(now + dur, DECODE | j as u32);
-        }
-        self.outstanding -= self.decode.slots[j].replica.take_departed();
-        // The iteration's blocks are taken: incoming transfers may have what is left.
-        self.admit(j, now);
     }
 
     /// A prefill iteration of replica `i` ended: its finished prompts go to the decode pool.
