@@ -8,7 +8,8 @@
 #    with the result servesim cached in it (its own value of the same formula): relative 1e-9.
 # 2. Doubles the target load (Inputs!B3) in the sheet XML and poisons every cached formula
 #    result, recalculates, and checks that no poisoned value survives and that the chosen
-#    fleet's replicas and $/hour grow by 1.5-2.5x (a plan that scales; prints both).
+#    fleet's replicas and $/hour grow by 1.5-2.5x (a plan that scales; prints both, and the
+#    candidate LibreOffice chose).
 # Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -66,6 +67,10 @@ import glob
 for path in glob.glob("%s/edited-*.csv" % work):
     if "-999999" in open(path, encoding="utf-8").read():
         sys.exit("MISMATCH: a poisoned cached result was shown in %s: LibreOffice did not recalculate" % path)
+def text(base, name):
+    return subprocess.run([sys.executable, tool, "label", "%s/%s-Inputs.csv" % (work, base), name],
+                          check=True, capture_output=True, text=True).stdout.strip()
+print("chosen candidate (LibreOffice): %s" % text("base", "Candidate"))
 rows = [(n, label("base", n), label("edited", n)) for n in ["Target load (req/s)", "Replicas", "Fleet $/hour"]]
 for n, a, b in rows:
     print("%-22s %12s -> %12s" % (n, a, b))

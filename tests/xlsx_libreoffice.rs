@@ -66,3 +66,45 @@ fn libreoffice_recalculates_the_sample_workbook() {
     .unwrap();
     check(&path);
 }
+
+#[test]
+fn libreoffice_chooses_the_plans_xpyd_recommendation_in_its_workbook() {
+    if !has_soffice() {
+        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
+        return;
+    }
+    // Long-context RAG under a 30 ms TPOT SLO: the plan recommends a disaggregated
+    // deployment; the workbook's live model must choose the same one.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let (code, out, err) = servesim(&[
+        "plan",
+        "scenarios/long-context-rag.toml",
+        "--set",
+        "slo.tpot_ms=30",
+        "--format",
+        "json",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let x = &p["disaggregated"];
+    assert_eq!(x["recommended"], "disaggregated", "{x}");
+    let best = &x["candidates"][x["best"].as_u64().unwrap() as usize];
+    let label = format!(
+        "{}P x {} TP{} + {}D x {} TP{}",
+        best["prefill"]["replicas"],
+        best["prefill"]["gpu"].as_str().unwrap(),
+        best["prefill"]["tp"],
+        best["decode"]["replicas"],
+        best["decode"]["gpu"].as_str().unwrap(),
+        best["decode"]["tp"]
+    );
+    let text = check(&report.join("cost.xlsx"));
+    assert!(text.contains(", 0 mismatches"), "{text}");
+    assert!(
+        text.contains(&format!("chosen candidate (LibreOffice): {label}")),
+        "{label}: {text}"
+    );
+}

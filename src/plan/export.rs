@@ -8,8 +8,8 @@ use std::path::Path;
 use super::{PlanResult, Status};
 use crate::error::{Error, Result};
 use crate::report::xlsx::{
-    cost_workbook_bytes, CandidateRow, CostModel, CurveRow, GpuPrices, WeekHour, WeekSheet,
-    PRICE_COLUMNS,
+    cost_workbook_bytes, CandidateRow, CostModel, CurveRow, DisaggPools, GpuPrices, WeekHour,
+    WeekSheet, PRICE_COLUMNS,
 };
 use crate::report::{CellValue, Exporter, TableSheet, ToTable};
 
@@ -248,7 +248,28 @@ impl CostWorkbookExporter {
                 rate_in_fleet_per_s: (c.status == Status::Feasible)
                     .then_some(c.rate_in_fleet_per_replica),
                 note: c.note.clone().unwrap_or_default(),
+                pools: None,
             })
+            .chain(plan.disaggregated.iter().flat_map(|x| {
+                x.candidates.iter().map(|c| CandidateRow {
+                    label: c.label(),
+                    gpu: c.prefill.gpu.clone(),
+                    dtype: c.dtype.clone(),
+                    tp: c.prefill.tp,
+                    max_num_seqs: 0,
+                    status: status_name(c.status).to_string(),
+                    rate_alone_per_s: None,
+                    rate_in_fleet_per_s: None,
+                    note: c.note.clone().unwrap_or_default(),
+                    pools: Some(DisaggPools {
+                        sized_at_rate_per_s: plan.target_rate_per_s,
+                        prefill_replicas: c.prefill.replicas,
+                        decode_gpu: c.decode.gpu.clone(),
+                        decode_tp: c.decode.tp,
+                        decode_replicas: c.decode.replicas,
+                    }),
+                })
+            }))
             .collect();
         let curves = plan
             .candidates

@@ -8,6 +8,8 @@
 //!   the $/GPU-hour table by GPU type, and the chosen plan at these inputs, by formula.
 //! - `Candidates`: one row per candidate; its sustained rate per replica is simulation data,
 //!   everything after it is a formula of the inputs; the cheapest eligible row wins.
+//!   Prefill/decode-disaggregated candidates follow the colocated ones: each pool's replicas
+//!   scale from those servesim sized at the plan's load.
 //! - `Curves`: each candidate's rate sweep from the simulation, with its $/M by formula, and
 //!   two native charts (the throughput-latency trade-off, $/M against load).
 //! - any extra tables (the plan's candidate table).
@@ -60,7 +62,7 @@ pub struct CandidateRow {
     pub dtype: String,
     /// GPUs per replica.
     pub tp: u32,
-    /// max_num_seqs.
+    /// max_num_seqs (0 for an xPyD row: its pools keep their scenario's limits; left blank).
     pub max_num_seqs: u32,
     /// `feasible`, `pruned` or `infeasible`.
     pub status: String,
@@ -71,6 +73,26 @@ pub struct CandidateRow {
     pub rate_in_fleet_per_s: Option<f64>,
     /// Why it is infeasible or pruned.
     pub note: String,
+    /// The pools of a prefill/decode-disaggregated (xPyD) candidate; `None` for a colocated
+    /// one. The row's `gpu` and `tp` are then its prefill pool's.
+    pub pools: Option<DisaggPools>,
+}
+
+/// The two pools of an xPyD candidate as servesim sized them. In the sheet each pool's
+/// replicas scale with the target from these: ROUNDUP(replicas there x target x (1 +
+/// headroom) / the load they were sized at).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisaggPools {
+    /// Load both pools were sized and verified at, req/s.
+    pub sized_at_rate_per_s: f64,
+    /// Prefill replicas at that load.
+    pub prefill_replicas: u32,
+    /// Decode pool GPU profile name (a row of the price table).
+    pub decode_gpu: String,
+    /// GPUs per decode replica.
+    pub decode_tp: u32,
+    /// Decode replicas at that load.
+    pub decode_replicas: u32,
 }
 
 /// One point of a candidate's rate sweep.
@@ -179,12 +201,15 @@ pub struct CostModel {
 /// The formula results of one candidate row.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CandidateCost {
-    /// Replicas = ROUNDUP(target x (1 + headroom) / rate in fleet).
+    /// Replicas = ROUNDUP(target x (1 + headroom) / rate in fleet); an xPyD row's prefill
+    /// replicas.
     pub replicas: f64,
-    /// GPUs = replicas x TP.
+    /// GPUs = replicas x TP (of both pools for an xPyD row).
     pub gpus: f64,
-    /// $/GPU-hour in the chosen price column.
+    /// $/GPU-hour in the chosen price column (the prefill pool's for an xPyD row).
     pub price_usd_per_gpu_hour: f64,
+    /// An xPyD row's decode replicas and their $/GPU-hour.
+    pub decode: Option<(f64, f64)>,
     /// Fleet $/hour.
     pub usd_per_hour: f64,
     /// Fleet $/month (paid hours).
@@ -233,15 +258,36 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         .candidates
         .iter()
         .map(|c| {
-            let rate = c.rate_in_fleet_per_s.filter(|r| *r > 0.0)?;
-            let replicas = (m.target_rate_per_s * (1.0 + m.headroom) / rate).ceil();
-            let gpus = replicas * c.tp as f64;
             let price = price_of(m, &c.gpu);
-            let usd_per_hour = gpus * price;
+            let (replicas, gpus, usd_per_hour, decode) = match &c.pools {
+                Some(p) => {
+                    if c.status != "feasible" || p.sized_at_rate_per_s <= 0.0 {
+                        return None;
+                    }
+                    let factor = m.target_rate_per_s * (1.0 + m.headroom) / p.sized_at_rate_per_s;
+                    let prefill = (p.prefill_replicas as f64 * factor).ceil();
+                    let decode = (p.decode_replicas as f64 * factor).ceil();
+                    let decode_price = price_of(m, &p.decode_gpu);
+                    let decode_tp = p.decode_tp as f64;
+                    (
+                        prefill,
+                        prefill * c.tp as f64 + decode * decode_tp,
+                        prefill * c.tp as f64 * price + decode * decode_tp * decode_price,
+                        Some((decode, decode_price)),
+                    )
+                }
+                None => {
+                    let rate = c.rate_in_fleet_per_s.filter(|r| *r > 0.0)?;
+                    let replicas = (m.target_rate_per_s * (1.0 + m.headroom) / rate).ceil();
+                    let gpus = replicas * c.tp as f64;
+                    (replicas, gpus, gpus * price, None)
+                }
+            };
             Some(CandidateCost {
                 replicas,
                 gpus,
                 price_usd_per_gpu_hour: price,
+                decode,
                 usd_per_hour,
                 usd_per_month: usd_per_hour * m.paid_hours_per_month,
                 usd_per_million_output: usd_per_hour / tokens_per_hour * 1e6,
@@ -375,7 +421,13 @@ fn check(m: &CostModel, name: &Path) -> Result<()> {
     let rates = m
         .candidates
         .iter()
-        .flat_map(|c| [c.rate_alone_per_s, c.rate_in_fleet_per_s])
+        .flat_map(|c| {
+            [
+                c.rate_alone_per_s,
+                c.rate_in_fleet_per_s,
+                c.pools.as_ref().map(|p| p.sized_at_rate_per_s),
+            ]
+        })
         .flatten();
     let curve = m.curves.iter().flat_map(|p| {
         [
@@ -707,6 +759,7 @@ fn write_inputs(
         "Replicas = ROUNDUP(target x (1 + headroom) / sustained rate per replica in the fleet), per candidate (sheet Candidates).",
         "The sustained rates come from the simulation: one replica's highest rate within the SLOs, adjusted to the fleet servesim sized and verified (R replicas hold at the target, R - 1 do not).",
         "Scaling linearly from those rates is the spreadsheet's approximation; rerun servesim plan with --set plan.target_rate_per_s=... to size and verify a new target by simulation.",
+        "Prefill/decode-disaggregated (P/D) rows: each pool's replicas = ROUNDUP(replicas at the load servesim sized them at x target x (1 + headroom) / that load) (columns T..W); $/hour adds both pools at their GPUs' prices.",
         "$ per 1M output tokens = fleet $/hour / (target x output tokens per request x 3600) x 1,000,000.",
     ];
     for (k, t) in notes.iter().enumerate() {
@@ -715,25 +768,33 @@ fn write_inputs(
     Ok(())
 }
 
-/// Candidates columns: header (with unit) and width.
-const CANDIDATE_COLUMNS: [(&str, f64); 17] = [
-    ("Candidate", 30.0),
-    ("GPU", 14.0),
+/// Candidates columns: header (with unit) and width. Columns R..X hold an xPyD row's decode
+/// pool and the load both pools were sized at; J, K, L are then its prefill pool's.
+const CANDIDATE_COLUMNS: [(&str, f64); 24] = [
+    ("Candidate", 40.0),
+    ("GPU (P/D: prefill)", 14.0),
     ("dtype", 7.0),
-    ("TP", 5.0),
+    ("TP (P/D: prefill)", 7.0),
     ("max_num_seqs", 8.0),
     ("status", 10.0),
     ("note", 24.0),
     ("one replica alone (req/s)", 12.0),
     ("sustained rate per replica in the fleet (req/s)", 14.0),
-    ("replicas", 9.0),
-    ("GPUs", 7.0),
-    ("$/GPU-hour", 10.0),
+    ("replicas (P/D: prefill)", 9.0),
+    ("GPUs (P/D: both pools)", 7.0),
+    ("$/GPU-hour (P/D: prefill)", 10.0),
     ("fleet $/hour", 11.0),
     ("fleet $/month", 12.0),
     ("$ per 1M output tokens", 11.0),
     ("eligible $/hour", 10.0),
     ("chosen", 8.0),
+    ("P/D: decode GPU", 14.0),
+    ("P/D: decode TP", 8.0),
+    ("P/D: pools sized at (req/s)", 11.0),
+    ("P/D: prefill replicas there", 10.0),
+    ("P/D: decode replicas there", 10.0),
+    ("P/D: decode replicas", 9.0),
+    ("P/D: decode $/GPU-hour", 10.0),
 ];
 
 fn write_candidates(
@@ -767,32 +828,67 @@ fn write_candidates(
         ws.write_string(row, 1, clip(&c.gpu))?;
         ws.write_string(row, 2, clip(&c.dtype))?;
         ws.write_number(row, 3, c.tp as f64)?;
-        ws.write_number(row, 4, c.max_num_seqs as f64)?;
+        if c.pools.is_none() {
+            ws.write_number(row, 4, c.max_num_seqs as f64)?;
+        }
         ws.write_string(row, 5, clip(&c.status))?;
         ws.write_string(row, 6, clip(&c.note))?;
         if let Some(v) = c.rate_alone_per_s {
             ws.write_number_with_format(row, 7, v, &Format::new().set_num_format("0.00"))?;
         }
+        if let Some(p) = &c.pools {
+            ws.write_string(row, 17, clip(&p.decode_gpu))?;
+            ws.write_number(row, 18, p.decode_tp as f64)?;
+            ws.write_number_with_format(row, 19, p.sized_at_rate_per_s, &rate_in)?;
+            ws.write_number(row, 20, p.prefill_replicas as f64)?;
+            ws.write_number(row, 21, p.decode_replicas as f64)?;
+        }
         let Some(cost) = r.candidates[i] else {
             continue;
         };
-        let rate = c.rate_in_fleet_per_s.unwrap_or(0.0);
-        ws.write_number_with_format(row, 8, rate, &rate_in)?;
+        // Replicas, GPUs and $/hour: one pool from the sustained rate per replica, or an
+        // xPyD row's two pools scaled from the load servesim sized them at.
+        let (replicas, gpus, usd_per_hour) = match cost.decode {
+            Some((decode, decode_price)) => {
+                let factor = format!("({target}*(1+{headroom})/T{n})");
+                ws.write_formula_with_format(
+                    row,
+                    22,
+                    num_formula(format!("ROUNDUP(V{n}*{factor},0)"), decode),
+                    &int,
+                )?;
+                ws.write_formula_with_format(
+                    row,
+                    23,
+                    num_formula(format!("VLOOKUP(R{n},{table},5,FALSE)"), decode_price),
+                    &usd,
+                )?;
+                (
+                    format!("ROUNDUP(U{n}*{factor},0)"),
+                    format!("J{n}*D{n}+W{n}*S{n}"),
+                    format!("J{n}*D{n}*L{n}+W{n}*S{n}*X{n}"),
+                )
+            }
+            None => {
+                let rate = c.rate_in_fleet_per_s.unwrap_or(0.0);
+                ws.write_number_with_format(row, 8, rate, &rate_in)?;
+                (
+                    format!("ROUNDUP({target}*(1+{headroom})/I{n},0)"),
+                    format!("J{n}*D{n}"),
+                    format!("K{n}*L{n}"),
+                )
+            }
+        };
         let cells: [(u16, String, f64, &Format); 7] = [
-            (
-                9,
-                format!("ROUNDUP({target}*(1+{headroom})/I{n},0)"),
-                cost.replicas,
-                &int,
-            ),
-            (10, format!("J{n}*D{n}"), cost.gpus, &int),
+            (9, replicas, cost.replicas, &int),
+            (10, gpus, cost.gpus, &int),
             (
                 11,
                 format!("VLOOKUP(B{n},{table},5,FALSE)"),
                 cost.price_usd_per_gpu_hour,
                 &usd,
             ),
-            (12, format!("K{n}*L{n}"), cost.usd_per_hour, &usd),
+            (12, usd_per_hour, cost.usd_per_hour, &usd),
             (13, format!("M{n}*{hours}"), cost.usd_per_month, &usd),
             (
                 14,
@@ -1151,6 +1247,7 @@ pub fn sample_model() -> CostModel {
                 rate_alone_per_s: Some(26.9),
                 rate_in_fleet_per_s: Some(26.9),
                 note: String::new(),
+                pools: None,
             },
             CandidateRow {
                 label: "h200-sxm bf16 TP4 seqs128".into(),
@@ -1162,6 +1259,7 @@ pub fn sample_model() -> CostModel {
                 rate_alone_per_s: Some(30.0),
                 rate_in_fleet_per_s: Some(31.5),
                 note: String::new(),
+                pools: None,
             },
             CandidateRow {
                 label: "a100-sxm-80gb bf16 TP2 seqs64".into(),
@@ -1173,6 +1271,27 @@ pub fn sample_model() -> CostModel {
                 rate_alone_per_s: None,
                 rate_in_fleet_per_s: None,
                 note: "does not fit".into(),
+                pools: None,
+            },
+            // 2 prefill replicas of one H100 and 1 decode replica of two H200s: $14/h at
+            // on-demand prices, against the H100 TP2 fleet's $12/h.
+            CandidateRow {
+                label: "2P x h100-sxm TP1 + 1D x h200-sxm TP2".into(),
+                gpu: "h100-sxm".into(),
+                dtype: "fp8".into(),
+                tp: 1,
+                max_num_seqs: 256,
+                status: "feasible".into(),
+                rate_alone_per_s: None,
+                rate_in_fleet_per_s: None,
+                note: String::new(),
+                pools: Some(DisaggPools {
+                    sized_at_rate_per_s: 40.0,
+                    prefill_replicas: 2,
+                    decode_gpu: "h200-sxm".into(),
+                    decode_tp: 2,
+                    decode_replicas: 1,
+                }),
             },
         ],
         curves,
@@ -1226,6 +1345,31 @@ mod tests {
         let r = evaluate(&m);
         assert_eq!(r.candidates[0].unwrap().replicas, 3.0);
         assert_eq!(r.chosen, Some(0));
+    }
+
+    #[test]
+    fn an_xpyd_row_prices_both_pools_and_wins_when_its_gpus_are_cheaper() {
+        let mut m = sample_model();
+        let r = evaluate(&m);
+        // As sized: 2 x 1 H100 at $3 + 1 x 2 H200 at $4 = $14/h, 4 GPUs; the colocated $12/h wins.
+        let pd = r.candidates[3].unwrap();
+        assert_eq!(
+            (pd.replicas, pd.gpus, pd.usd_per_hour, pd.decode),
+            (2.0, 4.0, 14.0, Some((1.0, 4.0)))
+        );
+        assert_eq!(r.chosen, Some(0));
+        // Dear H100s: the colocated fleet's 4 pay $40/h, the P/D fleet's 2 H100 + 2 H200 $28/h.
+        m.gpu_prices[0].on_demand = 10.0;
+        let r = evaluate(&m);
+        assert_eq!(r.candidates[3].unwrap().usd_per_hour, 28.0);
+        assert_eq!(r.chosen, Some(3));
+        // Each pool follows the target: 1.5 x (2 prefill, 1 decode) rounds up to (3, 2).
+        m.target_rate_per_s = 60.0;
+        let pd = evaluate(&m).candidates[3].unwrap();
+        assert_eq!((pd.replicas, pd.decode.map(|d| d.0)), (3.0, Some(2.0)));
+        // Not feasible: no cost, whatever its pools say.
+        m.candidates[3].status = "infeasible".into();
+        assert!(evaluate(&m).candidates[3].is_none());
     }
 
     #[test]
