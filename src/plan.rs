@@ -182,6 +182,11 @@ pub struct ChosenDetail {
     pub headroom: ModelHeadroom,
     /// The batch point and the discount table.
     pub batch: BatchPoint,
+    /// The `servesim run` line that re-runs the chosen fleet at the target as the plan
+    /// measured it (with `deployment.replicas` one lower it re-runs the one-fewer check);
+    /// `None` where `--set` cannot express it (a base scenario with disaggregated pools or
+    /// fault injection).
+    pub run_command: Option<String>,
 }
 
 /// One GPU type's prices, $/GPU-hour.
@@ -730,6 +735,16 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     at_peak.autoscale = None;
     at_peak.faults = None;
     let mut out = plan_steady(&at_peak, origin)?;
+    // The re-run line starts from the file as written: pin its autoscaler, keep out its faults.
+    if let (Some(i), Some(d)) = (out.plan.chosen, out.plan.detail.as_mut()) {
+        d.run_command = colocated_run_overrides(
+            base,
+            &out.plan.candidates[i].candidate,
+            d.fleet.replicas,
+            peak,
+        )
+        .map(|sets| run_line(origin, &sets));
+    }
     let scale = out.plan.method.step_time_scale;
     let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
     out.plan.week = Some(w);
@@ -1052,15 +1067,103 @@ fn chosen_detail(
     let headroom = headroom?;
     let (batch, batch_sims) = batch?;
     sims += headroom.simulations + batch_sims;
+    let run_command =
+        colocated_run_overrides(ctx.base, &chosen.candidate, sizing.replicas, ctx.target)
+            .map(|sets| run_line(ctx.origin, &sets));
     Ok((
         ChosenDetail {
             fleet: sizing,
             verification,
             headroom,
             batch,
+            run_command,
         },
         sims,
     ))
+}
+
+/// `servesim run ORIGIN --set S ...`, each override one shell word.
+pub(crate) fn run_line(origin: &str, sets: &[String]) -> String {
+    let mut line = format!("servesim run {origin}");
+    for s in sets {
+        line.push_str(" --set ");
+        line.push_str(&shell_word(s));
+    }
+    line
+}
+
+/// `s` as one shell word: as it is when it holds only safe characters, else single-quoted.
+pub fn shell_word(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The `--set` overrides that make `base` the plan's measurement of `c` with `replicas`
+/// replicas at `target` req/s: the candidate's deployment; Poisson arrivals at the target
+/// where the scenario's arrivals are offline or vary over time (a plan sizes for a stationary
+/// load; `measure::with_load`), else its rate set to the target; no concurrency cap; an
+/// autoscaler pinned to the fleet. `None` where `--set` cannot remove what the plan's runs
+/// leave out (disaggregated pools, fault injection).
+fn colocated_run_overrides(
+    base: &Scenario,
+    c: &Candidate,
+    replicas: u32,
+    target: f64,
+) -> Option<Vec<String>> {
+    use crate::workload::ArrivalConfig as A;
+    if base.deployment.prefill.is_some()
+        || base.deployment.decode.is_some()
+        || base.faults.is_some()
+    {
+        return None;
+    }
+    let mut sets = vec![
+        format!("deployment.gpu={}", c.gpu),
+        format!("deployment.dtype={}", c.dtype),
+        format!("deployment.kv_cache_dtype={}", c.kv_cache_dtype),
+        format!("deployment.tp={}", c.tp),
+        format!("scheduler.max_num_seqs={}", c.max_num_seqs),
+        format!("deployment.replicas={replicas}"),
+    ];
+    if let Some(b) = base.scheduler.max_num_batched_tokens {
+        if b < c.max_num_seqs {
+            sets.push(format!(
+                "scheduler.max_num_batched_tokens={}",
+                c.max_num_seqs
+            ));
+        }
+    }
+    match &base.workload.arrival {
+        A::Offline | A::Schedule { .. } | A::Diurnal { .. } => sets.push(format!(
+            "workload.arrival={{kind=\"poisson\", rate_per_s={target}}}"
+        )),
+        A::Poisson { rate_per_s } | A::Gamma { rate_per_s, .. } | A::Constant { rate_per_s } => {
+            if *rate_per_s != target {
+                sets.push(format!("workload.arrival.rate_per_s={target}"));
+            }
+        }
+        A::Trace { rate_per_s, .. } => {
+            if *rate_per_s != Some(target) {
+                sets.push(format!("workload.arrival.rate_per_s={target}"));
+            }
+        }
+    }
+    if base.workload.max_concurrency.is_some() {
+        sets.push(format!("workload.max_concurrency={}", u32::MAX));
+    }
+    if base.autoscale.is_some() {
+        sets.extend([
+            format!("autoscale.min_replicas={replicas}"),
+            format!("autoscale.max_replicas={replicas}"),
+            format!("autoscale.initial_replicas={replicas}"),
+            "autoscale.capacity_rate_per_replica=1.0".to_string(),
+        ]);
+    }
+    Some(sets)
 }
 
 /// The batch point of the chosen deployment and the discount as the TPOT SLO moves.

@@ -456,8 +456,19 @@ fn plan_seed_overrides_the_scenarios_seed() {
         assert_eq!(code, 0, "{err}");
         json(&out)
     };
-    let by_flag = with(&["--seed", "11"]);
-    let by_key = with(&["--set", "seed=11"]);
+    let mut by_flag = with(&["--seed", "11"]);
+    let mut by_key = with(&["--set", "seed=11"]);
+    // The re-run line repeats the invocation (`--seed 11` or `--set seed=11`); both reproduce it.
+    let flag_line = by_flag["detail"]["run_command"].take();
+    let key_line = by_key["detail"]["run_command"].take();
+    assert!(
+        flag_line.as_str().unwrap().contains(" --seed 11 "),
+        "{flag_line}"
+    );
+    assert!(
+        key_line.as_str().unwrap().contains(" --set seed=11 "),
+        "{key_line}"
+    );
     assert_eq!(by_flag, by_key, "--seed 11 plans as seed = 11 does");
     let default = with(&[]);
     assert_ne!(

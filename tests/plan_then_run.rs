@@ -40,49 +40,60 @@ fn plan(scenario: Option<&str>, extra: &[&str]) -> Value {
     printed
 }
 
-/// `servesim run` of the chosen deployment with `replicas` replicas at the plan's target,
-/// 20,000 requests.
-fn rerun(scenario: Option<&str>, plan: &Value, replicas: u64) -> Value {
-    let i = plan["chosen"].as_u64().expect("a plan was chosen") as usize;
-    let c = &plan["candidates"][i]["candidate"];
-    let mut sets = vec![
-        format!("deployment.gpu=\"{}\"", c["gpu"].as_str().unwrap()),
-        format!("deployment.dtype=\"{}\"", c["dtype"].as_str().unwrap()),
-        format!(
-            "deployment.kv_cache_dtype=\"{}\"",
-            c["kv_cache_dtype"].as_str().unwrap()
-        ),
-        format!("deployment.tp={}", c["tp"]),
-        format!("scheduler.max_num_seqs={}", c["max_num_seqs"]),
-        format!("deployment.replicas={replicas}"),
-        // Offline, diurnal and other arrivals all become what the plan sized for: Poisson
-        // arrivals at the target (for a time-varying scenario, its peak hour).
-        format!(
-            "workload.arrival={{kind=\"poisson\", rate_per_s={}}}",
-            plan["target_rate_per_s"]
-        ),
-        "workload.num_requests=20000".to_string(),
+/// The words of a command line as a POSIX shell splits it (plain words and single quotes:
+/// what the plan's re-run lines use).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let (mut quoted, mut any) = (false, false);
+    for ch in line.chars() {
+        match ch {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
+
+/// The chosen fleet's re-run line as the plan printed it (plan.json `detail.run_command`),
+/// with `replicas` replicas, 20,000 requests: the second method a user checks the plan with.
+fn rerun(plan: &Value, replicas: u64) -> Value {
+    let line = plan["detail"]["run_command"]
+        .as_str()
+        .expect("the plan prints a re-run line");
+    let words = shell_words(line);
+    assert_eq!(&words[..2], ["servesim", "run"], "{line}");
+    let fleet_keys = [
+        "deployment.replicas",
+        "autoscale.min_replicas",
+        "autoscale.max_replicas",
+        "autoscale.initial_replicas",
     ];
-    // The embedded default is scenarios/chat-slo.toml.
-    let file = scenario.unwrap_or("scenarios/chat-slo.toml");
-    if std::fs::read_to_string(file)
-        .unwrap()
-        .contains("[autoscale]")
-    {
-        // The steady-state plan is for a fixed fleet: pin the autoscaler to it.
-        sets.extend([
-            format!("autoscale.min_replicas={replicas}"),
-            format!("autoscale.max_replicas={replicas}"),
-            format!("autoscale.initial_replicas={replicas}"),
-            "autoscale.capacity_rate_per_replica=1.0".to_string(),
-        ]);
-    }
-    let mut args = vec!["run", file, "--format", "json"];
-    for s in &sets {
-        args.push("--set");
-        args.push(s);
-    }
-    let (code, out, err) = servesim(&args);
+    let mut args: Vec<String> = words[1..]
+        .iter()
+        .map(|w| match w.split_once('=') {
+            Some((k, _)) if fleet_keys.contains(&k) => format!("{k}={replicas}"),
+            _ => w.clone(),
+        })
+        .collect();
+    args.extend(["--set", "workload.num_requests=20000", "--format", "json"].map(String::from));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = servesim(&refs);
     assert_eq!(code, 0, "{args:?}: {err}");
     serde_json::from_str(&out).unwrap()
 }
@@ -96,7 +107,7 @@ fn check_holds_and_one_fewer_misses(scenario: Option<&str>) {
     }
     let r = c["replicas"].as_u64().unwrap();
     let threshold = p["goodput_threshold"].as_f64().unwrap();
-    let at_r = rerun(scenario, &p, r);
+    let at_r = rerun(&p, r);
     let st = &at_r["steady_state"];
     assert_eq!(
         st["sustainable"], true,
@@ -114,7 +125,7 @@ fn check_holds_and_one_fewer_misses(scenario: Option<&str>) {
         st["goodput_share"]
     );
     if r > 1 {
-        let fewer = rerun(scenario, &p, r - 1);
+        let fewer = rerun(&p, r - 1);
         let st = &fewer["steady_state"];
         assert_eq!(
             st["sustainable"],
@@ -223,9 +234,9 @@ fn an_unreachable_slo_says_what_stops_each_candidate_and_the_nearest_slo() {
 /// `servesim run` of the plan's printed xPyD line (its overrides, tokenised as a shell
 /// would), with `extra` overrides and 20,000 requests.
 fn rerun_xpyd(command: &str, extra: &[String]) -> Value {
-    let words: Vec<&str> = command.split_whitespace().collect();
+    let words = shell_words(command);
     assert_eq!(&words[..2], ["servesim", "run"], "{command}");
-    let mut args: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
+    let mut args: Vec<String> = words[1..].to_vec();
     for s in extra
         .iter()
         .cloned()

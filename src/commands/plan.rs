@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, PlanArgs};
-use servesim::plan::plan;
+use servesim::plan::{plan, shell_word};
 use servesim::report::plan::{write_plan_report, write_plan_text};
 use servesim::report::{CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
@@ -47,14 +47,15 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         );
     }
     let mut out = plan(&sc, &origin)?;
-    // The re-run line must reproduce this plan's scenario: the shipped file for the embedded
+    // The re-run lines must reproduce this plan's scenario: the shipped file for the embedded
     // one, and the user's own --set and --seed.
-    if let Some(cmd) = out
-        .plan
+    let p = &mut out.plan;
+    let colocated = p.detail.as_mut().and_then(|d| d.run_command.as_mut());
+    let xpyd = p
         .disaggregated
         .as_mut()
-        .and_then(|d| d.run_command.as_mut())
-    {
+        .and_then(|d| d.run_command.as_mut());
+    for cmd in colocated.into_iter().chain(xpyd) {
         *cmd = rerun_line(cmd, &origin, args);
     }
     let mut stdout = std::io::stdout().lock();
@@ -89,14 +90,4 @@ fn rerun_line(cmd: &str, origin: &str, args: &PlanArgs) -> String {
     }
     line.push_str(rest);
     line
-}
-
-/// `s` as one shell word: as it is when it holds only safe characters, else single-quoted.
-fn shell_word(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }

@@ -412,13 +412,7 @@ pub fn plan_xpyd(ctx: &XpydCtx<'_>, colocated_usd_per_hour: Option<f64>) -> Disa
     }
     .to_string();
     DisaggPlan {
-        run_command: best.map(|i| {
-            format!(
-                "servesim run {} --set {}",
-                ctx.origin,
-                candidates[i].overrides().join(" --set ")
-            )
-        }),
+        run_command: best.map(|i| super::run_line(ctx.origin, &candidates[i].overrides())),
         candidates,
         best,
         recommended,

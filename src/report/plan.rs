@@ -367,6 +367,13 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                     let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
                 }
             }
+            if let Some(cmd) = &d.run_command {
+                let _ = writeln!(
+                    t,
+                    "  re-run the fleet as measured (deployment.replicas={} for one fewer): {cmd}",
+                    d.fleet.replicas.saturating_sub(1)
+                );
+            }
             let h = &d.headroom;
             let _ = writeln!(
                 t,

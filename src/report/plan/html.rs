@@ -427,6 +427,14 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
                 Some(m) => fleet_row(&mut h, &format!("{} replica(s), one fewer", m.replicas), m),
                 None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
             }
+            if let Some(cmd) = &d.run_command {
+                let _ = write!(
+                    h,
+                    "<li>Re-run the fleet as measured (<code>deployment.replicas={}</code> for one fewer): <code>{}</code></li>",
+                    d.fleet.replicas.saturating_sub(1),
+                    escape(cmd)
+                );
+            }
             if let Some(b) = &c.binding {
                 let _ = write!(
                     h,
