@@ -264,6 +264,64 @@ pub struct PlanResult {
     /// (`plan.disaggregated`), with the best of each kind side by side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disaggregated: Option<DisaggPlan>,
+    /// The plan's answer whichever kind wins (`chosen` is the best colocated candidate;
+    /// `disaggregated.recommended` says when an xPyD deployment is cheaper); `None` when
+    /// nothing is feasible.
+    pub recommendation: Option<Recommendation>,
+}
+
+/// What to deploy, what it costs at the target, and the line that re-runs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// `colocated` or `disaggregated`.
+    pub kind: String,
+    /// The deployment, e.g. `2 x h100-sxm fp8 TP2 seqs256` or
+    /// `3P x h200-sxm TP2 + 1D x h200-sxm TP2`.
+    pub deployment: String,
+    /// GPUs of the whole fleet.
+    pub gpus: u32,
+    /// Fleet $/hour.
+    pub usd_per_hour: f64,
+    /// $ per million output tokens at the target.
+    pub usd_per_million_output_tokens: f64,
+    /// The `servesim run` line that re-runs it as the plan measured it.
+    pub run_command: Option<String>,
+}
+
+impl PlanResult {
+    /// The recommendation of this plan as it stands (what [`PlanResult::recommendation`]
+    /// holds once the plan is complete).
+    pub fn recommend(&self) -> Option<Recommendation> {
+        let xpyd = self.disaggregated.as_ref().and_then(|x| {
+            (x.recommended == "disaggregated")
+                .then(|| x.best.map(|i| (&x.candidates[i], x.run_command.clone())))
+                .flatten()
+        });
+        if let Some((c, run_command)) = xpyd {
+            return Some(Recommendation {
+                kind: "disaggregated".into(),
+                deployment: c.label(),
+                gpus: c.gpus,
+                usd_per_hour: c.usd_per_hour,
+                usd_per_million_output_tokens: c.usd_per_million_output_tokens,
+                run_command,
+            });
+        }
+        let c = &self.candidates[self.chosen?];
+        let cost = c.cost_at_target?;
+        let k = &c.candidate;
+        Some(Recommendation {
+            kind: "colocated".into(),
+            deployment: format!(
+                "{} x {} {} TP{} seqs{}",
+                c.replicas, k.gpu, k.dtype, k.tp, k.max_num_seqs
+            ),
+            gpus: cost.gpus,
+            usd_per_hour: cost.usd_per_hour,
+            usd_per_million_output_tokens: cost.usd_per_million_output_tokens,
+            run_command: self.detail.as_ref().and_then(|d| d.run_command.clone()),
+        })
+    }
 }
 
 /// The plan with the verification run's distributions, for reports.
@@ -713,7 +771,9 @@ fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
 /// over its whole period with the autoscaler ([`week`]).
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     if !week::is_time_varying(base) {
-        return plan_steady(base, origin);
+        let mut out = plan_steady(base, origin)?;
+        out.plan.recommendation = out.plan.recommend();
+        return Ok(out);
     }
     // Check the scenario as written; the autoscaler's capacity is the plan's to measure.
     let mut check = base.clone();
@@ -735,7 +795,8 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     at_peak.autoscale = None;
     at_peak.faults = None;
     let mut out = plan_steady(&at_peak, origin)?;
-    // The re-run line starts from the file as written: pin its autoscaler, keep out its faults.
+    // The re-run lines start from the file as written: Poisson arrivals at the peak, its
+    // autoscaler pinned, no faults.
     if let (Some(i), Some(d)) = (out.plan.chosen, out.plan.detail.as_mut()) {
         d.run_command = colocated_run_overrides(
             base,
@@ -745,9 +806,17 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         )
         .map(|sets| run_line(origin, &sets));
     }
+    if let Some(x) = out.plan.disaggregated.as_mut() {
+        x.run_command = x.best.and_then(|i| {
+            let mut sets = x.candidates[i].overrides();
+            sets.extend(load_overrides(base, peak, None)?);
+            Some(run_line(origin, &sets))
+        });
+    }
     let scale = out.plan.method.step_time_scale;
     let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
     out.plan.week = Some(w);
+    out.plan.recommendation = out.plan.recommend();
     Ok(out)
 }
 
@@ -1007,6 +1076,7 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             week: None,
             simulations,
             disaggregated,
+            recommendation: None,
         },
         verification_run,
     })
@@ -1103,9 +1173,7 @@ pub fn shell_word(s: &str) -> String {
 }
 
 /// The `--set` overrides that make `base` the plan's measurement of `c` with `replicas`
-/// replicas at `target` req/s: the candidate's deployment; Poisson arrivals at the target
-/// where the scenario's arrivals are offline or vary over time (a plan sizes for a stationary
-/// load; `measure::with_load`), else its rate set to the target; no concurrency cap; an
+/// replicas at `target` req/s: the candidate's deployment and [`load_overrides`], with an
 /// autoscaler pinned to the fleet. `None` where `--set` cannot remove what the plan's runs
 /// leave out (disaggregated pools, fault injection).
 fn colocated_run_overrides(
@@ -1114,11 +1182,7 @@ fn colocated_run_overrides(
     replicas: u32,
     target: f64,
 ) -> Option<Vec<String>> {
-    use crate::workload::ArrivalConfig as A;
-    if base.deployment.prefill.is_some()
-        || base.deployment.decode.is_some()
-        || base.faults.is_some()
-    {
+    if base.deployment.prefill.is_some() || base.deployment.decode.is_some() {
         return None;
     }
     let mut sets = vec![
@@ -1137,6 +1201,25 @@ fn colocated_run_overrides(
             ));
         }
     }
+    sets.extend(load_overrides(base, target, Some(replicas))?);
+    Some(sets)
+}
+
+/// The `--set` overrides that give `base` the load a plan measures at `target` req/s
+/// (`measure::with_load`): Poisson arrivals at the target where the scenario's are offline or
+/// vary over time, else its rate set to the target; no concurrency cap; an autoscaler pinned
+/// to `pin` replicas. `None` where `--set` cannot express it: fault injection (the plan's
+/// runs have none), or an autoscaler with nothing to pin it to (an xPyD fleet).
+pub(crate) fn load_overrides(
+    base: &Scenario,
+    target: f64,
+    pin: Option<u32>,
+) -> Option<Vec<String>> {
+    use crate::workload::ArrivalConfig as A;
+    if base.faults.is_some() || (base.autoscale.is_some() && pin.is_none()) {
+        return None;
+    }
+    let mut sets = Vec::new();
     match &base.workload.arrival {
         A::Offline | A::Schedule { .. } | A::Diurnal { .. } => sets.push(format!(
             "workload.arrival={{kind=\"poisson\", rate_per_s={target}}}"
@@ -1155,11 +1238,11 @@ fn colocated_run_overrides(
     if base.workload.max_concurrency.is_some() {
         sets.push(format!("workload.max_concurrency={}", u32::MAX));
     }
-    if base.autoscale.is_some() {
+    if let (Some(_), Some(r)) = (&base.autoscale, pin) {
         sets.extend([
-            format!("autoscale.min_replicas={replicas}"),
-            format!("autoscale.max_replicas={replicas}"),
-            format!("autoscale.initial_replicas={replicas}"),
+            format!("autoscale.min_replicas={r}"),
+            format!("autoscale.max_replicas={r}"),
+            format!("autoscale.initial_replicas={r}"),
             "autoscale.capacity_rate_per_replica=1.0".to_string(),
         ]);
     }

@@ -461,6 +461,8 @@ fn plan_seed_overrides_the_scenarios_seed() {
     // The re-run line repeats the invocation (`--seed 11` or `--set seed=11`); both reproduce it.
     let flag_line = by_flag["detail"]["run_command"].take();
     let key_line = by_key["detail"]["run_command"].take();
+    assert_eq!(by_flag["recommendation"]["run_command"].take(), flag_line);
+    assert_eq!(by_key["recommendation"]["run_command"].take(), key_line);
     assert!(
         flag_line.as_str().unwrap().contains(" --seed 11 "),
         "{flag_line}"

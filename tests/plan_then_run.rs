@@ -107,6 +107,10 @@ fn check_holds_and_one_fewer_misses(scenario: Option<&str>) {
     }
     let r = c["replicas"].as_u64().unwrap();
     let threshold = p["goodput_threshold"].as_f64().unwrap();
+    let rec = &p["recommendation"];
+    assert_eq!(rec["kind"], "colocated", "{rec}");
+    assert_eq!(rec["run_command"], p["detail"]["run_command"], "{rec}");
+    assert_eq!(rec["gpus"], c["cost_at_target"]["gpus"], "{rec}");
     let at_r = rerun(&p, r);
     let st = &at_r["steady_state"];
     assert_eq!(
@@ -279,6 +283,16 @@ fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
         "colocated"
     };
     assert_eq!(x["recommended"], kind, "xPyD ${xu}/h, colocated ${cu}/h");
+    // The plan's one answer names the same deployment, cost and re-run line.
+    let rec = &p["recommendation"];
+    assert_eq!(rec["kind"], kind, "{rec}");
+    if kind == "disaggregated" {
+        assert_eq!(rec["run_command"], x["run_command"], "{rec}");
+        assert_eq!(rec["usd_per_hour"].as_f64(), Some(xu), "{rec}");
+    } else {
+        assert_eq!(rec["run_command"], p["detail"]["run_command"], "{rec}");
+        assert_eq!(rec["usd_per_hour"].as_f64(), Some(cu), "{rec}");
+    }
 
     // The best xPyD deployment, re-run as printed (the line carries the plan's --set):
     // meets the SLOs in steady state.

@@ -55,7 +55,11 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .disaggregated
         .as_mut()
         .and_then(|d| d.run_command.as_mut());
-    for cmd in colocated.into_iter().chain(xpyd) {
+    let recommended = p
+        .recommendation
+        .as_mut()
+        .and_then(|r| r.run_command.as_mut());
+    for cmd in colocated.into_iter().chain(xpyd).chain(recommended) {
         *cmd = rerun_line(cmd, &origin, args);
     }
     let mut stdout = std::io::stdout().lock();

@@ -113,7 +113,8 @@ pub struct DisaggPlan {
     /// `colocated` or `disaggregated`: the cheaper kind's best (colocated on a tie: fewer
     /// moving parts), or `none` when neither is feasible.
     pub recommended: String,
-    /// The `servesim run` line that re-runs the best xPyD deployment.
+    /// The `servesim run` line that re-runs the best xPyD deployment at the target (`None`
+    /// where `--set` cannot express it: an autoscaler or fault injection in the scenario).
     pub run_command: Option<String>,
 }
 
@@ -412,7 +413,11 @@ pub fn plan_xpyd(ctx: &XpydCtx<'_>, colocated_usd_per_hour: Option<f64>) -> Disa
     }
     .to_string();
     DisaggPlan {
-        run_command: best.map(|i| super::run_line(ctx.origin, &candidates[i].overrides())),
+        run_command: best.and_then(|i| {
+            let mut sets = candidates[i].overrides();
+            sets.extend(super::load_overrides(ctx.base, ctx.target, None)?);
+            Some(super::run_line(ctx.origin, &sets))
+        }),
         candidates,
         best,
         recommended,
