@@ -183,7 +183,7 @@ pub struct ChosenDetail {
     /// The batch point and the discount table.
     pub batch: BatchPoint,
     /// The `servesim run` line that re-runs the chosen fleet at the target as the plan
-    /// measured it (with `deployment.replicas` one lower it re-runs the one-fewer check);
+    /// measured it (with its replica settings one lower it re-runs the one-fewer check);
     /// `None` where `--set` cannot express it (a base scenario with disaggregated pools or
     /// fault injection).
     pub run_command: Option<String>,

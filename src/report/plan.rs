@@ -370,8 +370,9 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             if let Some(cmd) = &d.run_command {
                 let _ = writeln!(
                     t,
-                    "  re-run the fleet as measured (deployment.replicas={} for one fewer): {cmd}",
-                    d.fleet.replicas.saturating_sub(1)
+                    "  re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): {cmd}",
+                    d.fleet.replicas.saturating_sub(1),
+                    d.fleet.replicas
                 );
             }
             let h = &d.headroom;

@@ -430,8 +430,9 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
             if let Some(cmd) = &d.run_command {
                 let _ = write!(
                     h,
-                    "<li>Re-run the fleet as measured (<code>deployment.replicas={}</code> for one fewer): <code>{}</code></li>",
+                    "<li>Re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): <code>{}</code></li>",
                     d.fleet.replicas.saturating_sub(1),
+                    d.fleet.replicas,
                     escape(cmd)
                 );
             }
