@@ -307,6 +307,27 @@ pub struct Metrics {
     pub periods: PeriodStats,
 }
 
+impl Metrics {
+    /// Books a request that arrived at `arrival_ns` with `input_tokens` prompt tokens and
+    /// whose client gave up at `now_ns` before its first token: its record, its period's count
+    /// and the run's.
+    pub fn record_timed_out(&mut self, arrival_ns: u64, input_tokens: u32, now_ns: u64) {
+        self.log.push(RequestRecord {
+            arrival_ns,
+            first_token_ns: now_ns,
+            end_ns: now_ns,
+            input_tokens,
+            output_tokens: 0,
+            outcome: Outcome::TimedOut,
+        });
+        if let Some(b) = self.periods.at(arrival_ns) {
+            b.timed_out += 1;
+        }
+        self.timed_out += 1;
+        self.last_event_ns = self.last_event_ns.max(now_ns);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

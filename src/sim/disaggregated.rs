@@ -23,7 +23,7 @@ use super::replica::Horizon;
 use super::request::{Slab, NO_TIME};
 use super::router::Router;
 use super::{DisaggConfig, DisaggStats, SimConfig, SimOutput};
-use crate::metrics::{Metrics, Outcome, PeriodStats, RequestLog, RequestRecord, TimeSeries};
+use crate::metrics::{Metrics, PeriodStats, RequestLog, TimeSeries};
 use crate::roofline::StepTimeModel;
 use crate::workload::{RequestGenerator, RequestSpec};
 use link::Link;
@@ -337,22 +337,11 @@ impl Cluster<'_> {
 
     /// A prefill iteration of replica `i` ended: its finished prompts go to the decode pool.
     fn prefill_done(&mut self, i: usize, seq: u64, now: u64) {
-        let slot = &mut self.prefill.slots[i];
-        if slot.pending_seq != seq {
+        let Some(iteration_ns) = self.end_iteration(false, i, seq, now) else {
             return;
-        }
-        slot.pending_seq = u64::MAX;
-        let iteration_ns = now - slot.replica.iteration_start_ns();
-        slot.replica.end_iteration(
-            now,
-            &mut self.slab,
-            &mut self.metrics,
-            &mut self.ts,
-            &self.cfg.slo,
-        );
-        self.outstanding -= slot.replica.take_departed();
+        };
         let mut handed = std::mem::take(&mut self.scratch);
-        slot.replica.take_handoffs(&mut handed);
+        self.prefill.slots[i].replica.take_handoffs(&mut handed);
         self.handing_off = i;
         for &id in &handed {
             let j = self
@@ -380,11 +369,25 @@ impl Cluster<'_> {
 
     /// A decode iteration of replica `j` ended.
     fn decode_done(&mut self, j: usize, seq: u64, now: u64) {
-        let slot = &mut self.decode.slots[j];
+        if self.end_iteration(true, j, seq, now).is_some() {
+            self.start_decode(j, now);
+        }
+    }
+
+    /// Ends the iteration of replica `i` of the decode (`decode`) or prefill pool that event
+    /// `seq` stands for; returns how long it ran, ns, or `None` for a stale event.
+    fn end_iteration(&mut self, decode: bool, i: usize, seq: u64, now: u64) -> Option<u64> {
+        let fleet = if decode {
+            &mut self.decode
+        } else {
+            &mut self.prefill
+        };
+        let slot = &mut fleet.slots[i];
         if slot.pending_seq != seq {
-            return;
+            return None;
         }
         slot.pending_seq = u64::MAX;
+        let iteration_ns = now - slot.replica.iteration_start_ns();
         slot.replica.end_iteration(
             now,
             &mut self.slab,
@@ -393,7 +396,7 @@ impl Cluster<'_> {
             &self.cfg.slo,
         );
         self.outstanding -= slot.replica.take_departed();
-        self.start_decode(j, now);
+        Some(iteration_ns)
     }
 
     /// Starts the transfers decode replica `j` has room for; drops those whose clients gave
@@ -450,19 +453,7 @@ impl Cluster<'_> {
             .replica
             .release_handed_off(id, &mut self.slab, now);
         let r = self.slab.get(id);
-        self.metrics.log.push(RequestRecord {
-            arrival_ns: r.arrival_ns,
-            first_token_ns: now,
-            end_ns: now,
-            input_tokens: r.input,
-            output_tokens: 0,
-            outcome: Outcome::TimedOut,
-        });
-        if let Some(b) = self.metrics.periods.at(r.arrival_ns) {
-            b.timed_out += 1;
-        }
-        self.metrics.timed_out += 1;
-        self.metrics.last_event_ns = self.metrics.last_event_ns.max(now);
+        self.metrics.record_timed_out(r.arrival_ns, r.input, now);
         self.slab.remove(id);
         self.outstanding -= 1;
         if p != self.handing_off {

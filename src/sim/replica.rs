@@ -449,19 +449,7 @@ impl Replica {
             self.waiting.pop_front();
             let r = slab.get(id);
             self.pending_prefill_tokens -= (r.prefill_len - r.computed) as u64;
-            metrics.log.push(RequestRecord {
-                arrival_ns: r.arrival_ns,
-                first_token_ns: now,
-                end_ns: now,
-                input_tokens: r.input,
-                output_tokens: 0,
-                outcome: Outcome::TimedOut,
-            });
-            if let Some(b) = metrics.periods.at(r.arrival_ns) {
-                b.timed_out += 1;
-            }
-            metrics.timed_out += 1;
-            metrics.last_event_ns = metrics.last_event_ns.max(now);
+            metrics.record_timed_out(r.arrival_ns, r.input, now);
             slab.remove(id);
             self.departed += 1;
         }
