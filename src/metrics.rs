@@ -308,22 +308,37 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Books a request that arrived at `arrival_ns` with `input_tokens` prompt tokens and
-    /// whose client gave up at `now_ns` before its first token: its record, its period's count
-    /// and the run's.
-    pub fn record_timed_out(&mut self, arrival_ns: u64, input_tokens: u32, now_ns: u64) {
+    /// Books a request that arrived at `arrival_ns` with `input_tokens` prompt tokens and got
+    /// no token: rejected at arrival or timed out at `now_ns` (`outcome`, one of those two):
+    /// its record, its period's count and the run's.
+    pub fn record_unserved(
+        &mut self,
+        outcome: Outcome,
+        arrival_ns: u64,
+        input_tokens: u32,
+        now_ns: u64,
+    ) {
+        debug_assert!(matches!(outcome, Outcome::Rejected | Outcome::TimedOut));
         self.log.push(RequestRecord {
             arrival_ns,
             first_token_ns: now_ns,
             end_ns: now_ns,
             input_tokens,
             output_tokens: 0,
-            outcome: Outcome::TimedOut,
+            outcome,
         });
-        if let Some(b) = self.periods.at(arrival_ns) {
-            b.timed_out += 1;
+        let period = self.periods.at(arrival_ns);
+        if outcome == Outcome::Rejected {
+            self.rejected += 1;
+            if let Some(b) = period {
+                b.rejected += 1;
+            }
+        } else {
+            self.timed_out += 1;
+            if let Some(b) = period {
+                b.timed_out += 1;
+            }
         }
-        self.timed_out += 1;
         self.last_event_ns = self.last_event_ns.max(now_ns);
     }
 }

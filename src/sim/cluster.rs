@@ -490,7 +490,7 @@ fn arrive(
                 .ttft_ns
                 .is_some_and(|t| fleet.slots[r].replica.predict_ttft_ns(now, input, step) > t));
     if reject {
-        record_rejection(input, start_ns, now, metrics);
+        metrics.record_unserved(Outcome::Rejected, start_ns, input, now);
         return None;
     }
     let id = slab.insert(new_request(spec, start_ns));
@@ -509,23 +509,6 @@ pub(super) fn note_arrival(start_ns: u64, now: u64, metrics: &mut Metrics, ts: &
         b.arrived += 1;
     }
     ts.arrival(now);
-}
-
-/// Records a request of `input` prompt tokens rejected at arrival.
-pub(super) fn record_rejection(input: u32, start_ns: u64, now: u64, metrics: &mut Metrics) {
-    metrics.log.push(RequestRecord {
-        arrival_ns: start_ns,
-        first_token_ns: now,
-        end_ns: now,
-        input_tokens: input,
-        output_tokens: 0,
-        outcome: Outcome::Rejected,
-    });
-    if let Some(b) = metrics.periods.at(start_ns) {
-        b.rejected += 1;
-    }
-    metrics.rejected += 1;
-    metrics.last_event_ns = metrics.last_event_ns.max(now);
 }
 
 /// A new request, waiting, its latency counted from `start_ns`.

@@ -17,13 +17,13 @@ use std::collections::VecDeque;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::cluster::{new_request, note_arrival, record_rejection, Events};
+use super::cluster::{new_request, note_arrival, Events};
 use super::fleet::Fleet;
 use super::replica::Horizon;
 use super::request::{Slab, NO_TIME};
 use super::router::Router;
 use super::{DisaggConfig, DisaggStats, SimConfig, SimOutput};
-use crate::metrics::{Metrics, PeriodStats, RequestLog, TimeSeries};
+use crate::metrics::{Metrics, Outcome, PeriodStats, RequestLog, TimeSeries};
 use crate::roofline::StepTimeModel;
 use crate::workload::{RequestGenerator, RequestSpec};
 use link::Link;
@@ -199,7 +199,8 @@ pub fn simulate_disaggregated(
                             > t
                     }));
             if reject {
-                record_rejection(input, start_ns, now, &mut c.metrics);
+                c.metrics
+                    .record_unserved(Outcome::Rejected, start_ns, input, now);
             } else {
                 let id = c.slab.insert(new_request(&spec, start_ns));
                 c.outstanding += 1;
@@ -453,7 +454,8 @@ impl Cluster<'_> {
             .replica
             .release_handed_off(id, &mut self.slab, now);
         let r = self.slab.get(id);
-        self.metrics.record_timed_out(r.arrival_ns, r.input, now);
+        self.metrics
+            .record_unserved(Outcome::TimedOut, r.arrival_ns, r.input, now);
         self.slab.remove(id);
         self.outstanding -= 1;
         if p != self.handing_off {

@@ -449,7 +449,7 @@ impl Replica {
             self.waiting.pop_front();
             let r = slab.get(id);
             self.pending_prefill_tokens -= (r.prefill_len - r.computed) as u64;
-            metrics.record_timed_out(r.arrival_ns, r.input, now);
+            metrics.record_unserved(Outcome::TimedOut, r.arrival_ns, r.input, now);
             slab.remove(id);
             self.departed += 1;
         }
