@@ -10,11 +10,16 @@ use std::process::Command;
 
 use common::servesim;
 
+/// Whether LibreOffice is on PATH; says so when the calling test skips.
 fn has_soffice() -> bool {
-    Command::new("sh")
+    let found = Command::new("sh")
         .args(["-c", "command -v soffice"])
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
+    }
+    found
 }
 
 fn check(workbook: &std::path::Path) -> String {
@@ -38,7 +43,6 @@ fn check(workbook: &std::path::Path) -> String {
 #[test]
 fn libreoffice_recalculates_the_default_plans_workbook() {
     if !has_soffice() {
-        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -53,7 +57,6 @@ fn libreoffice_recalculates_the_default_plans_workbook() {
 #[test]
 fn libreoffice_recalculates_the_sample_workbook() {
     if !has_soffice() {
-        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +73,6 @@ fn libreoffice_recalculates_the_sample_workbook() {
 #[test]
 fn libreoffice_chooses_the_plans_xpyd_recommendation_in_its_workbook() {
     if !has_soffice() {
-        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
         return;
     }
     // Long-context RAG under a 30 ms TPOT SLO: the plan recommends a disaggregated

@@ -1280,7 +1280,7 @@ pub fn sample_model() -> CostModel {
                 gpu: "h100-sxm".into(),
                 dtype: "fp8".into(),
                 tp: 1,
-                max_num_seqs: 256,
+                max_num_seqs: 0, // an xPyD row's pools keep their scenario's limits
                 status: "feasible".into(),
                 rate_alone_per_s: None,
                 rate_in_fleet_per_s: None,
