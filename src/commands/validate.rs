@@ -95,15 +95,17 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         )?,
         Format::Csv => write!(out, "{}", comparisons_csv(&comps))?,
         Format::Table => {
+            // The row column fits the longest id (the 0.14 files' ids run to 30 characters).
+            let id_w = comps.iter().map(|c| c.id.len() + 2).fold(18, usize::max);
             writeln!(
                 out,
-                "{:<18}{:<20}{:>14}{:>14}{:>10}",
+                "{:<id_w$}{:<20}{:>14}{:>14}{:>10}",
                 "row", "metric", "measured", "predicted", "error"
             )?;
             for c in &comps {
                 writeln!(
                     out,
-                    "{:<18}{:<20}{:>14.1}{:>14.1}{:>+9.1}%",
+                    "{:<id_w$}{:<20}{:>14.1}{:>14.1}{:>+9.1}%",
                     c.id,
                     c.metric.name(),
                     c.measured,
