@@ -12,6 +12,9 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`servesim validate | head`): stop quietly, as
+        // a Unix filter does; nothing is lost that anyone was reading.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
             for cause in err.chain().skip(1) {
@@ -20,6 +23,17 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+/// Whether the error is a write to a closed pipe (standard output read by `head`, say).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        let io = match c.downcast_ref::<servesim::Error>() {
+            Some(servesim::Error::Io { err, .. }) => Some(err),
+            _ => c.downcast_ref::<std::io::Error>(),
+        };
+        io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// 2 when the error is the user's input (a servesim input error anywhere in the chain), else 1.
@@ -32,5 +46,25 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         2
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_pipe_is_a_quiet_stop_and_other_io_errors_are_not() {
+        let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(is_broken_pipe(&pipe));
+        assert!(is_broken_pipe(&pipe.context("writing the table")));
+        let exporter = anyhow::Error::new(servesim::Error::io(
+            "summary.json",
+            std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+        ));
+        assert!(is_broken_pipe(&exporter));
+        let denied = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(!is_broken_pipe(&denied));
+        assert_eq!(exit_code(&denied), 1);
     }
 }

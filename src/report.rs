@@ -120,8 +120,14 @@ impl<D: Serialize + ?Sized> Exporter<D> for JsonExporter {
                 self.file_name
             )));
         }
-        serde_json::to_writer_pretty(&mut *out, doc)
-            .map_err(|e| Error::Internal(format!("{}: {e}", self.file_name)))?;
+        serde_json::to_writer_pretty(&mut *out, doc).map_err(|e| {
+            if e.is_io() {
+                // A failed write (a full disk, a closed pipe) is the writer's, not a bug.
+                Error::io(&self.file_name, e.into())
+            } else {
+                Error::Internal(format!("{}: {e}", self.file_name))
+            }
+        })?;
         out.write_all(b"\n")
             .map_err(|e| Error::io(&self.file_name, e))
     }
@@ -187,6 +193,30 @@ mod tests {
     struct Summary {
         model: String,
         ttft_ms: Vec<f64>,
+    }
+
+    /// A writer whose reader has gone away.
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_json_write_is_an_io_error_keeping_its_kind() {
+        let doc = Summary {
+            model: "m".into(),
+            ttft_ms: vec![1.0],
+        };
+        match JsonExporter::new("summary.json").write(&doc, &mut ClosedPipe) {
+            Err(Error::Io { err, .. }) => assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe),
+            other => panic!("expected an Io error, got {other:?}"),
+        }
     }
 
     fn table() -> TableSheet {
