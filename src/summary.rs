@@ -476,58 +476,11 @@ impl Resolved {
     }
 }
 
-/// Flattens a JSON value into dotted keys and cells (nested objects joined with dots).
-fn flatten(
-    prefix: &str,
-    v: &serde_json::Value,
-    columns: &mut Vec<String>,
-    cells: &mut Vec<CellValue>,
-) {
-    match v {
-        serde_json::Value::Object(map) => {
-            for (k, x) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, x, columns, cells);
-            }
-        }
-        serde_json::Value::Number(n) => {
-            columns.push(prefix.to_string());
-            cells.push(CellValue::Number(n.as_f64().unwrap_or(f64::NAN)));
-        }
-        serde_json::Value::Bool(b) => {
-            columns.push(prefix.to_string());
-            cells.push(CellValue::Text(b.to_string()));
-        }
-        serde_json::Value::String(s) => {
-            columns.push(prefix.to_string());
-            cells.push(CellValue::Text(s.clone()));
-        }
-        serde_json::Value::Null => {
-            columns.push(prefix.to_string());
-            cells.push(CellValue::Text(String::new()));
-        }
-        serde_json::Value::Array(_) => {}
-    }
-}
-
 /// One header row and one data row (nested keys such as `slo.ttft.met` joined with dots).
 /// An absent SLO has no columns, so compare rows of runs with the same SLOs.
 impl ToTable for RunSummary {
     fn to_table(&self) -> Cow<'_, TableSheet> {
-        let mut columns = Vec::new();
-        let mut cells = Vec::new();
-        if let Ok(v) = serde_json::to_value(self) {
-            flatten("", &v, &mut columns, &mut cells);
-        }
-        Cow::Owned(TableSheet {
-            name: "Summary".into(),
-            columns,
-            rows: vec![cells],
-        })
+        Cow::Owned(TableSheet::one_row("Summary", self))
     }
 }
 

@@ -26,6 +26,55 @@ fn assert_one_line_input_error(code: i32, stderr: &str) {
 }
 
 #[test]
+fn estimate_csv_is_one_header_and_one_row_agreeing_with_the_json() {
+    let args = ["estimate", "--decode-batch", "64", "--prefill-tokens", "300"];
+    let (code, csv, err) = servesim(&[&args[..], &["--format", "csv"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one row: {csv}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(header.len(), row.len());
+    let (code, json, err) = servesim(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for (column, pointer) in [
+        ("memory.kv_tokens", "/memory/kv_tokens"),
+        ("step.total_s", "/step/total_s"),
+        ("batch.prefill_tokens", "/batch/prefill_tokens"),
+    ] {
+        let i = header.iter().position(|h| *h == column).expect(column);
+        let cell: f64 = row[i].parse().unwrap();
+        assert_eq!(cell, v.pointer(pointer).unwrap().as_f64().unwrap(), "{column}");
+    }
+}
+
+#[test]
+fn a_closed_standard_output_stops_quietly_without_a_panic() {
+    use std::process::{Command, Stdio};
+    for args in [
+        &["estimate"][..],
+        &["estimate", "--format", "json"],
+        &["validate"],
+        &["run", "--format", "json"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the reading end before servesim has computed anything to print.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn estimate_json_streams_weights_at_the_measured_bandwidth() {
     let (code, out, err) = servesim(&[
         "estimate",

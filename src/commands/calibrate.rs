@@ -1,6 +1,8 @@
 //! `servesim calibrate`: run the kernel suite on a CUDA GPU and write the measurements, or
 //! (`--check`) print what can be checked before timing.
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 
 use crate::cli::CalibrateArgs;
@@ -76,7 +78,11 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
 /// `servesim calibrate --check`: the check table on stdout; an error when an item failed.
 fn check(device: usize) -> Result<()> {
     let items = calibrate::check_device(device)?;
-    print!("{}", calibrate::check_table(&items));
+    write!(
+        std::io::stdout().lock(),
+        "{}",
+        calibrate::check_table(&items)
+    )?;
     calibrate::first_failure(&items)?;
     Ok(())
 }

@@ -1,9 +1,13 @@
 //! `servesim estimate`: one deployment's memory plan and step time with its breakdown.
 
+use std::borrow::Cow;
+use std::io::Write;
+
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{EstimateArgs, Format};
+use servesim::report::{CsvExporter, Exporter, JsonExporter, TableSheet, ToTable};
 use servesim::roofline::{BatchShape, MemoryPlan, StepBreakdown, StepTimeModel};
 use servesim::scenario::resolve_deployment;
 
@@ -70,72 +74,96 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
             0.0
         },
     };
+    let mut out = std::io::stdout().lock();
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&est)?),
-        Format::Table | Format::Csv => print_table(
+        Format::Json => JsonExporter::new("estimate.json").write(&est, &mut out)?,
+        Format::Csv => CsvExporter::new("estimate.csv").write(&est, &mut out)?,
+        Format::Table => print_table(
+            &mut out,
             &est,
-            &dep.gpu.memory.stream_bandwidth_bytes_per_s,
+            dep.gpu.memory.stream_bandwidth_bytes_per_s,
             dep.gpu.datasheet.hbm_bandwidth_bytes_per_s,
-        ),
+        )?,
     }
     Ok(())
 }
 
-fn print_table(e: &Estimate, stream_bw: &f64, datasheet_bw: f64) {
+/// One header row and one data row: every field, nested ones as `memory.kv_tokens`.
+impl ToTable for Estimate {
+    fn to_table(&self) -> Cow<'_, TableSheet> {
+        Cow::Owned(TableSheet::one_row("Estimate", self))
+    }
+}
+
+fn print_table(
+    out: &mut dyn Write,
+    e: &Estimate,
+    stream_bw: f64,
+    datasheet_bw: f64,
+) -> std::io::Result<()> {
     let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
-    println!(
+    writeln!(
+        out,
         "{} on {} x{} ({} weights, {} KV, {} engine)",
         e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  weights per GPU        {:>9.2} GB",
         e.weights_bytes_per_gpu / 1e9
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  KV bytes per token     {:>9.0} B (whole model)",
         e.kv_bytes_per_token
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  KV capacity per replica {:>8} tokens ({} blocks of {}; {:.2} GB of KV per GPU)",
         e.memory.kv_tokens,
         e.memory.kv_blocks,
         e.memory.block_size,
         e.memory.kv_bytes / 1e9
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  (memory planned for max_num_seqs {}, max_num_batched_tokens {})",
         e.max_num_seqs, e.max_num_batched_tokens
-    );
+    )?;
     let batch_kv = e.batch.decode_context_tokens + e.batch.prefill_tokens as u64;
     if batch_kv > e.memory.kv_tokens {
-        println!(
+        writeln!(
+            out,
             "  note: this batch holds {batch_kv} tokens of KV, more than the capacity: an engine would not run it at once"
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "batch: {} decoding at {} tokens context, {} prefill tokens",
         e.batch.decode_seqs,
         e.batch.decode_context_tokens / e.batch.decode_seqs.max(1) as u64,
         e.batch.prefill_tokens
-    );
+    )?;
     let s = &e.step;
-    println!("  weight GEMMs           {}   (of which weight streaming {} at {:.2} TB/s measured; datasheet {:.2} TB/s)", ms(s.gemm_s), ms(s.weight_stream_s), stream_bw / 1e12, datasheet_bw / 1e12);
-    println!("  LM head                {}", ms(s.lm_head_s));
-    println!("  attention              {}", ms(s.attention_s));
-    println!("  all-reduce             {}", ms(s.allreduce_s));
-    println!("  small ops              {}", ms(s.small_ops_s));
-    println!("  kernel launches        {}", ms(s.launch_s));
-    println!("  engine host overhead   {}", ms(s.host_s));
+    writeln!(out, "  weight GEMMs           {}   (of which weight streaming {} at {:.2} TB/s measured; datasheet {:.2} TB/s)", ms(s.gemm_s), ms(s.weight_stream_s), stream_bw / 1e12, datasheet_bw / 1e12)?;
+    writeln!(out, "  LM head                {}", ms(s.lm_head_s))?;
+    writeln!(out, "  attention              {}", ms(s.attention_s))?;
+    writeln!(out, "  all-reduce             {}", ms(s.allreduce_s))?;
+    writeln!(out, "  small ops              {}", ms(s.small_ops_s))?;
+    writeln!(out, "  kernel launches        {}", ms(s.launch_s))?;
+    writeln!(out, "  engine host overhead   {}", ms(s.host_s))?;
     if s.host_overlap_s > 0.0 {
-        println!(
+        writeln!(
+            out,
             "  hidden under the GPU  -{}   (asynchronous scheduling: the step takes the longer of the two)",
             ms(s.host_overlap_s)
-        );
+        )?;
     }
-    println!("  step time              {}", ms(s.total_s));
-    println!(
+    writeln!(out, "  step time              {}", ms(s.total_s))?;
+    writeln!(
+        out,
         "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",
         e.implied_weight_bandwidth_bytes_per_s / 1e12,
         e.output_tokens_per_s
-    );
+    )
 }

@@ -1,5 +1,7 @@
 //! `servesim fit`: fit a GPU profile's curves and fixed costs to a measurement file.
 
+use std::io::Write;
+
 use anyhow::Result;
 
 use crate::cli::FitArgs;
@@ -21,10 +23,11 @@ pub fn run(args: &FitArgs) -> Result<()> {
         .collect();
     let toml = result.to_toml(&names.join(" + "), &args.base, &calibrate::today_utc())?;
     calibrate::write_atomic(&args.out, toml.as_bytes())?;
-    print!("{}", result.table());
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", result.table())?;
     for (name, n, e) in &result.stages {
-        println!("stage {name}: {n} rows, rms log error {e:.3}");
+        writeln!(out, "stage {name}: {n} rows, rms log error {e:.3}")?;
     }
-    println!("wrote {}", args.out.display());
+    writeln!(out, "wrote {}", args.out.display())?;
     Ok(())
 }

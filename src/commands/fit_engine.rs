@@ -1,6 +1,8 @@
 //! `servesim fit-engine`: fit an engine profile's host costs to a user's own
 //! `vllm bench serve --save-result` files and write the fitted profile.
 
+use std::io::Write;
+
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
@@ -54,8 +56,9 @@ pub fn run(args: &FitEngineArgs) -> Result<()> {
     write_atomic(&args.out, toml.as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
 
-    print!("{}", report(&fit, &base.host, &before, &after));
-    println!("wrote {}", args.out.display());
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", report(&fit, &base.host, &before, &after))?;
+    writeln!(out, "wrote {}", args.out.display())?;
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! `servesim validate-kernels`: a profile's kernel predictions against measurements, per
 //! kernel class, as a table and a PNG scatter plot.
 
+use std::io::Write;
+
 use anyhow::Result;
 
 use crate::cli::ValidateKernelsArgs;
@@ -15,7 +17,8 @@ pub fn run(args: &ValidateKernelsArgs) -> Result<()> {
     }
     let gpu = GpuProfile::load(&args.gpu)?;
     let v = validate::validate(&gpu, &rows);
-    print!("{}", v.table());
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", v.table())?;
     let title = format!(
         "{} ({}) vs {}",
         gpu.name,
@@ -28,6 +31,6 @@ pub fn run(args: &ValidateKernelsArgs) -> Result<()> {
             .join(" + ")
     );
     v.plot_png(&args.plot, &title)?;
-    println!("wrote {}", args.plot.display());
+    writeln!(out, "wrote {}", args.plot.display())?;
     Ok(())
 }

@@ -47,6 +47,61 @@ pub trait ToTable {
     fn to_table(&self) -> Cow<'_, TableSheet>;
 }
 
+impl TableSheet {
+    /// One header row and one data row of any serializable document: nested keys joined
+    /// with dots (`memory.kv_tokens`), arrays left out.
+    pub fn one_row<T: serde::Serialize + ?Sized>(name: &str, doc: &T) -> TableSheet {
+        let mut columns = Vec::new();
+        let mut cells = Vec::new();
+        if let Ok(v) = serde_json::to_value(doc) {
+            flatten("", &v, &mut columns, &mut cells);
+        }
+        TableSheet {
+            name: name.into(),
+            columns,
+            rows: vec![cells],
+        }
+    }
+}
+
+/// Flattens a JSON value into dotted keys and cells (nested objects joined with dots).
+fn flatten(
+    prefix: &str,
+    v: &serde_json::Value,
+    columns: &mut Vec<String>,
+    cells: &mut Vec<CellValue>,
+) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, x, columns, cells);
+            }
+        }
+        serde_json::Value::Number(n) => {
+            columns.push(prefix.to_string());
+            cells.push(CellValue::Number(n.as_f64().unwrap_or(f64::NAN)));
+        }
+        serde_json::Value::Bool(b) => {
+            columns.push(prefix.to_string());
+            cells.push(CellValue::Text(b.to_string()));
+        }
+        serde_json::Value::String(s) => {
+            columns.push(prefix.to_string());
+            cells.push(CellValue::Text(s.clone()));
+        }
+        serde_json::Value::Null => {
+            columns.push(prefix.to_string());
+            cells.push(CellValue::Text(String::new()));
+        }
+        serde_json::Value::Array(_) => {}
+    }
+}
+
 impl ToTable for TableSheet {
     fn to_table(&self) -> Cow<'_, TableSheet> {
         Cow::Borrowed(self)
