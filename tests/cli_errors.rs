@@ -27,7 +27,13 @@ fn assert_one_line_input_error(code: i32, stderr: &str) {
 
 #[test]
 fn estimate_csv_is_one_header_and_one_row_agreeing_with_the_json() {
-    let args = ["estimate", "--decode-batch", "64", "--prefill-tokens", "300"];
+    let args = [
+        "estimate",
+        "--decode-batch",
+        "64",
+        "--prefill-tokens",
+        "300",
+    ];
     let (code, csv, err) = servesim(&[&args[..], &["--format", "csv"]].concat());
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = csv.lines().collect();
@@ -45,7 +51,11 @@ fn estimate_csv_is_one_header_and_one_row_agreeing_with_the_json() {
     ] {
         let i = header.iter().position(|h| *h == column).expect(column);
         let cell: f64 = row[i].parse().unwrap();
-        assert_eq!(cell, v.pointer(pointer).unwrap().as_f64().unwrap(), "{column}");
+        assert_eq!(
+            cell,
+            v.pointer(pointer).unwrap().as_f64().unwrap(),
+            "{column}"
+        );
     }
 }
 

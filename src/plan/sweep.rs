@@ -198,6 +198,7 @@ pub fn sweep(
     let grid = grid(varies)?;
     // Check the base once so a typo is one clear error, not one per point.
     Scenario::parse(text, origin, base_overrides)?.resolve(origin)?;
+    check_varied_keys(text, origin, base_overrides, varies)?;
     let mine: Vec<(usize, Vec<(String, String)>)> = grid
         .into_iter()
         .enumerate()
@@ -226,6 +227,30 @@ pub fn sweep(
             }
         })
         .collect())
+}
+
+/// Fails when a varied key is not a scenario key (a misspelt `--vary` would otherwise fail
+/// every point alike). A value a point cannot run with stays that point's row error.
+fn check_varied_keys(
+    text: &str,
+    origin: &str,
+    base_overrides: &[String],
+    varies: &[Vary],
+) -> Result<()> {
+    for v in varies {
+        let Some(first) = v.values.first() else {
+            continue;
+        };
+        let mut ov = base_overrides.to_vec();
+        ov.push(format!("{}={first}", v.key));
+        match Scenario::parse(text, origin, &ov) {
+            Err(e @ Error::Config { .. }) if e.to_string().contains("unknown field `") => {
+                return Err(e)
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Merges shard outputs (each a folder with shard.json and sweep.json) into the points of the
@@ -401,6 +426,20 @@ impl ToTable for SweepTable<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_varied_key_is_one_error_and_a_bad_value_is_a_row() {
+        let text = crate::scenario::DEFAULT_SCENARIO;
+        let misspelt = [parse_vary("scheduler.max_num_seqz=64,128").unwrap()];
+        let e = sweep(text, "t.toml", &[], &misspelt, None, &|| {}).unwrap_err();
+        assert!(e.to_string().contains("scheduler.max_num_seqz"), "{e}");
+        assert!(e.is_input_error());
+        let tp3 = [parse_vary("deployment.tp=1,3").unwrap()];
+        let base = ["workload.num_requests=200".to_string()];
+        let points = sweep(text, "t.toml", &base, &tp3, None, &|| {}).unwrap();
+        assert!(points[0].error.is_none(), "{:?}", points[0].error);
+        assert!(points[1].error.is_some());
+    }
 
     #[test]
     fn parses_lists_and_ranges() {
