@@ -12,10 +12,50 @@ mod sweep;
 mod validate;
 mod validate_kernels;
 
+use std::path::Path;
+
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, DeploymentArgs};
 use servesim::scenario::{DeploymentConfig, SchedulerOverrides};
+
+/// Checks before any work that `--out` (or `flag`) can be a folder: it is one already, or it
+/// does not exist and its nearest existing ancestor is a folder. A run that would fail only
+/// when it writes its results fails here instead (exit 2).
+pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(servesim::Error::config(
+            flag,
+            dir.display().to_string(),
+            "exists and is not a folder",
+        ));
+    }
+    check_ancestor(flag, dir)
+}
+
+/// As [`check_out_dir`], for an output file: not an existing folder, and its nearest
+/// existing ancestor is a folder.
+pub fn check_out_file(flag: &str, file: &Path) -> Result<()> {
+    if file.is_dir() {
+        anyhow::bail!(servesim::Error::config(
+            flag,
+            file.display().to_string(),
+            "is a folder; give a file name",
+        ));
+    }
+    check_ancestor(flag, file)
+}
+
+fn check_ancestor(flag: &str, path: &Path) -> Result<()> {
+    match path.ancestors().skip(1).find(|a| a.exists()) {
+        Some(a) if !a.is_dir() => anyhow::bail!(servesim::Error::config(
+            flag,
+            path.display().to_string(),
+            format!("{} is not a folder", a.display()),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// The `--set` overrides plus `limits.fast_forward=false` under `--no-fast-forward`.
 pub fn overrides(set: &[String], no_fast_forward: bool) -> Vec<String> {

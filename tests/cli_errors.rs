@@ -60,6 +60,46 @@ fn estimate_csv_is_one_header_and_one_row_agreeing_with_the_json() {
 }
 
 #[test]
+fn an_output_path_that_cannot_be_written_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let f = file.to_str().unwrap();
+    let under = file.join("sub");
+    let under = under.to_str().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    for args in [
+        vec!["run", "--out", f],
+        vec!["run", "--out", under],
+        vec!["plan", "--out", f],
+        vec![
+            "sweep",
+            "--vary",
+            "workload.arrival.rate_per_s=1,2",
+            "--out",
+            f,
+        ],
+        vec!["validate", "--out", f],
+        vec![
+            "fit-engine",
+            "x.json",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--out",
+            folder,
+        ],
+    ] {
+        let (code, out, err) = servesim(&args);
+        assert_one_line_input_error(code, &err);
+        assert!(err.contains("--out"), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed before failing: {out}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}
+
+#[test]
 fn a_closed_standard_output_stops_quietly_without_a_panic() {
     use std::process::{Command, Stdio};
     for args in [

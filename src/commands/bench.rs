@@ -223,6 +223,9 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
 
 /// Runs `servesim bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(out) = &args.out {
+        super::check_out_dir("--out", out)?;
+    }
     let origin = "servesim bench flags";
     let sc = Scenario::from_table(scenario_table(args)?, origin)?;
     let resolved = sc.resolve(origin)?;

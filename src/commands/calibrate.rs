@@ -18,6 +18,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         .out
         .as_ref()
         .context("--out is required unless --check")?;
+    super::check_out_file("--out", out_path)?;
     let models = args
         .models
         .iter()

@@ -10,6 +10,7 @@ use servesim::gpu::GpuProfile;
 
 /// Runs `servesim fit`.
 pub fn run(args: &FitArgs) -> Result<()> {
+    super::check_out_file("--out", &args.out)?;
     let mut rows = Vec::new();
     for p in &args.measurements {
         rows.extend(measurement::read_measurements(p)?);

@@ -17,6 +17,7 @@ use servesim::validate::{
 
 /// Runs `servesim fit-engine`.
 pub fn run(args: &FitEngineArgs) -> Result<()> {
+    super::check_out_file("--out", &args.out)?;
     let base = EngineProfile::load(&args.base)?;
     let dep = ResultDeployment {
         engine: args.base.clone(),

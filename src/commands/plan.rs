@@ -15,6 +15,7 @@ const DEFAULT_ORIGIN: &str = "<embedded scenarios/chat-slo.toml>";
 
 /// Runs `servesim plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
+    super::check_out_dir("--out", &args.out)?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let (mut sc, origin) = match &args.scenario {
         Some(p) => (Scenario::load(Some(p), &set)?, p.display().to_string()),

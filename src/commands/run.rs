@@ -16,6 +16,9 @@ const STEADY_STATE_LOG_CAP: usize = 4_000_000;
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
+    if let Some(out) = &args.out {
+        super::check_out_dir("--out", out)?;
+    }
     let set = super::overrides(&args.set, args.no_fast_forward);
     let mut sc = Scenario::load(args.scenario.as_deref(), &set)?;
     if let Some(seed) = args.seed {

@@ -18,6 +18,7 @@ use servesim::scenario::{Scenario, DEFAULT_SCENARIO};
 
 /// Runs `servesim sweep`.
 pub fn run(args: &SweepArgs) -> Result<()> {
+    super::check_out_dir("--out", &args.out)?;
     if !args.merge.is_empty() {
         let (keys, points) = merge_shards(&args.merge)?;
         write_outputs(&args.out, &keys, &points)?;

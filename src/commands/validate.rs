@@ -16,6 +16,9 @@ use servesim::validate::{
 
 /// Runs `servesim validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
+    if let Some(out) = &args.out {
+        super::check_out_dir("--out", out)?;
+    }
     if !(args.coverage > 0.0 && args.coverage < 1.0) {
         anyhow::bail!(servesim::Error::config(
             "--coverage",

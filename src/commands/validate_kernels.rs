@@ -11,6 +11,7 @@ use servesim::gpu::GpuProfile;
 
 /// Runs `servesim validate-kernels`.
 pub fn run(args: &ValidateKernelsArgs) -> Result<()> {
+    super::check_out_file("--plot", &args.plot)?;
     let mut rows = Vec::new();
     for p in &args.measurements {
         rows.extend(measurement::read_measurements(p)?);
