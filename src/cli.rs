@@ -220,6 +220,11 @@ pub struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// With `--format json`: also write each request's prompt and output tokens
+    /// (`input_lens`, `output_lens`; 0 output for a request that did not complete), as
+    /// `vllm bench serve --save-detailed` does. `fit-engine` then simulates with them.
+    #[arg(long = "save-detailed")]
+    pub save_detailed: bool,
     /// Also write summary.json and timeseries.csv into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,

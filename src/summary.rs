@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::{analyze, SteadyState};
-use crate::metrics::{LatencyHistogram, PeriodSummary, TimeSeriesPoint};
+use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
 use crate::sim::{simulate, simulate_disaggregated, SimOutput};
@@ -284,8 +284,25 @@ impl Resolved {
         Ok((r.summary, r.periods))
     }
 
+    /// Simulates the scenario with its own seed, also returning every request that left the
+    /// system (lengths, times, outcome) in the order the log keeps them. The summary is the
+    /// one [`Resolved::run`] gives: keeping the log does not add a steady-state section.
+    pub fn run_with_requests(&self) -> Result<(RunResult, Vec<RequestRecord>)> {
+        let mut logged = self.clone();
+        logged.sim.request_log_capacity = usize::MAX;
+        let (mut result, out) = logged.simulate_seed(self.scenario.seed)?;
+        if self.sim.request_log_capacity == 0 {
+            result.summary.steady_state = None;
+        }
+        Ok((result, out.metrics.log.records().to_vec()))
+    }
+
     /// Simulates the scenario with `seed` (for replications).
     pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
+        self.simulate_seed(seed).map(|(result, _)| result)
+    }
+
+    fn simulate_seed(&self, seed: u64) -> Result<(RunResult, SimOutput)> {
         let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin).map_err(
             |e| match e {
                 // A trace or length file that cannot be read: say which setting names it.
@@ -301,7 +318,7 @@ impl Resolved {
         };
         let mut result = self.summarize(&out);
         result.summary.warnings = gen.warnings().to_vec();
-        Ok(result)
+        Ok((result, out))
     }
 
     /// The disaggregation section of a run's summary (`None` when colocated).

@@ -77,6 +77,16 @@ impl Metric {
     }
 }
 
+/// The per-request lengths of a measured run, tokens: prompt (including any shared prefix)
+/// and output of each completed request, index by index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestLens {
+    /// Prompt tokens per request.
+    pub input: Vec<u32>,
+    /// Output tokens per request.
+    pub output: Vec<u32>,
+}
+
 /// One reference measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReferenceRow {
@@ -107,6 +117,11 @@ pub struct ReferenceRow {
     pub output_len_counted: Option<f64>,
     /// Shared system-prompt tokens (0 for none).
     pub prefix_len: u32,
+    /// Per-request prompt and output lengths, tokens, when the measurement recorded them (a
+    /// result file's `input_lens` / `output_lens`): each request's lengths are then drawn from
+    /// these lists instead of being the means above.
+    #[serde(skip_serializing)]
+    pub lens: Option<RequestLens>,
     /// Requests in the run.
     pub num_requests: u64,
     /// Arrival rate of an online row, req/s.
@@ -240,6 +255,7 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
                 c => c,
             },
             prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
+            lens: None,
             num_requests: req("num_requests")? as u64,
             rate_rps,
             burstiness: match num("burstiness")? {
@@ -331,11 +347,29 @@ impl ReferenceRow {
         w.insert("arrival".into(), V::Table(arrival));
         w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
         // The prefix is part of the prompt: the question is what follows it.
-        w.insert(
-            "input".into(),
-            fixed(self.input_len.saturating_sub(self.prefix_len).max(1)),
-        );
-        w.insert("output".into(), fixed(self.output_len));
+        let question = |n: u32| n.saturating_sub(self.prefix_len).max(1);
+        let list = |tokens: Vec<u32>| {
+            let mut l = toml::Table::new();
+            l.insert("kind".into(), V::String("list".into()));
+            l.insert(
+                "tokens".into(),
+                V::Array(tokens.into_iter().map(|t| V::Integer(t as i64)).collect()),
+            );
+            V::Table(l)
+        };
+        match &self.lens {
+            Some(lens) => {
+                w.insert(
+                    "input".into(),
+                    list(lens.input.iter().map(|&n| question(n)).collect()),
+                );
+                w.insert("output".into(), list(lens.output.clone()));
+            }
+            None => {
+                w.insert("input".into(), fixed(question(self.input_len)));
+                w.insert("output".into(), fixed(self.output_len));
+            }
+        }
         if let Some(c) = self.max_concurrency {
             w.insert("max_concurrency".into(), V::Integer(c as i64));
         }

@@ -228,6 +228,13 @@ pub enum LengthConfig {
         /// The file, relative to the current directory.
         path: String,
     },
+    /// An inline list replayed in order: request `i` gets `tokens[i mod n]`, so an input and
+    /// an output list of equal length keep each request's pair (`fit-engine` uses it for a
+    /// result file's per-request `input_lens` / `output_lens`). Not with a dataset's filter.
+    List {
+        /// The lengths, tokens (each >= 1; at least one).
+        tokens: Vec<u32>,
+    },
 }
 
 impl LengthConfig {
@@ -351,6 +358,23 @@ impl LengthConfig {
                         origin,
                         format!("{key}.path"),
                         "must name a file",
+                    ));
+                }
+                Ok(())
+            }
+            LengthConfig::List { tokens } => {
+                if tokens.is_empty() {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.tokens"),
+                        "must hold at least one length",
+                    ));
+                }
+                if let Some(i) = tokens.iter().position(|&t| t == 0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("{key}.tokens"),
+                        format!("every length must be >= 1, got 0 at index {i}"),
                     ));
                 }
                 Ok(())
@@ -832,6 +856,20 @@ impl RequestGenerator {
                     .as_ref()
                     .filter(|d| d.sharegpt_filter)
                     .map(|_| SHAREGPT_FILTER);
+                if filter.is_some() {
+                    for (key, c) in [
+                        ("workload.input", &cfg.input),
+                        ("workload.output", &cfg.output),
+                    ] {
+                        if matches!(c, Some(LengthConfig::List { .. })) {
+                            return Err(Error::config(
+                                origin,
+                                key,
+                                "a list replays lengths in order, which the dataset's filter would reorder; remove workload.dataset",
+                            ));
+                        }
+                    }
+                }
                 let (mi, mo) = match &filter {
                     Some(f) => {
                         let (keep, mi, mo) = f.expected(&input, &output);
@@ -927,8 +965,8 @@ impl RequestGenerator {
                 let (i, o) = match filter {
                     Some(f) => f.sample(input, output, &mut self.length_rng),
                     None => (
-                        input.sample(&mut self.length_rng),
-                        output.sample(&mut self.length_rng),
+                        input.sample_at(self.emitted, &mut self.length_rng),
+                        output.sample_at(self.emitted, &mut self.length_rng),
                     ),
                 };
                 (ns, i, o, None)
@@ -1433,6 +1471,29 @@ mod tests {
         };
         let e = RequestGenerator::new(&c, 0, "t").unwrap_err().to_string();
         assert!(e.contains("missing.csv"), "{e}");
+    }
+
+    #[test]
+    fn lists_give_each_request_its_pair_in_order_and_refuse_a_filtering_dataset() {
+        let mut c = base(ArrivalConfig::Poisson { rate_per_s: 1.0 });
+        c.input = Some(LengthConfig::List {
+            tokens: vec![10, 20, 30],
+        });
+        c.output = Some(LengthConfig::List {
+            tokens: vec![1, 2, 3],
+        });
+        let mut g = RequestGenerator::new(&c, 5, "t").unwrap();
+        let pairs: Vec<(u32, u32)> = (0..5)
+            .map(|_| g.next_request().unwrap())
+            .map(|r| (r.input_tokens, r.output_tokens))
+            .collect();
+        assert_eq!(pairs, [(10, 1), (20, 2), (30, 3), (10, 1), (20, 2)]);
+        c.dataset = Some("sharegpt".into());
+        let e = RequestGenerator::new(&c, 0, "t").unwrap_err().to_string();
+        assert!(
+            e.contains("workload.input") && e.contains("in order"),
+            "{e}"
+        );
     }
 
     #[test]

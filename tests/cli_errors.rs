@@ -100,6 +100,17 @@ fn an_output_path_that_cannot_be_written_fails_before_any_work() {
 }
 
 #[test]
+fn save_detailed_needs_the_json_result() {
+    let (code, out, err) = servesim(&["bench", "--num-prompts", "10", "--save-detailed"]);
+    assert_one_line_input_error(code, &err);
+    assert!(
+        err.contains("--save-detailed") && err.contains("--format json"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
 fn a_closed_standard_output_stops_quietly_without_a_panic() {
     use std::process::{Command, Stdio};
     for args in [

@@ -113,6 +113,87 @@ fn fit_engine_recovers_the_host_costs_bench_ran_with() {
     assert_eq!(code, 0, "{err}");
 }
 
+/// Runs `fit-engine` on `files`, writing `dir/name`, and returns the fitted host costs.
+fn fit(dir: &Path, files: &[String], name: &str) -> servesim::engine::HostCosts {
+    let out_path = dir.join(name).display().to_string();
+    let mut args = vec!["fit-engine"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend_from_slice(&[
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--base",
+        "vllm",
+        "--out",
+        &out_path,
+    ]);
+    let (code, _, err) = servesim(&args);
+    assert_eq!(code, 0, "{err}");
+    EngineProfile::load(&out_path).unwrap().host
+}
+
+#[test]
+fn per_request_lengths_let_fit_engine_recover_the_host_costs_of_a_sharegpt_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (it, seq, req) = (8.0e-3, 5.0e-5, 12.0e-3);
+    let truth = engine_with_host(dir.path(), it, seq, req);
+    let (mut detailed, mut means) = (Vec::new(), Vec::new());
+    for rate in ["2", "10", "40", "80"] {
+        let (code, out, err) = servesim(&[
+            "bench",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            &truth,
+            "--dataset-name",
+            "sharegpt",
+            "--num-prompts",
+            "400",
+            "--request-rate",
+            rate,
+            "--format",
+            "json",
+            "--save-detailed",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let lens = v["output_lens"].as_array().unwrap();
+        assert_eq!(lens.len(), 400);
+        let path = dir.path().join(format!("detailed-{rate}.json"));
+        std::fs::write(&path, &out).unwrap();
+        detailed.push(path.display().to_string());
+        // The same file as `vllm bench serve` writes it without --save-detailed.
+        let obj = v.as_object_mut().unwrap();
+        obj.remove("input_lens");
+        obj.remove("output_lens");
+        let path = dir.path().join(format!("means-{rate}.json"));
+        std::fs::write(&path, v.to_string()).unwrap();
+        means.push(path.display().to_string());
+    }
+    let with = fit(dir.path(), &detailed, "with-lens.toml");
+    for (name, got, want) in [
+        ("per_iteration_s", with.per_iteration_s, it),
+        ("per_sequence_s", with.per_sequence_s, seq),
+        ("per_request_s", with.per_request_s, req),
+    ] {
+        assert!(
+            (got / want - 1.0).abs() <= 0.05,
+            "{name}: fitted {got:e}, true {want:e}"
+        );
+    }
+    // With only the mean lengths of these long-tailed ShareGPT requests, the same files
+    // give a per-sequence cost more than 10% off: the lengths are what made the fit exact.
+    let without = fit(dir.path(), &means, "means.toml");
+    assert!(
+        (without.per_sequence_s / seq - 1.0).abs() > 0.10,
+        "mean lengths fitted {:e}",
+        without.per_sequence_s
+    );
+}
+
 #[test]
 fn fit_engine_rejects_a_foreign_file_naming_it_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,6 +25,13 @@ struct BenchResult<'a> {
     /// The run's summary (vLLM's metric keys and servesim's own).
     #[serde(flatten)]
     summary: &'a RunSummary,
+    /// Prompt tokens of each request, in the order they were sent (`--save-detailed`;
+    /// requests sent at the same instant, as in an offline run, in the order they left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_lens: Option<Vec<u32>>,
+    /// Output tokens of each request, 0 for one that did not complete (`--save-detailed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_lens: Option<Vec<u32>>,
 }
 
 fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
@@ -226,13 +233,25 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(out) = &args.out {
         super::check_out_dir("--out", out)?;
     }
+    if args.save_detailed && args.format != Format::Json {
+        bail!(servesim::Error::config(
+            "--save-detailed",
+            "format",
+            "writes per-request lengths into the JSON result; add --format json",
+        ));
+    }
     let origin = "servesim bench flags";
     let sc = Scenario::from_table(scenario_table(args)?, origin)?;
     let resolved = sc.resolve(origin)?;
-    let result = resolved.run()?;
+    let (result, mut requests) = if args.save_detailed {
+        resolved.run_with_requests()?
+    } else {
+        (resolved.run()?, Vec::new())
+    };
     if args.format != Format::Json {
         return super::run::emit(&resolved, &result, args.format, args.out.as_deref());
     }
+    requests.sort_by_key(|r| r.arrival_ns);
     let doc = BenchResult {
         num_prompts: args.num_prompts,
         request_rate: if args.request_rate.is_finite() {
@@ -243,6 +262,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         burstiness: args.burstiness,
         max_concurrency: args.max_concurrency,
         summary: &result.summary,
+        input_lens: args
+            .save_detailed
+            .then(|| requests.iter().map(|r| r.input_tokens).collect()),
+        output_lens: args
+            .save_detailed
+            .then(|| requests.iter().map(|r| r.output_tokens).collect()),
     };
     let exporter = JsonExporter::new("result.json");
     exporter.write(&doc, &mut std::io::stdout().lock())?;

@@ -8,14 +8,16 @@
 //! shape of the arrival gaps; default 1, Poisson), `max_concurrency` (or `null`),
 //! `num_prompts`, and the measured metrics `output_throughput`, `mean_ttft_ms`,
 //! `p90_ttft_ms`, `p99_ttft_ms`, `mean_e2el_ms`, `p90_e2el_ms`, `p99_e2el_ms` (any that are
-//! present; at least one). Every request is simulated with the file's mean prompt and output
-//! lengths. Other keys are ignored.
+//! present; at least one). Where the file has the per-request `input_lens` and `output_lens`
+//! (vLLM writes them with `--save-detailed`; a failed request has output length 0), each
+//! simulated request draws its prompt and output lengths from the completed requests' lists;
+//! otherwise every request gets the file's mean lengths. Other keys are ignored.
 
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{LoadKind, Metric, ReferenceRow};
+use super::{LoadKind, Metric, ReferenceRow, RequestLens};
 use crate::error::{Error, Result};
 
 /// The deployment a result file was measured on, as the caller names it.
@@ -126,6 +128,7 @@ pub fn parse_result_file(
             "no measured metric (output_throughput, mean_ttft_ms, mean_e2el_ms, ...) to fit".into(),
         ));
     }
+    let lens = r.request_lens(completed)?;
     Ok(ReferenceRow {
         id: id.to_string(),
         kind: if rate.is_some() {
@@ -143,6 +146,7 @@ pub fn parse_result_file(
         output_len: output.round().max(1.0) as u32,
         output_len_counted: None,
         prefix_len: 0,
+        lens,
         num_requests: completed,
         rate_rps: rate,
         burstiness: rate.map(|_| burstiness),
@@ -179,6 +183,71 @@ impl Reader<'_> {
         }
     }
 
+    /// A list of whole numbers >= 0, or `None` when the key is absent or null.
+    fn lengths(&self, key: &str) -> Result<Option<Vec<u32>>> {
+        let items = match self.obj.get(key) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                return Err(self.bad(key, format!("must be a list of token counts, got {other}")))
+            }
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_u64() {
+                Some(n) if n <= u32::MAX as u64 => Ok(n as u32),
+                _ => Err(self.bad(
+                    key,
+                    format!("item {i} must be a whole number of tokens >= 0, got {v}"),
+                )),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// The completed requests' lengths from `input_lens` and `output_lens` (both or neither;
+    /// an output length of 0 marks a failed request), which must number `completed`.
+    fn request_lens(&self, completed: u64) -> Result<Option<RequestLens>> {
+        let (input, output) = match (self.lengths("input_lens")?, self.lengths("output_lens")?) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(self.bad("output_lens", "missing beside input_lens".into()))
+            }
+            (None, Some(_)) => {
+                return Err(self.bad("input_lens", "missing beside output_lens".into()))
+            }
+            (Some(i), Some(o)) => (i, o),
+        };
+        if input.len() != output.len() {
+            return Err(self.bad(
+                "output_lens",
+                format!("has {} items, input_lens {}", output.len(), input.len()),
+            ));
+        }
+        let (input, output): (Vec<u32>, Vec<u32>) = input
+            .into_iter()
+            .zip(output)
+            .filter(|&(_, o)| o > 0)
+            .unzip();
+        if input.len() as u64 != completed {
+            return Err(self.bad(
+                "output_lens",
+                format!(
+                    "{} requests with output tokens, but completed is {completed}",
+                    input.len()
+                ),
+            ));
+        }
+        if let Some(i) = input.iter().position(|&n| n == 0) {
+            return Err(self.bad(
+                "input_lens",
+                format!("a completed request has no prompt tokens (item {i})"),
+            ));
+        }
+        Ok(Some(RequestLens { input, output }))
+    }
+
     /// A whole number >= 1.
     fn count(&self, key: &str) -> Result<u64> {
         let v = self.positive(key)?;
@@ -192,6 +261,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::LengthConfig;
 
     fn dep() -> ResultDeployment {
         ResultDeployment {
@@ -232,6 +302,52 @@ mod tests {
         // The row simulates: Poisson arrivals at the file's rate.
         let s = r.scenario().unwrap();
         assert!(format!("{:?}", s.workload.arrival).contains("Poisson"));
+    }
+
+    #[test]
+    fn per_request_lengths_are_replayed_in_order_without_the_failed_requests() {
+        let text = VLLM
+            .replace("\"completed\": 200", "\"completed\": 3")
+            .replace(
+            "\"duration\": 52.1,",
+            "\"duration\": 52.1, \"input_lens\": [10, 20, 30, 40], \"output_lens\": [5, 0, 7, 9],",
+        );
+        let r = parse_result_file(&text, "d.json", "d", &dep()).unwrap();
+        let lens = r.lens.clone().unwrap();
+        assert_eq!(lens.input, [10, 30, 40]);
+        assert_eq!(lens.output, [5, 7, 9]);
+        let w = r.scenario().unwrap().workload;
+        let list = |c: Option<LengthConfig>| match c {
+            Some(LengthConfig::List { tokens }) => tokens,
+            other => panic!("expected a list, got {other:?}"),
+        };
+        assert_eq!(list(w.input), [10, 30, 40]);
+        assert_eq!(list(w.output), [5, 7, 9]);
+    }
+
+    #[test]
+    fn broken_per_request_lengths_name_the_key() {
+        let with = |lens: &str, completed: u32| {
+            let text = VLLM
+                .replace("\"completed\": 200", &format!("\"completed\": {completed}"))
+                .replace(
+                    "\"duration\": 52.1,",
+                    &format!("\"duration\": 52.1, {lens}"),
+                );
+            parse_result_file(&text, "d.json", "d", &dep())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = with("\"input_lens\": [1, 2],", 2);
+        assert!(e.contains("output_lens") && e.contains("missing"), "{e}");
+        let e = with("\"input_lens\": [1, 2], \"output_lens\": [3],", 1);
+        assert!(e.contains("output_lens") && e.contains("1 items"), "{e}");
+        let e = with("\"input_lens\": [1, -2], \"output_lens\": [3, 4],", 2);
+        assert!(e.contains("input_lens") && e.contains("item 1"), "{e}");
+        let e = with("\"input_lens\": [1, 2], \"output_lens\": [3, 4],", 5);
+        assert!(e.contains("completed is 5"), "{e}");
+        let e = with("\"input_lens\": [0, 2], \"output_lens\": [3, 4],", 2);
+        assert!(e.contains("input_lens") && e.contains("item 0"), "{e}");
     }
 
     #[test]

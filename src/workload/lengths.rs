@@ -1,5 +1,6 @@
 //! Token-length distributions: fixed, uniform (vLLM's random dataset), clamped normal, clamped
-//! lognormal and empirical (sampled from a file). Every sampled length is an integer >= 1.
+//! lognormal and empirical (sampled from a file or an inline list). Every sampled length is an
+//! integer >= 1.
 
 use std::path::Path;
 
@@ -30,8 +31,13 @@ pub(crate) enum LengthSampler {
         lo: u32,
         hi: u32,
     },
-    /// A value drawn uniformly from `values` (sorted ascending, non-empty), tokens.
-    Empirical { values: Vec<u32>, mean: f64 },
+    /// A value drawn uniformly from `values` (sorted ascending, non-empty), tokens; or, for
+    /// an inline list, request `i` gets `in_order[i mod n]` (the list as given).
+    Empirical {
+        values: Vec<u32>,
+        mean: f64,
+        in_order: Option<Vec<u32>>,
+    },
 }
 
 /// Rounds `x` tokens to an integer and clamps it into `[lo, hi]` (NaN gives `lo`).
@@ -106,6 +112,16 @@ impl LengthSampler {
         }
     }
 
+    /// An empirical sampler over `values` (sorted ascending, non-empty), tokens.
+    fn empirical(values: Vec<u32>, in_order: Option<Vec<u32>>) -> Self {
+        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
+        LengthSampler::Empirical {
+            values,
+            mean,
+            in_order,
+        }
+    }
+
     /// Builds a sampler from a validated config, loading an empirical file if needed.
     /// `origin` and `key` name the config value in errors.
     pub(crate) fn from_config(cfg: &LengthConfig, origin: &str, key: &str) -> Result<Self> {
@@ -150,11 +166,26 @@ impl LengthSampler {
                 }
             }
             LengthConfig::Empirical { path } => {
-                let values = load_empirical(Path::new(path))?;
-                let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
-                LengthSampler::Empirical { values, mean }
+                LengthSampler::empirical(load_empirical(Path::new(path))?, None)
+            }
+            LengthConfig::List { tokens } => {
+                let mut values = tokens.clone();
+                values.sort_unstable();
+                LengthSampler::empirical(values, Some(tokens.clone()))
             }
         })
+    }
+
+    /// The length of the request with index `index` (0 for the first): an inline list's
+    /// entry in turn, otherwise a draw as [`LengthSampler::sample`].
+    pub(crate) fn sample_at<R: Rng + ?Sized>(&self, index: u64, rng: &mut R) -> u32 {
+        match self {
+            LengthSampler::Empirical {
+                in_order: Some(seq),
+                ..
+            } => seq[(index % seq.len() as u64) as usize],
+            _ => self.sample(rng),
+        }
     }
 
     /// Draws one length, tokens (>= 1).
@@ -337,6 +368,29 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn an_inline_list_is_replayed_in_order_and_bad_lists_name_the_key() {
+        let cfg = LengthConfig::List {
+            tokens: vec![900, 100, 100, 100],
+        };
+        let s = LengthSampler::from_config(&cfg, "t", "workload.output").unwrap();
+        assert_eq!(s.mean(), 300.0);
+        assert_eq!(s.min(), 100);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        // Request i gets the i-th entry, cycling; a plain draw is uniform over the list.
+        let replay: Vec<u32> = (0..6).map(|i| s.sample_at(i, &mut rng)).collect();
+        assert_eq!(replay, [900, 100, 100, 100, 900, 100]);
+        let draws: Vec<u32> = (0..4000).map(|_| s.sample(&mut rng)).collect();
+        let long = draws.iter().filter(|&&d| d == 900).count() as f64 / 4000.0;
+        assert!((long - 0.25).abs() < 0.03, "{long}");
+        let empty = LengthConfig::List { tokens: vec![] };
+        let e = LengthSampler::from_config(&empty, "t", "workload.output").unwrap_err();
+        assert!(e.to_string().contains("workload.output.tokens"), "{e}");
+        let zero = LengthConfig::List { tokens: vec![3, 0] };
+        let e = LengthSampler::from_config(&zero, "t", "workload.output").unwrap_err();
+        assert!(e.to_string().contains("index 1"), "{e}");
+    }
 
     fn sample_mean(s: &LengthSampler, n: usize) -> (f64, u32, u32) {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
