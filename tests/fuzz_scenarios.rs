@@ -449,6 +449,13 @@ fn lengths(lvl: Level) -> BoxedStrategy<Vec<String>> {
             0.97,
             named(lvl, &["lengths.txt", "lengths.csv"], &["bad-lengths.txt", "nope.txt"]),
         )]),
+        1 => with_kind(lvl, "list", vec![(
+            "tokens",
+            0.97,
+            proptest::collection::vec(int(lvl, 1, 140_000), 0..6)
+                .prop_map(|v| format!("[{}]", v.join(", ")))
+                .boxed(),
+        )]),
     ]
     .boxed()
 }
