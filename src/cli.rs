@@ -233,7 +233,8 @@ pub struct BenchArgs {
 /// Flags of `servesim validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Reference files (default: the embedded calibration/reference/serving-measurements.csv).
+    /// A reference file (repeatable; default: the embedded
+    /// calibration/reference/serving-measurements.csv).
     #[arg(long = "reference")]
     pub reference: Vec<PathBuf>,
     /// Only rows of this engine profile.
