@@ -118,8 +118,8 @@ pub struct ReferenceRow {
     /// Shared system-prompt tokens (0 for none).
     pub prefix_len: u32,
     /// Per-request prompt and output lengths, tokens, when the measurement recorded them (a
-    /// result file's `input_lens` / `output_lens`): each request's lengths are then drawn from
-    /// these lists instead of being the means above.
+    /// result file's `input_lens` / `output_lens`): request `i` of the simulation then gets
+    /// pair `i` (in order, cycling) instead of the means above.
     #[serde(skip_serializing)]
     pub lens: Option<RequestLens>,
     /// Requests in the run.
