@@ -4,25 +4,14 @@
 
 mod common;
 
+use common::servesim;
+
 use std::path::Path;
-use std::process::Command;
 
 use servesim::engine::EngineProfile;
 use servesim::validate::{
     compare, fit_engine_host, parse_reference, Metric, ReferenceRow, REFERENCE_CSV,
 };
-
-fn servesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-        .args(args)
-        .output()
-        .expect("the servesim binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The vLLM profile with other host costs: the truth the fit must find.
 fn engine_with_host(dir: &Path, per_iteration: f64, per_sequence: f64, per_request: f64) -> String {
@@ -35,86 +24,40 @@ fn engine_with_host(dir: &Path, per_iteration: f64, per_sequence: f64, per_reque
     path.display().to_string()
 }
 
-#[test]
-fn fit_engine_recovers_the_host_costs_bench_ran_with() {
-    let dir = tempfile::tempdir().unwrap();
-    // Host costs slow enough to show at every load: the iteration is host-bound.
-    let (it, seq, req) = (8.0e-3, 5.0e-5, 12.0e-3);
-    let truth = engine_with_host(dir.path(), it, seq, req);
-    let mut files = Vec::new();
-    for rate in ["2", "10", "40", "80"] {
-        let (code, out, err) = servesim(&[
-            "bench",
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "h100-sxm",
-            "--engine",
-            &truth,
-            "--random-input-len",
-            "512",
-            "--random-output-len",
-            "128",
-            "--num-prompts",
-            "400",
-            "--request-rate",
-            rate,
-            "--format",
-            "json",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let path = dir.path().join(format!("rate-{rate}.json"));
-        std::fs::write(&path, out).unwrap();
-        files.push(path.display().to_string());
-    }
-    let fitted = dir.path().join("fitted.toml");
-    let mut args = vec!["fit-engine"];
-    args.extend(files.iter().map(String::as_str));
-    let out_path = fitted.display().to_string();
-    args.extend_from_slice(&[
+/// The host costs the recovery tests run `bench` with: slow enough to show at every load
+/// (the iteration is host-bound). (per iteration, per sequence, per request), seconds.
+const TRUTH: (f64, f64, f64) = (8.0e-3, 5.0e-5, 12.0e-3);
+
+/// Rates of the recovery tests' result files, req/s.
+const RATES: [&str; 4] = ["2", "10", "40", "80"];
+
+/// `servesim bench --format json` of llama-3.1-8b on one H100 with engine `truth`, 400
+/// requests at `rate`, the workload flags `workload` added.
+fn bench_result(truth: &str, rate: &str, workload: &[&str]) -> String {
+    let mut args = vec![
+        "bench",
         "--model",
         "llama-3.1-8b",
         "--gpu",
         "h100-sxm",
-        "--base",
-        "vllm",
-        "--out",
-        &out_path,
-    ]);
+        "--engine",
+        truth,
+        "--num-prompts",
+        "400",
+        "--request-rate",
+        rate,
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(workload);
     let (code, out, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("host.per_sequence_s"), "{out}");
-    // The written profile loads as an engine profile, with the truth's host costs.
-    let p = EngineProfile::load(&out_path).unwrap();
-    for (name, got, want) in [
-        ("per_iteration_s", p.host.per_iteration_s, it),
-        ("per_sequence_s", p.host.per_sequence_s, seq),
-        ("per_request_s", p.host.per_request_s, req),
-    ] {
-        assert!(
-            (got / want - 1.0).abs() <= 0.05,
-            "{name}: fitted {got:e}, true {want:e}\n{out}"
-        );
-    }
-    // Everything else is the base profile's.
-    let base = EngineProfile::load("vllm").unwrap();
-    assert_eq!(p.scheduler, base.scheduler);
-    assert_eq!(p.allreduce, base.allreduce);
-    // `bench` accepts the fitted profile.
-    let (code, _, err) = servesim(&[
-        "bench",
-        "--engine",
-        &out_path,
-        "--num-prompts",
-        "20",
-        "--request-rate",
-        "2",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    out
 }
 
-/// Runs `fit-engine` on `files`, writing `dir/name`, and returns the fitted host costs.
-fn fit(dir: &Path, files: &[String], name: &str) -> servesim::engine::HostCosts {
+/// Runs `fit-engine` on `files` for llama-3.1-8b on one H100 from the vllm profile, writing
+/// `dir/name`: its stdout and the written profile.
+fn fit(dir: &Path, files: &[String], name: &str) -> (String, EngineProfile) {
     let out_path = dir.join(name).display().to_string();
     let mut args = vec!["fit-engine"];
     args.extend(files.iter().map(String::as_str));
@@ -128,37 +71,76 @@ fn fit(dir: &Path, files: &[String], name: &str) -> servesim::engine::HostCosts 
         "--out",
         &out_path,
     ]);
-    let (code, _, err) = servesim(&args);
+    let (code, out, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
-    EngineProfile::load(&out_path).unwrap().host
+    (out, EngineProfile::load(&out_path).unwrap())
+}
+
+/// Each fitted host cost within 5% of [`TRUTH`].
+fn assert_recovers_truth(host: &servesim::engine::HostCosts, context: &str) {
+    let (it, seq, req) = TRUTH;
+    for (name, got, want) in [
+        ("per_iteration_s", host.per_iteration_s, it),
+        ("per_sequence_s", host.per_sequence_s, seq),
+        ("per_request_s", host.per_request_s, req),
+    ] {
+        assert!(
+            (got / want - 1.0).abs() <= 0.05,
+            "{name}: fitted {got:e}, true {want:e}\n{context}"
+        );
+    }
+}
+
+#[test]
+fn fit_engine_recovers_the_host_costs_bench_ran_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let (it, seq, req) = TRUTH;
+    let truth = engine_with_host(dir.path(), it, seq, req);
+    let mut files = Vec::new();
+    for rate in RATES {
+        let out = bench_result(
+            &truth,
+            rate,
+            &["--random-input-len", "512", "--random-output-len", "128"],
+        );
+        let path = dir.path().join(format!("rate-{rate}.json"));
+        std::fs::write(&path, out).unwrap();
+        files.push(path.display().to_string());
+    }
+    let (out, p) = fit(dir.path(), &files, "fitted.toml");
+    assert!(out.contains("host.per_sequence_s"), "{out}");
+    // The written profile loads as an engine profile, with the truth's host costs.
+    assert_recovers_truth(&p.host, &out);
+    // Everything else is the base profile's.
+    let base = EngineProfile::load("vllm").unwrap();
+    assert_eq!(p.scheduler, base.scheduler);
+    assert_eq!(p.allreduce, base.allreduce);
+    // `bench` accepts the fitted profile.
+    let fitted = dir.path().join("fitted.toml").display().to_string();
+    let (code, _, err) = servesim(&[
+        "bench",
+        "--engine",
+        &fitted,
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]
 fn per_request_lengths_let_fit_engine_recover_the_host_costs_of_a_sharegpt_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (it, seq, req) = (8.0e-3, 5.0e-5, 12.0e-3);
+    let (it, seq, req) = TRUTH;
     let truth = engine_with_host(dir.path(), it, seq, req);
     let (mut detailed, mut means) = (Vec::new(), Vec::new());
-    for rate in ["2", "10", "40", "80"] {
-        let (code, out, err) = servesim(&[
-            "bench",
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "h100-sxm",
-            "--engine",
+    for rate in RATES {
+        let out = bench_result(
             &truth,
-            "--dataset-name",
-            "sharegpt",
-            "--num-prompts",
-            "400",
-            "--request-rate",
             rate,
-            "--format",
-            "json",
-            "--save-detailed",
-        ]);
-        assert_eq!(code, 0, "{err}");
+            &["--dataset-name", "sharegpt", "--save-detailed"],
+        );
         let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let lens = v["output_lens"].as_array().unwrap();
         assert_eq!(lens.len(), 400);
@@ -173,24 +155,15 @@ fn per_request_lengths_let_fit_engine_recover_the_host_costs_of_a_sharegpt_run()
         std::fs::write(&path, v.to_string()).unwrap();
         means.push(path.display().to_string());
     }
-    let with = fit(dir.path(), &detailed, "with-lens.toml");
-    for (name, got, want) in [
-        ("per_iteration_s", with.per_iteration_s, it),
-        ("per_sequence_s", with.per_sequence_s, seq),
-        ("per_request_s", with.per_request_s, req),
-    ] {
-        assert!(
-            (got / want - 1.0).abs() <= 0.05,
-            "{name}: fitted {got:e}, true {want:e}"
-        );
-    }
+    let (out, with) = fit(dir.path(), &detailed, "with-lens.toml");
+    assert_recovers_truth(&with.host, &out);
     // With only the mean lengths of these long-tailed ShareGPT requests, the same files
     // give a per-sequence cost more than 10% off: the lengths are what made the fit exact.
-    let without = fit(dir.path(), &means, "means.toml");
+    let (_, without) = fit(dir.path(), &means, "means.toml");
     assert!(
-        (without.per_sequence_s / seq - 1.0).abs() > 0.10,
+        (without.host.per_sequence_s / seq - 1.0).abs() > 0.10,
         "mean lengths fitted {:e}",
-        without.per_sequence_s
+        without.host.per_sequence_s
     );
 }
 
