@@ -285,24 +285,24 @@ impl Resolved {
     }
 
     /// Simulates the scenario with its own seed, also returning every request that left the
-    /// system (lengths, times, outcome) in the order the log keeps them. The summary is the
-    /// one [`Resolved::run`] gives: keeping the log does not add a steady-state section.
+    /// system (lengths, times, outcome) in the order they left. The summary is the one
+    /// [`Resolved::run`] gives.
     pub fn run_with_requests(&self) -> Result<(RunResult, Vec<RequestRecord>)> {
-        let mut logged = self.clone();
-        logged.sim.request_log_capacity = usize::MAX;
-        let (mut result, out) = logged.simulate_seed(self.scenario.seed)?;
-        if self.sim.request_log_capacity == 0 {
-            result.summary.steady_state = None;
-        }
-        Ok((result, out.metrics.log.records().to_vec()))
+        self.simulate_seed(self.scenario.seed, true)
     }
 
     /// Simulates the scenario with `seed` (for replications).
     pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
-        self.simulate_seed(seed).map(|(result, _)| result)
+        self.simulate_seed(seed, false).map(|(result, _)| result)
     }
 
-    fn simulate_seed(&self, seed: u64) -> Result<(RunResult, SimOutput)> {
+    /// Simulates with `seed`; with `keep_requests`, every request's record besides (the
+    /// summary still sees only the log the scenario asked for).
+    fn simulate_seed(
+        &self,
+        seed: u64,
+        keep_requests: bool,
+    ) -> Result<(RunResult, Vec<RequestRecord>)> {
         let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin).map_err(
             |e| match e {
                 // A trace or length file that cannot be read: say which setting names it.
@@ -312,13 +312,21 @@ impl Resolved {
         )?;
         let mut sim = self.sim.clone();
         sim.seed = seed;
-        let out = match self.pool_step_models()? {
+        if keep_requests {
+            sim.request_log_capacity = usize::MAX;
+        }
+        let mut out = match self.pool_step_models()? {
             Some((prefill, decode)) => simulate_disaggregated(&sim, &prefill, &decode, &mut gen),
             None => simulate(&sim, &self.step_model()?, &mut gen),
         };
+        let mut requests = Vec::new();
+        if keep_requests {
+            let log = std::mem::take(&mut out.metrics.log);
+            (requests, out.metrics.log) = log.split_at_capacity(self.sim.request_log_capacity);
+        }
         let mut result = self.summarize(&out);
         result.summary.warnings = gen.warnings().to_vec();
-        Ok((result, out))
+        Ok((result, requests))
     }
 
     /// The disaggregation section of a run's summary (`None` when colocated).

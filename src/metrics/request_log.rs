@@ -117,4 +117,46 @@ impl RequestLog {
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
+
+    /// Splits an unbounded log into every record and the log a log of `capacity` would have
+    /// kept of the same requests.
+    pub fn split_at_capacity(self, capacity: usize) -> (Vec<RequestRecord>, RequestLog) {
+        let mut capped = RequestLog::with_capacity(capacity);
+        for &r in &self.records {
+            capped.push(r);
+        }
+        capped.dropped += self.dropped;
+        (self.records, capped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unbounded_log_splits_into_every_record_and_what_a_capped_log_keeps() {
+        let rec = |i: u64| RequestRecord {
+            arrival_ns: i,
+            first_token_ns: i + 1,
+            end_ns: i + 2,
+            input_tokens: 10,
+            output_tokens: 5,
+            outcome: Outcome::Good,
+        };
+        let fill = || {
+            let mut log = RequestLog::with_capacity(usize::MAX);
+            (0..5).for_each(|i| log.push(rec(i)));
+            log
+        };
+        let (all, capped) = fill().split_at_capacity(3);
+        assert_eq!(all.len(), 5);
+        let mut direct = RequestLog::with_capacity(3);
+        all.iter().for_each(|&r| direct.push(r));
+        assert_eq!(capped.records(), direct.records());
+        assert_eq!(capped.dropped(), 2);
+        let (all, off) = fill().split_at_capacity(0);
+        assert_eq!(all.len(), 5);
+        assert!(!off.enabled() && off.records().is_empty() && off.dropped() == 0);
+    }
 }
