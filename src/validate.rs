@@ -1,8 +1,11 @@
 //! Fidelity checks: re-simulate published measurements of real serving engines and compare.
 //!
 //! A reference file (calibration/reference/*.csv) holds one measurement per row: the
-//! deployment, the load (offline: all requests at t = 0; online: a constant arrival rate for a
-//! duration, with a shared system prompt), and the measured figures. Each row becomes a
+//! deployment (with `replicas` behind the router when the run had several), the load (offline:
+//! all requests at t = 0; online: an arrival rate, evenly spaced or with `burstiness` gamma
+//! gaps, or a closed loop of `max_concurrency` outstanding requests when no rate is given; a
+//! shared system prompt; fixed lengths or a built-in `dataset`), and the measured figures
+//! (means, medians and percentiles of TTFT, TPOT, ITL and E2E; see [`Metric::ALL`]). Each row becomes a
 //! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
 //! profile's host costs ([`fit_engine_host`]).
 
@@ -53,11 +56,29 @@ pub enum Metric {
     E2eP99Ms,
     /// (E2E mean - TTFT mean) / (output - 1), ms.
     ItlDerivedMs,
+    /// Median TTFT, ms.
+    TtftMedianMs,
+    /// Median E2E, ms.
+    E2eMedianMs,
+    /// Mean TPOT (per request: (E2E - TTFT) / (output - 1), averaged over requests), ms.
+    TpotMeanMs,
+    /// Median TPOT, ms.
+    TpotMedianMs,
+    /// p90 TPOT, ms.
+    TpotP90Ms,
+    /// p99 TPOT, ms.
+    TpotP99Ms,
+    /// Mean inter-token latency (over all token gaps), ms.
+    ItlMeanMs,
+    /// Median inter-token latency, ms.
+    ItlMedianMs,
+    /// p99 inter-token latency, ms.
+    ItlP99Ms,
 }
 
 impl Metric {
     /// Every metric, in report order, with its CSV column name.
-    pub const ALL: [(Metric, &'static str); 8] = [
+    pub const ALL: [(Metric, &'static str); 17] = [
         (Metric::OutputTokensPerS, "output_tokens_per_s"),
         (Metric::TtftMeanMs, "ttft_mean_ms"),
         (Metric::TtftP90Ms, "ttft_p90_ms"),
@@ -66,6 +87,15 @@ impl Metric {
         (Metric::E2eP90Ms, "e2e_p90_ms"),
         (Metric::E2eP99Ms, "e2e_p99_ms"),
         (Metric::ItlDerivedMs, "itl_derived_ms"),
+        (Metric::TtftMedianMs, "ttft_median_ms"),
+        (Metric::E2eMedianMs, "e2e_median_ms"),
+        (Metric::TpotMeanMs, "tpot_mean_ms"),
+        (Metric::TpotMedianMs, "tpot_median_ms"),
+        (Metric::TpotP90Ms, "tpot_p90_ms"),
+        (Metric::TpotP99Ms, "tpot_p99_ms"),
+        (Metric::ItlMeanMs, "itl_mean_ms"),
+        (Metric::ItlMedianMs, "itl_median_ms"),
+        (Metric::ItlP99Ms, "itl_p99_ms"),
     ];
 
     /// The CSV column name.
@@ -130,8 +160,15 @@ pub struct ReferenceRow {
     /// reference runs), `Some(b)` for gamma-distributed gaps of shape `b` (vLLM's
     /// `--burstiness`; 1 is Poisson, `vllm bench serve`'s default).
     pub burstiness: Option<f64>,
-    /// The client's cap on outstanding requests (vLLM `--max-concurrency`), if any.
+    /// The client's cap on outstanding requests (vLLM `--max-concurrency`), if any. An online
+    /// row without a rate is a closed-loop run: every request queued at t = 0, at most this many
+    /// outstanding (`--request-rate inf --max-concurrency N`).
     pub max_concurrency: Option<u32>,
+    /// Replicas of the deployment behind the router (1 unless the row says otherwise).
+    pub replicas: u32,
+    /// Built-in length dataset the run sampled (`workload.dataset`, e.g. `sharegpt`), if any;
+    /// `input_len` / `output_len` then only document the published means.
+    pub dataset: Option<String>,
     /// Scheduler settings the measurement used (absent: engine defaults).
     pub max_num_seqs: Option<u32>,
     /// Token budget the measurement used.
@@ -227,8 +264,12 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             }
         }
         let rate_rps = num("rate_rps")?;
-        if kind == LoadKind::Online && rate_rps.is_none_or(|r| r <= 0.0) {
-            return Err(bad("rate_rps", "an online row needs a rate > 0".into()));
+        let closed_loop = rate_rps.is_none() && field(&rec, &headers, "max_concurrency").is_some();
+        if kind == LoadKind::Online && !closed_loop && rate_rps.is_none_or(|r| r <= 0.0) {
+            return Err(bad(
+                "rate_rps",
+                "an online row needs a rate > 0 (or max_concurrency for a closed-loop run)".into(),
+            ));
         }
         let input_len = req("input_len")?.round() as u32;
         let output_len = req("output_len")?.round() as u32;
@@ -270,6 +311,17 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
                 }
                 c => c.map(|c| c as u32),
             },
+            replicas: match num("replicas")? {
+                None => 1,
+                Some(r) if r >= 1.0 && r.fract() == 0.0 && r <= 100_000.0 => r as u32,
+                Some(r) => {
+                    return Err(bad(
+                        "replicas",
+                        format!("'{r}' is not an integer in 1..=100000"),
+                    ))
+                }
+            },
+            dataset: field(&rec, &headers, "dataset").map(str::to_string),
             max_num_seqs: num("max_num_seqs")?.map(|v| v as u32),
             max_num_batched_tokens: num("max_num_batched_tokens")?.map(|v| v as u32),
             max_model_len: num("max_model_len")?.map(|v| v as u32),
@@ -302,6 +354,9 @@ impl ReferenceRow {
             V::String(self.kv_cache_dtype.clone()),
         );
         dep.insert("engine".into(), V::String(self.engine.clone()));
+        if self.replicas > 1 {
+            dep.insert("replicas".into(), V::Integer(self.replicas as i64));
+        }
         let mut sch = toml::Table::new();
         if let Some(v) = self.max_num_seqs {
             sch.insert("max_num_seqs".into(), V::Integer(v as i64));
@@ -325,6 +380,10 @@ impl ReferenceRow {
         let mut arrival = toml::Table::new();
         match self.kind {
             LoadKind::Offline => {
+                arrival.insert("kind".into(), V::String("offline".into()));
+            }
+            LoadKind::Online if self.rate_rps.is_none() => {
+                // Closed loop (parse_reference admits no rate only with max_concurrency).
                 arrival.insert("kind".into(), V::String("offline".into()));
             }
             LoadKind::Online => {
@@ -372,6 +431,9 @@ impl ReferenceRow {
         }
         if let Some(c) = self.max_concurrency {
             w.insert("max_concurrency".into(), V::Integer(c as i64));
+        }
+        if let Some(d) = &self.dataset {
+            w.insert("dataset".into(), V::String(d.clone()));
         }
         if self.prefix_len > 0 {
             let mut p = toml::Table::new();
@@ -446,6 +508,15 @@ pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Co
                         Metric::E2eP90Ms => s.p90_e2el_ms,
                         Metric::E2eP99Ms => s.p99_e2el_ms,
                         Metric::ItlDerivedMs => itl,
+                        Metric::TtftMedianMs => s.median_ttft_ms,
+                        Metric::E2eMedianMs => s.median_e2el_ms,
+                        Metric::TpotMeanMs => s.mean_tpot_ms,
+                        Metric::TpotMedianMs => s.median_tpot_ms,
+                        Metric::TpotP90Ms => s.p90_tpot_ms,
+                        Metric::TpotP99Ms => s.p99_tpot_ms,
+                        Metric::ItlMeanMs => s.mean_itl_ms,
+                        Metric::ItlMedianMs => s.median_itl_ms,
+                        Metric::ItlP99Ms => s.p99_itl_ms,
                     };
                     Comparison {
                         id: row.id.clone(),
@@ -939,5 +1010,60 @@ mod tests {
             err.contains("c.csv") && err.contains("output_len_counted"),
             "{err}"
         );
+    }
+
+    /// One online row with the optional columns of published serving benchmarks.
+    fn extended(extra_header: &str, extra: &str) -> Result<Vec<ReferenceRow>> {
+        let text = format!(
+            "id,kind,engine,model,gpu,tp,input_len,output_len,num_requests,rate_rps,{extra_header}\n\
+             X,online,vllm,llama-2-7b,h100-sxm,1,300,64,200,{extra}\n"
+        );
+        parse_reference(&text, "x.csv")
+    }
+
+    #[test]
+    fn median_tpot_and_itl_columns_are_read_and_predicted_from_the_summary() {
+        let cols = "ttft_median_ms,e2e_median_ms,tpot_mean_ms,tpot_median_ms,tpot_p90_ms,\
+                    tpot_p99_ms,itl_mean_ms,itl_median_ms,itl_p99_ms";
+        let rows = extended(cols, "4,1,2,3,4,5,6,7,8,9").unwrap();
+        let names: Vec<&str> = rows[0].measured.iter().map(|(m, _)| m.name()).collect();
+        assert_eq!(names.join(","), cols.replace(' ', ""));
+        let comps = compare(&rows, None).unwrap();
+        assert_eq!(comps.len(), 9);
+        let p = |m: Metric| comps.iter().find(|c| c.metric == m).unwrap().predicted;
+        // A lightly loaded 7B: every latency is positive and the medians sit below the tails.
+        assert!(p(Metric::TtftMedianMs) > 0.0 && p(Metric::E2eMedianMs) > p(Metric::TtftMedianMs));
+        assert!(p(Metric::TpotMedianMs) > 0.0 && p(Metric::TpotP99Ms) >= p(Metric::TpotMedianMs));
+        assert!(p(Metric::ItlMedianMs) > 0.0 && p(Metric::ItlP99Ms) >= p(Metric::ItlMedianMs));
+    }
+
+    #[test]
+    fn replicas_dataset_and_closed_loop_columns_reach_the_scenario() {
+        let rows = extended("replicas,dataset", "2,3,sharegpt").unwrap();
+        let sc = rows[0].scenario().unwrap();
+        assert_eq!(sc.deployment.replicas, 3);
+        assert_eq!(sc.workload.dataset.as_deref(), Some("sharegpt"));
+        // No rate but a concurrency cap: every request queued at once, at most 8 outstanding.
+        let rows = extended("max_concurrency", ",8").unwrap();
+        assert_eq!(rows[0].kind, LoadKind::Online);
+        assert_eq!(rows[0].rate_rps, None);
+        let sc = rows[0].scenario().unwrap();
+        assert_eq!(sc.workload.max_concurrency, Some(8));
+        assert!(
+            format!("{:?}", sc.workload.arrival).contains("Offline"),
+            "{:?}",
+            sc.workload.arrival
+        );
+        // Neither a rate nor a cap is an error naming the column; so is a fractional replica count.
+        let err = extended("max_num_seqs", ",8").unwrap_err().to_string();
+        assert!(err.contains("x.csv") && err.contains("rate_rps"), "{err}");
+        let err = extended("replicas", "2,1.5").unwrap_err().to_string();
+        assert!(err.contains("replicas"), "{err}");
+        // An unknown dataset is refused when the scenario resolves, naming the key.
+        let sc = extended("dataset", "2,openorca").unwrap()[0]
+            .scenario()
+            .unwrap();
+        let err = sc.resolve("x").unwrap_err().to_string();
+        assert!(err.contains("dataset"), "{err}");
     }
 }

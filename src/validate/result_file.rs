@@ -151,6 +151,8 @@ pub fn parse_result_file(
         rate_rps: rate,
         burstiness: rate.map(|_| burstiness),
         max_concurrency,
+        replicas: 1,
+        dataset: None,
         max_num_seqs: None,
         max_num_batched_tokens: None,
         max_model_len: None,
