@@ -198,7 +198,10 @@ fn field<'a>(
 
 /// Parses reference rows from CSV text; `origin` names it in errors (with the line).
 pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
-    let mut rdr = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    // Lines starting with '#' are notes (a file's comment header: engine flags, hardware).
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(text.as_bytes());
     let headers = rdr
         .headers()
         .map_err(|e| Error::Parse {
@@ -425,8 +428,17 @@ impl ReferenceRow {
                 w.insert("output".into(), list(lens.output.clone()));
             }
             None => {
-                w.insert("input".into(), fixed(question(self.input_len)));
-                w.insert("output".into(), fixed(self.output_len));
+                // A dataset with its own length distributions supplies them (given lengths would
+                // take precedence over it); `input_len` / `output_len` then only document means.
+                let from_dataset = self
+                    .dataset
+                    .as_deref()
+                    .and_then(crate::workload::dataset)
+                    .is_some_and(|d| d.input.is_some() && d.output.is_some());
+                if !from_dataset {
+                    w.insert("input".into(), fixed(question(self.input_len)));
+                    w.insert("output".into(), fixed(self.output_len));
+                }
             }
         }
         if let Some(c) = self.max_concurrency {
@@ -1015,7 +1027,8 @@ mod tests {
     /// One online row with the optional columns of published serving benchmarks.
     fn extended(extra_header: &str, extra: &str) -> Result<Vec<ReferenceRow>> {
         let text = format!(
-            "id,kind,engine,model,gpu,tp,input_len,output_len,num_requests,rate_rps,{extra_header}\n\
+            "# a note line, as in a file's comment header\n\
+             id,kind,engine,model,gpu,tp,input_len,output_len,num_requests,rate_rps,{extra_header}\n\
              X,online,vllm,llama-2-7b,h100-sxm,1,300,64,200,{extra}\n"
         );
         parse_reference(&text, "x.csv")
@@ -1043,6 +1056,15 @@ mod tests {
         let sc = rows[0].scenario().unwrap();
         assert_eq!(sc.deployment.replicas, 3);
         assert_eq!(sc.workload.dataset.as_deref(), Some("sharegpt"));
+        // The dataset's own distributions apply: the row's mean lengths are not passed on.
+        assert!(sc.workload.input.is_none() && sc.workload.output.is_none());
+        let random = extended("dataset", "2,random").unwrap()[0]
+            .scenario()
+            .unwrap();
+        assert!(
+            random.workload.input.is_some(),
+            "random takes the row's lengths"
+        );
         // No rate but a concurrency cap: every request queued at once, at most 8 outstanding.
         let rows = extended("max_concurrency", ",8").unwrap();
         assert_eq!(rows[0].kind, LoadKind::Online);
