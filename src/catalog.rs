@@ -68,7 +68,10 @@ impl Kind {
     /// What a path given instead of a name must be.
     fn path_hint(self) -> &'static str {
         match self {
-            Kind::Model => "a path to a config.json or a model .toml",
+            Kind::Model => {
+                "a path to a config.json, its folder or a model .toml, or a Hugging Face id \
+                 (org/name)"
+            }
             Kind::Gpu => "a path to a profile .toml",
             Kind::Engine => "a path to an engine profile .toml",
         }

@@ -62,7 +62,23 @@ pub struct DeploymentArgs {
     /// Tensor-parallel size (GPUs per replica).
     #[arg(long = "tensor-parallel-size", alias = "tp", default_value_t = 1)]
     pub tp: u32,
-    /// Weight format: bf16, fp16 or fp8.
+    /// Attention data-parallel ranks of a replica (vLLM's name; SGLang `--dp-size` with
+    /// `--enable-dp-attention`): a replica has tensor-parallel size x this many GPUs.
+    #[arg(long = "data-parallel-size", alias = "dp", default_value_t = 1)]
+    pub dp: u32,
+    /// Expert-parallel size of the MoE layers (SGLang `--ep-size`); 1: experts split
+    /// tensor-parallel over the replica's GPUs.
+    #[arg(long = "expert-parallel-size", alias = "ep-size", default_value_t = 1)]
+    pub ep: u32,
+    /// Spread the experts over all the replica's GPUs (vLLM's flag: expert-parallel size =
+    /// tensor-parallel size x data-parallel size).
+    #[arg(long = "enable-expert-parallel", conflicts_with = "ep")]
+    pub enable_expert_parallel: bool,
+    /// Redundant expert replicas per MoE layer placed by the load balancer (EPLB).
+    #[arg(long = "num-redundant-experts", default_value_t = 0)]
+    pub redundant_experts: u32,
+    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the checkpoint's own
+    /// formats from its quantization_config).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// KV-cache format: auto or fp8.
@@ -311,7 +327,23 @@ pub struct FitEngineArgs {
     /// Tensor-parallel size.
     #[arg(long = "tp", alias = "tensor-parallel-size", default_value_t = 1)]
     pub tp: u32,
-    /// Weight format: bf16, fp16 or fp8.
+    /// Attention data-parallel ranks of a replica (vLLM's name; SGLang `--dp-size` with
+    /// `--enable-dp-attention`): a replica has tensor-parallel size x this many GPUs.
+    #[arg(long = "data-parallel-size", alias = "dp", default_value_t = 1)]
+    pub dp: u32,
+    /// Expert-parallel size of the MoE layers (SGLang `--ep-size`); 1: experts split
+    /// tensor-parallel over the replica's GPUs.
+    #[arg(long = "expert-parallel-size", alias = "ep-size", default_value_t = 1)]
+    pub ep: u32,
+    /// Spread the experts over all the replica's GPUs (vLLM's flag: expert-parallel size =
+    /// tensor-parallel size x data-parallel size).
+    #[arg(long = "enable-expert-parallel", conflicts_with = "ep")]
+    pub enable_expert_parallel: bool,
+    /// Redundant expert replicas per MoE layer placed by the load balancer (EPLB).
+    #[arg(long = "num-redundant-experts", default_value_t = 0)]
+    pub redundant_experts: u32,
+    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the checkpoint's own
+    /// formats from its quantization_config).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// KV-cache format: auto or fp8.

@@ -94,6 +94,13 @@ pub fn deployment_config(
             model: a.model.clone(),
             gpu: a.gpu.clone(),
             tp: a.tp,
+            dp: a.dp,
+            ep: if a.enable_expert_parallel {
+                a.tp.saturating_mul(a.dp)
+            } else {
+                a.ep
+            },
+            redundant_experts: a.redundant_experts,
             dtype: a.dtype.clone(),
             kv_cache_dtype: a.kv_cache_dtype.clone(),
             engine: a.engine.clone(),

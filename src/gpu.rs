@@ -19,6 +19,10 @@ pub struct Datasheet {
     pub bf16_flops_per_s: f64,
     /// Dense FP8 tensor-core peak, FLOP/s (0 when the GPU has no FP8 tensor cores).
     pub fp8_flops_per_s: f64,
+    /// Dense FP4 tensor-core peak, FLOP/s (0 when the GPU has no FP4 tensor cores: FP4
+    /// weights are then dequantized to BF16 in the GEMM).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fp4_flops_per_s: f64,
     /// Total NVLink bandwidth per GPU, bytes/s (0 when there is none).
     pub nvlink_bandwidth_bytes_per_s: f64,
     /// L2 cache, bytes.
@@ -49,6 +53,10 @@ pub struct GemmCurve {
     pub bf16_flops_per_s: f64,
     /// Achievable FP8 rate for large token counts, FLOP/s (0 when unsupported).
     pub fp8_flops_per_s: f64,
+    /// Achievable FP4 rate for large token counts, FLOP/s (0 when unsupported); FP4 GEMMs
+    /// ramp like FP8 ones (`fp8_half_rate_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fp4_flops_per_s: f64,
     /// Token count (GEMM m dimension) at which the tensor cores reach half the achievable rate.
     pub half_rate_tokens: f64,
     /// The same for FP8 GEMMs, which run other kernels (smaller M tiles) than BF16 ones; absent:
@@ -119,6 +127,45 @@ impl Default for MoeCurve {
     }
 }
 
+/// How the GPUs of a replica are connected beyond one NVLink domain, and the all-to-all of
+/// expert parallelism.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCurve {
+    /// GPUs that share one NVLink domain (a node, for HGX boards).
+    pub gpus_per_node: u32,
+    /// Achieved bandwidth of one GPU to GPUs in other nodes (its RDMA NIC), bytes/s.
+    pub internode_bandwidth_bytes_per_s: f64,
+    /// Fixed time of one all-to-all that crosses nodes (dispatch or combine), seconds.
+    pub internode_latency_s: f64,
+}
+
+impl Default for NetworkCurve {
+    /// An HGX node of eight GPUs with one 400 Gb/s ConnectX-7 NIC per GPU (DGX H100/H200/B200
+    /// datasheets), at the bandwidth and latency DeepEP's low-latency kernels reach on it:
+    /// fitting `latency + remote share x bytes / bandwidth` to DeepEP's published dispatch
+    /// times (README, H800 + CX7, 128 tokens x 7168 x top-8 FP8: EP16 118 us, EP32 155,
+    /// EP64 173, EP128 192, EP256 194; 7.57 MB per rank, remote share 1 - 8/EP) gives
+    /// 46.7 GB/s and 37 us (DeepEP's normal kernels: 43-58 GB/s at EP16-64).
+    fn default() -> Self {
+        NetworkCurve {
+            gpus_per_node: 8,
+            internode_bandwidth_bytes_per_s: 46.7e9,
+            internode_latency_s: 37e-6,
+        }
+    }
+}
+
+impl NetworkCurve {
+    fn is_default(&self) -> bool {
+        *self == NetworkCurve::default()
+    }
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
 /// A GPU as the step-time model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -142,6 +189,9 @@ pub struct GpuProfile {
     /// Fused-MoE kernels (absent: grouped GEMMs at the dense curve's rate).
     #[serde(default)]
     pub moe: MoeCurve,
+    /// Nodes and the network between them (absent: eight GPUs per node, DeepEP's figures).
+    #[serde(default, skip_serializing_if = "NetworkCurve::is_default")]
+    pub network: NetworkCurve,
 }
 
 /// (name, contents) of every embedded GPU profile.
@@ -230,6 +280,12 @@ impl GpuProfile {
         }
         let non_negative = [
             ("datasheet.fp8_flops_per_s", self.datasheet.fp8_flops_per_s),
+            ("datasheet.fp4_flops_per_s", self.datasheet.fp4_flops_per_s),
+            ("gemm.fp4_flops_per_s", self.gemm.fp4_flops_per_s),
+            (
+                "network.internode_latency_s",
+                self.network.internode_latency_s,
+            ),
             ("memory.latency_s", self.memory.latency_s),
             ("gemm.fixed_s", self.gemm.fixed_s),
             ("gemm.fp8_flops_per_s", self.gemm.fp8_flops_per_s),
@@ -286,6 +342,21 @@ impl GpuProfile {
                 ));
             }
         }
+        let bw = self.network.internode_bandwidth_bytes_per_s;
+        if !(bw.is_finite() && bw > 0.0) {
+            return Err(Error::config(
+                origin,
+                "network.internode_bandwidth_bytes_per_s",
+                format!("must be > 0, got {bw}"),
+            ));
+        }
+        if !(1..=1024).contains(&self.network.gpus_per_node) {
+            return Err(Error::config(
+                origin,
+                "network.gpus_per_node",
+                format!("must be in 1..=1024, got {}", self.network.gpus_per_node),
+            ));
+        }
         if self.memory.stream_bandwidth_bytes_per_s > self.datasheet.hbm_bandwidth_bytes_per_s {
             return Err(Error::config(
                 origin,
@@ -299,6 +370,28 @@ impl GpuProfile {
     /// Whether the GPU has FP8 tensor cores.
     pub fn supports_fp8(&self) -> bool {
         self.datasheet.fp8_flops_per_s > 0.0 && self.gemm.fp8_flops_per_s > 0.0
+    }
+
+    /// Whether the GPU has FP4 tensor cores.
+    pub fn supports_fp4(&self) -> bool {
+        self.datasheet.fp4_flops_per_s > 0.0 && self.gemm.fp4_flops_per_s > 0.0
+    }
+
+    /// The GEMM curve of a kind of tensor-core math: (achievable rate in FLOP/s, half-rate
+    /// token count); math the GPU lacks falls back as [`crate::precision::WeightDtype::math`]
+    /// decides before this is asked.
+    pub fn gemm_math_curve(&self, math: crate::precision::GemmMath) -> (f64, f64) {
+        use crate::precision::GemmMath;
+        match math {
+            GemmMath::Fp4 if self.supports_fp4() => (
+                self.gemm.fp4_flops_per_s,
+                self.gemm
+                    .fp8_half_rate_tokens
+                    .unwrap_or(self.gemm.half_rate_tokens),
+            ),
+            GemmMath::Fp8 | GemmMath::Fp4 => self.gemm_curve(true),
+            GemmMath::Bf16 => self.gemm_curve(false),
+        }
     }
 
     /// The GEMM curve for FP8 (`fp8`, on a GPU that supports it) or BF16 operands: (achievable

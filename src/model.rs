@@ -6,22 +6,99 @@
 
 mod catalog;
 mod hf;
+mod hub;
+mod layers;
 
 pub use catalog::{catalog_names, load_model};
+pub use hub::{resolve_model_path, HubLookup};
+pub use layers::{AttentionKind, KvPerToken, LayerKind, MlpKind};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::precision::{KvDtype, WeightDtype};
 
-/// Mixture-of-experts block: the MLP is replaced by `num_experts` experts, `experts_per_token`
-/// of which process each token.
+/// Mixture-of-experts block: the MLP of the MoE layers is replaced by `num_experts` routed
+/// experts, `experts_per_token` of which process each token, plus optional shared experts that
+/// every token passes through.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeSpec {
-    /// Number of experts per MoE layer.
+    /// Number of routed experts per MoE layer.
     pub num_experts: u32,
     /// Experts each token is routed to (top-k).
     pub experts_per_token: u32,
+    /// Intermediate size of one routed expert (absent: the model's `intermediate_size`, as
+    /// Mixtral's config writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_intermediate_size: Option<u64>,
+    /// Intermediate size of the shared experts of a MoE layer, all of them together (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_expert_intermediate_size: u64,
+    /// Layers (0-based) that keep a dense MLP of `intermediate_size` instead of experts
+    /// (DeepSeek's `first_k_dense_replace`, Qwen's `mlp_only_layers`, Llama-4's interleaving).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dense_layers: Vec<u64>,
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2): keys and values are stored as
+/// one compressed latent of `kv_lora_rank + qk_rope_head_dim` values per token and layer,
+/// shared by every head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaSpec {
+    /// Rank of the compressed KV latent.
+    pub kv_lora_rank: u64,
+    /// Rank of the compressed query (absent: a plain query projection, as DeepSeek-V2-Lite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_lora_rank: Option<u64>,
+    /// Per-head query/key dimensions without rotary embedding.
+    pub qk_nope_head_dim: u64,
+    /// Per-head query/key dimensions with rotary embedding (the key part is shared by heads).
+    pub qk_rope_head_dim: u64,
+    /// Per-head value dimensions.
+    pub v_head_dim: u64,
+}
+
+/// How a layer's attention is bounded: a window of the latest tokens, or chunks of the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocalKind {
+    /// Each token attends to the `window` tokens before it (Mistral, Gemma-3, gpt-oss).
+    Sliding,
+    /// Each token attends to the tokens of its own chunk of `window` tokens (Llama-4).
+    Chunked,
+}
+
+/// Layers whose attention is local (a sliding window or a chunk) beside layers of full
+/// attention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalAttentionSpec {
+    /// Sliding window or chunked attention.
+    pub kind: LocalKind,
+    /// The window or chunk, tokens.
+    pub window: u64,
+    /// Layers (0-based) that keep full attention; every other layer is local.
+    #[serde(default)]
+    pub full_attention_layers: Vec<u64>,
+}
+
+/// The formats a checkpoint stores its weights in (its `quantization_config`), by module.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointFormats {
+    /// Routed experts.
+    pub experts: WeightDtype,
+    /// Everything else that is a linear layer: attention, dense MLPs, shared experts.
+    pub other: WeightDtype,
+    /// The KV-cache format the checkpoint declares (absent: the 16-bit activation format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache: Option<KvDtype>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A dense or MoE decoder-only transformer, as its config describes it.
@@ -62,9 +139,32 @@ pub struct ModelSpec {
     /// Published parameter count, for checking the derived count.
     #[serde(default)]
     pub published_params: f64,
+    /// Published count of the parameters one token's forward pass multiplies, for checking
+    /// the derived count (0: not given).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub published_active_params: f64,
     /// Mixture-of-experts block, if any.
     #[serde(default)]
     pub moe: Option<MoeSpec>,
+    /// Multi-head latent attention, if the model uses it (then `num_kv_heads` and `head_dim`
+    /// describe the query heads only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaSpec>,
+    /// Local (sliding-window or chunked) attention on some layers, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_attention: Option<LocalAttentionSpec>,
+    /// Whether each attention head has a learned sink logit (gpt-oss): one parameter per head
+    /// and layer, no KV.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention_sinks: bool,
+    /// The checkpoint's own weight formats, when it ships quantized (`dtype = "auto"` runs
+    /// them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointFormats>,
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn default_max_position() -> u64 {
@@ -115,6 +215,7 @@ impl ModelSpec {
                 ),
             ));
         }
+        self.validate_layers(origin)?;
         if let Some(moe) = &self.moe {
             if moe.num_experts == 0 || moe.experts_per_token == 0 {
                 return Err(Error::config(origin, "moe", "experts must be > 0"));
@@ -128,6 +229,55 @@ impl ModelSpec {
                         moe.num_experts, moe.experts_per_token
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the per-layer structure: layer indices within the model, positive MLA ranks
+    /// and windows.
+    fn validate_layers(&self, origin: &str) -> Result<()> {
+        let lists = [
+            (
+                "moe.dense_layers",
+                self.moe.as_ref().map(|m| &m.dense_layers),
+            ),
+            (
+                "local_attention.full_attention_layers",
+                self.local_attention
+                    .as_ref()
+                    .map(|l| &l.full_attention_layers),
+            ),
+        ];
+        for (key, list) in lists {
+            if let Some(&i) = list.and_then(|l| l.iter().find(|&&i| i >= self.num_layers)) {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("layer {i} is past the model's {} layers", self.num_layers),
+                ));
+            }
+        }
+        if let Some(l) = &self.local_attention {
+            if l.window == 0 {
+                return Err(Error::config(
+                    origin,
+                    "local_attention.window",
+                    "must be > 0",
+                ));
+            }
+        }
+        if let Some(m) = &self.mla {
+            for (key, v) in [
+                ("mla.kv_lora_rank", m.kv_lora_rank),
+                ("mla.qk_nope_head_dim", m.qk_nope_head_dim),
+                ("mla.qk_rope_head_dim", m.qk_rope_head_dim),
+                ("mla.v_head_dim", m.v_head_dim),
+                ("mla.q_lora_rank", m.q_lora_rank.unwrap_or(1)),
+            ] {
+                if v == 0 {
+                    return Err(Error::config(origin, key, "must be > 0, got 0"));
+                }
             }
         }
         Ok(())
@@ -153,11 +303,12 @@ impl ModelSpec {
         self.moe.as_ref().map_or(1, |m| m.experts_per_token as u64)
     }
 
-    /// Parameters of one layer by operator.
+    /// Parameters of one layer by operator (a GQA/MHA layer; the MLP of one routed expert for
+    /// a MoE model).
     pub fn layer_params(&self) -> LayerParams {
         let h = self.hidden_size as f64;
         let qkv_out = (self.q_dim() + 2 * self.kv_dim()) as f64;
-        let f = self.intermediate_size as f64;
+        let f = self.expert_intermediate() as f64;
         LayerParams {
             qkv: h * qkv_out + if self.attention_bias { qkv_out } else { 0.0 },
             o: self.q_dim() as f64 * h,
@@ -182,25 +333,15 @@ impl ModelSpec {
         (self.vocab_size * self.hidden_size) as f64
     }
 
-    /// Total parameter count, all experts included.
-    pub fn total_params(&self) -> f64 {
-        let lp = self.layer_params();
-        let experts = self.num_experts() as f64;
-        let per_layer = lp.qkv + lp.o + experts * (lp.gate_up + lp.down) + lp.router + lp.norms;
-        let head = if self.tie_word_embeddings {
-            0.0
-        } else {
-            self.lm_head_params()
-        };
-        self.num_layers as f64 * per_layer
-            + self.embedding_params()
-            + head
-            + self.hidden_size as f64
-    }
-
-    /// KV-cache bytes per token for the whole model: 2 x L x n_kv x d x bytes_per_elem.
+    /// KV-cache bytes per token for the whole model with every layer keeping every token (as
+    /// an engine without a hybrid KV allocator stores it): 2 x L x n_kv x d x bytes_per_elem,
+    /// or L x (kv_lora_rank + qk_rope_head_dim) x bytes_per_elem with MLA.
+    /// [`ModelSpec::kv_per_token`] splits it by attention kind.
     pub fn kv_bytes_per_token(&self, bytes_per_elem: f64) -> f64 {
-        2.0 * self.num_layers as f64 * self.kv_dim() as f64 * bytes_per_elem
+        match &self.mla {
+            Some(_) => self.num_layers as f64 * self.kv_elems_per_token_layer() * bytes_per_elem,
+            None => 2.0 * self.num_layers as f64 * self.kv_dim() as f64 * bytes_per_elem,
+        }
     }
 
     /// Expected number of distinct experts (of `num_experts`) that `tokens` tokens hit when

@@ -63,8 +63,18 @@ pub struct Candidate {
     pub kv_cache_dtype: String,
     /// TP degree.
     pub tp: u32,
-    /// max_num_seqs.
+    /// Attention data-parallel size (GPUs per replica: `tp x dp`).
+    #[serde(skip_serializing_if = "is_one")]
+    pub dp: u32,
+    /// Expert-parallel size.
+    #[serde(skip_serializing_if = "is_one")]
+    pub ep: u32,
+    /// max_num_seqs (per data-parallel rank).
     pub max_num_seqs: u32,
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// Where a candidate ended in the search.
@@ -349,6 +359,7 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         .max_num_seqs
         .clone()
         .or(base.scheduler.max_num_seqs.map(|s| vec![s]));
+    let moe = crate::model::load_model(&d.model).is_ok_and(|m| m.moe.is_some());
     let mut out = Vec::new();
     for g in &gpus {
         // Without a batch cap in the scenario, each GPU's engine default, as `run` uses.
@@ -357,15 +368,54 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
             .unwrap_or_else(|| vec![engine_default_seqs(&d.engine, g)]);
         for dt in &dtypes {
             for &tp in &tps {
-                for &s in &seqs {
-                    out.push(Candidate {
-                        gpu: g.clone(),
-                        dtype: dt.clone(),
-                        kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
-                        tp,
-                        max_num_seqs: s,
-                    });
+                for (dp, ep) in parallel_space(base, moe, tp) {
+                    for &s in &seqs {
+                        out.push(Candidate {
+                            gpu: g.clone(),
+                            dtype: dt.clone(),
+                            kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
+                            tp,
+                            dp,
+                            ep,
+                            max_num_seqs: s,
+                        });
+                    }
                 }
+            }
+        }
+    }
+    out
+}
+
+/// The (data-parallel, expert-parallel) sizes to try at tensor-parallel size `tp`: the
+/// scenario's `plan.dp` x `plan.expert_parallel`, by default for a MoE model no data
+/// parallelism and the data parallelism that fills an eight-GPU node, each with experts split
+/// tensor-parallel and spread expert-parallel; for a dense model the deployment's own.
+fn parallel_space(base: &Scenario, moe: bool, tp: u32) -> Vec<(u32, u32)> {
+    let p = &base.plan;
+    let d = &base.deployment;
+    let dps = p.dp.clone().unwrap_or_else(|| {
+        if moe {
+            vec![d.dp, 1, (8 / tp.max(1)).max(1)]
+        } else {
+            vec![d.dp]
+        }
+    });
+    let eps =
+        p.expert_parallel
+            .clone()
+            .unwrap_or_else(|| if moe { vec![false, true] } else { vec![] });
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &dp in &dps {
+        let gpus = tp.saturating_mul(dp);
+        let choices: Vec<u32> = if eps.is_empty() {
+            vec![d.ep]
+        } else {
+            eps.iter().map(|&on| if on { gpus } else { 1 }).collect()
+        };
+        for ep in choices {
+            if !out.contains(&(dp, ep)) {
+                out.push((dp, ep));
             }
         }
     }
@@ -404,6 +454,8 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.deployment.dtype = c.dtype.clone();
     s.deployment.kv_cache_dtype = c.kv_cache_dtype.clone();
     s.deployment.tp = c.tp;
+    s.deployment.dp = c.dp;
+    s.deployment.ep = c.ep;
     s.deployment.replicas = 1;
     s.deployment.step_time_scale = base.deployment.step_time_scale * scale;
     // A colocated candidate, whatever mode the base scenario runs in.
@@ -478,6 +530,7 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
     }
     for (key, list) in [
         ("plan.tp", &p.tp),
+        ("plan.dp", &p.dp),
         ("plan.max_num_seqs", &p.max_num_seqs),
         ("plan.prefill_tp", &p.prefill_tp),
         ("plan.decode_tp", &p.decode_tp),
@@ -528,12 +581,29 @@ fn entry_check(
 }
 
 impl Candidate {
-    /// `gpu dtype TPn seqs m`, for messages.
+    /// `gpu dtype TPn seqs m` (with `DPd EPe` when set), for messages.
     pub fn label(&self) -> String {
         format!(
-            "{} {} TP{} seqs {}",
-            self.gpu, self.dtype, self.tp, self.max_num_seqs
+            "{} {} {} seqs {}",
+            self.gpu,
+            self.dtype,
+            self.parallelism(),
+            self.max_num_seqs
         )
+    }
+
+    /// `TP8`, or `TP8 DP2 EP16` with data or expert parallelism.
+    pub fn parallelism(&self) -> String {
+        if self.dp == 1 && self.ep == 1 {
+            format!("TP{}", self.tp)
+        } else {
+            format!("TP{} DP{} EP{}", self.tp, self.dp, self.ep)
+        }
+    }
+
+    /// GPUs of one replica: `tp x dp`.
+    pub fn gpus(&self) -> u32 {
+        self.tp.saturating_mul(self.dp)
     }
 }
 
@@ -620,7 +690,7 @@ fn set_fleet(r: &mut CandidateResult, replicas: u32, target: f64, m: &Measuremen
     }
     r.rate_in_fleet_per_replica = rate;
     r.replicas = replicas;
-    r.gpus = replicas.saturating_mul(r.candidate.tp);
+    r.gpus = replicas.saturating_mul(r.candidate.gpus());
     (r.fleet_output_tokens_per_s, r.fleet_input_tokens_per_s) = window_tokens_per_s(m);
     r.cost_at_target = Some(cost_of(r.gpus, r.price_usd_per_gpu_hour, m, ratio));
 }
@@ -651,14 +721,14 @@ impl Ctx<'_> {
         let s = cap.steady();
         r.capacity_rate_per_replica = s.request_throughput;
         r.capacity_output_tokens_per_s = s.output_throughput.value;
-        r.cost_at_capacity = Some(cost_of(c.tp, price, &cap, self.ratio));
+        r.cost_at_capacity = Some(cost_of(c.gpus(), price, &cap, self.ratio));
         if r.capacity_rate_per_replica <= 0.0 {
             r.note = Some("completes no request in steady state".into());
             return Phase1::Done(Box::new(r));
         }
         let bound = (self.target / r.capacity_rate_per_replica).ceil().max(1.0);
         r.replicas = bound.min(u32::MAX as f64) as u32;
-        r.gpus = r.replicas.saturating_mul(c.tp);
+        r.gpus = r.replicas.saturating_mul(c.gpus());
         Phase1::Ready(Box::new(Prelim {
             bound_usd_per_hour: r.gpus as f64 * price,
             result: r,
@@ -1193,6 +1263,10 @@ fn colocated_run_overrides(
         format!("scheduler.max_num_seqs={}", c.max_num_seqs),
         format!("deployment.replicas={replicas}"),
     ];
+    if c.dp != 1 || c.ep != 1 || base.deployment.dp != 1 || base.deployment.ep != 1 {
+        sets.insert(4, format!("deployment.ep={}", c.ep));
+        sets.insert(4, format!("deployment.dp={}", c.dp));
+    }
     if let Some(b) = base.scheduler.max_num_batched_tokens {
         if b < c.max_num_seqs {
             sets.push(format!(
@@ -1252,7 +1326,7 @@ pub(crate) fn load_overrides(
 /// The batch point of the chosen deployment and the discount as the TPOT SLO moves.
 fn batch_point(ctx: &Ctx<'_>, c: &CandidateResult, one: &Scenario) -> Result<(BatchPoint, u64)> {
     let price = c.price_usd_per_gpu_hour;
-    let tp = c.candidate.tp;
+    let tp = c.candidate.gpus();
     let at_capacity = c
         .cost_at_capacity
         .map_or(0.0, |x| x.usd_per_million_output_tokens);

@@ -16,6 +16,25 @@ pub enum WeightDtype {
     Fp16,
     /// FP8 (E4M3), 1 byte; FP8 tensor-core math where the GPU has it, else weight-only.
     Fp8,
+    /// NVFP4: 4-bit E2M1 values with one FP8 (E4M3) scale per 16, 4.5 bits; FP4 tensor-core
+    /// math where the GPU has it (Blackwell), else dequantized to BF16 in the GEMM's main loop
+    /// (the engines' W4A16 kernels on Hopper and Ampere).
+    Fp4,
+    /// MXFP4 (OCP microscaling): 4-bit E2M1 values with one E8M0 scale per 32, 4.25 bits, as
+    /// gpt-oss ships its experts; on Blackwell it runs with MXFP8 activations at the FP8 rate,
+    /// elsewhere dequantized to BF16.
+    Mxfp4,
+}
+
+/// The tensor-core math a GEMM runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmMath {
+    /// BF16/FP16 operands (also for weights dequantized from a narrower format).
+    Bf16,
+    /// FP8 operands.
+    Fp8,
+    /// FP4 operands (Blackwell).
+    Fp4,
 }
 
 impl WeightDtype {
@@ -24,6 +43,22 @@ impl WeightDtype {
         match self {
             WeightDtype::Bf16 | WeightDtype::Fp16 => 2.0,
             WeightDtype::Fp8 => 1.0,
+            // 4 bits + an 8-bit scale per 16 (NVFP4) or per 32 (MXFP4) elements.
+            WeightDtype::Fp4 => 0.5 + 1.0 / 16.0,
+            WeightDtype::Mxfp4 => 0.5 + 1.0 / 32.0,
+        }
+    }
+
+    /// The math a GEMM with weights in this format runs on a GPU with (`fp8`, `fp4`) tensor
+    /// cores: a narrower format than the GPU computes is dequantized to BF16 (FP8 on Ampere,
+    /// FP4 on Hopper), MXFP4 pairs with MXFP8 activations (FlashInfer's and TensorRT-LLM's
+    /// W4A8 MoE kernels for gpt-oss on Blackwell).
+    pub fn math(self, fp8: bool, fp4: bool) -> GemmMath {
+        match self {
+            WeightDtype::Fp8 if fp8 => GemmMath::Fp8,
+            WeightDtype::Fp4 if fp4 => GemmMath::Fp4,
+            WeightDtype::Mxfp4 if fp4 && fp8 => GemmMath::Fp8,
+            _ => GemmMath::Bf16,
         }
     }
 }
@@ -35,7 +70,11 @@ impl FromStr for WeightDtype {
             "bf16" | "bfloat16" | "auto" => Ok(WeightDtype::Bf16),
             "fp16" | "float16" | "half" => Ok(WeightDtype::Fp16),
             "fp8" | "fp8_e4m3" | "float8" => Ok(WeightDtype::Fp8),
-            _ => Err(format!("unknown dtype '{s}' (bf16, fp16, fp8)")),
+            "fp4" | "nvfp4" => Ok(WeightDtype::Fp4),
+            "mxfp4" => Ok(WeightDtype::Mxfp4),
+            _ => Err(format!(
+                "unknown dtype '{s}' (auto, bf16, fp16, fp8, fp4, mxfp4)"
+            )),
         }
     }
 }
@@ -46,6 +85,8 @@ impl fmt::Display for WeightDtype {
             WeightDtype::Bf16 => "bf16",
             WeightDtype::Fp16 => "fp16",
             WeightDtype::Fp8 => "fp8",
+            WeightDtype::Fp4 => "fp4",
+            WeightDtype::Mxfp4 => "mxfp4",
         })
     }
 }
@@ -91,6 +132,10 @@ impl KvDtype {
             (KvDtype::Auto, WeightDtype::Bf16) => KvDtype::Bf16,
             (KvDtype::Auto, WeightDtype::Fp16) => KvDtype::Fp16,
             (KvDtype::Auto, WeightDtype::Fp8) => KvDtype::Fp8,
+            // NVIDIA's NVFP4 checkpoints (ModelOpt) declare an FP8 KV cache; gpt-oss's MXFP4
+            // checkpoint declares none.
+            (KvDtype::Auto, WeightDtype::Fp4) => KvDtype::Fp8,
+            (KvDtype::Auto, WeightDtype::Mxfp4) => KvDtype::Bf16,
             (explicit, _) => explicit,
         }
     }

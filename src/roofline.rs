@@ -5,107 +5,23 @@
 //! profile's calibrated curves; the per-layer and per-step fixed costs and the engine's host
 //! overhead are separate, named terms of the [`StepBreakdown`].
 
+mod deployment;
 pub mod kernels;
+mod layers;
 mod memory;
+pub mod parallel;
 
+pub use deployment::{Deployment, ModuleFormats};
 pub use memory::{plan_memory, MemoryPlan};
 
 use serde::Serialize;
 
-use crate::engine::EngineProfile;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::GpuProfile;
-use crate::model::ModelSpec;
-use crate::precision::{KvDtype, WeightDtype};
+use crate::precision::{GemmMath, KvDtype};
 
 /// Bytes per activation element (activations are 16-bit whatever the weight format).
 pub const ACT_BYTES: f64 = 2.0;
-
-/// What runs where: a model on a GPU type, split over `tp` GPUs, in given formats.
-#[derive(Debug, Clone)]
-pub struct Deployment {
-    /// The model.
-    pub model: ModelSpec,
-    /// The GPU type.
-    pub gpu: GpuProfile,
-    /// The serving engine.
-    pub engine: EngineProfile,
-    /// Tensor-parallel degree (GPUs per replica).
-    pub tp: u32,
-    /// Weight format.
-    pub weight_dtype: WeightDtype,
-    /// KV-cache format.
-    pub kv_dtype: KvDtype,
-}
-
-impl Deployment {
-    /// Checks that the TP degree splits the model: it must divide the attention heads, and the
-    /// KV heads must divide by it or be replicated across it.
-    pub fn validate(&self) -> Result<()> {
-        let m = &self.model;
-        let tp = self.tp as u64;
-        if tp == 0 {
-            return Err(Error::Infeasible(
-                "tensor-parallel size must be >= 1".into(),
-            ));
-        }
-        if m.num_attention_heads % tp != 0 {
-            let fits: Vec<String> = (1..=m.num_attention_heads.min(64))
-                .filter(|t| m.num_attention_heads % t == 0 && t.is_power_of_two())
-                .map(|t| t.to_string())
-                .collect();
-            return Err(Error::Infeasible(format!(
-                "tensor-parallel size {tp} does not divide the {} attention heads of {}; use one of {}",
-                m.num_attention_heads,
-                m.name,
-                fits.join(", ")
-            )));
-        }
-        if tp <= m.num_kv_heads && m.num_kv_heads % tp != 0
-            || tp > m.num_kv_heads && tp % m.num_kv_heads != 0
-        {
-            return Err(Error::Infeasible(format!(
-                "tensor-parallel size {tp} neither divides nor is a multiple of the {} KV heads of {}",
-                m.num_kv_heads, m.name
-            )));
-        }
-        Ok(())
-    }
-
-    /// KV heads held by each GPU (replicated when TP exceeds the KV heads).
-    pub fn kv_heads_per_gpu(&self) -> u64 {
-        (self.model.num_kv_heads / self.tp as u64).max(1)
-    }
-
-    /// KV-cache bytes per token on each GPU.
-    pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
-        2.0 * self.model.num_layers as f64
-            * (self.kv_heads_per_gpu() * self.model.head_dim) as f64
-            * self.kv_dtype.bytes()
-    }
-
-    /// Weight bytes held by each GPU: linear layers in the weight format, embeddings and
-    /// LM head (vocab-parallel) in 16 bits, norms replicated.
-    pub fn weight_bytes_per_gpu(&self) -> f64 {
-        let m = &self.model;
-        let tp = self.tp as f64;
-        let lp = m.layer_params();
-        let experts = m.num_experts() as f64;
-        let linear = lp.qkv + lp.o + experts * (lp.gate_up + lp.down) + lp.router;
-        let head = if m.tie_word_embeddings {
-            0.0
-        } else {
-            m.lm_head_params()
-        };
-        let per_layer = linear / tp * self.weight_dtype.bytes() + lp.norms * ACT_BYTES;
-        m.num_layers as f64 * per_layer + (m.embedding_params() + head) / tp * ACT_BYTES
-    }
-
-    /// Whether the weight GEMMs run on FP8 tensor cores (FP8 weights on a GPU that has them).
-    pub fn fp8_gemms(&self) -> bool {
-        self.weight_dtype == WeightDtype::Fp8 && self.gpu.supports_fp8()
-    }
-}
 
 /// The shape of one iteration's batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -191,6 +107,11 @@ pub struct StepBreakdown {
     pub attention_s: f64,
     /// Tensor-parallel all-reduces.
     pub allreduce_s: f64,
+    /// MoE layers' token exchange: the expert-parallel all-to-all (dispatch and combine) or,
+    /// with attention data parallelism and no expert parallelism, the all-gather and
+    /// reduce-scatter around the experts (0 without data parallelism).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub expert_comm_s: f64,
     /// Norms, rotary, activation, residual adds, embedding, sampling.
     pub small_ops_s: f64,
     /// Kernel-launch time not hidden by CUDA graphs (0 when graphs are replayed).
@@ -204,14 +125,21 @@ pub struct StepBreakdown {
     pub total_s: f64,
 }
 
-/// Per-layer GEMM shapes on one GPU: (weight elements, input width, output width).
+/// The routed experts of the MoE layers as one GPU runs them.
 #[derive(Debug, Clone, Copy)]
-struct GemmShape {
-    weights: f64,
-    k: f64,
-    n: f64,
-    /// Whether this is an expert GEMM (weights are per expert).
-    expert: bool,
+struct ExpertShape {
+    /// Routed experts of the model.
+    experts: f64,
+    /// Experts each token picks.
+    top_k: f64,
+    /// Intermediate width of one expert on this GPU (split by `tp x dp / ep`).
+    inter: f64,
+    /// Bytes per expert weight.
+    weight_bytes: f64,
+    /// Their tensor-core math.
+    math: GemmMath,
+    /// Bytes per element of a dispatched token (FP8 when the experts take FP8 activations).
+    dispatch_bytes: f64,
 }
 
 /// The step-time model of one deployment, with the per-token-count terms precomputed.
@@ -219,31 +147,51 @@ struct GemmShape {
 pub struct StepTimeModel {
     dep: Deployment,
     layers: f64,
-    gemms: Vec<GemmShape>,
-    router_weights: f64,
-    lm_head: GemmShape,
+    /// The token-count work of each kind of layer.
+    layer_costs: Vec<layers::LayerCost>,
+    /// The attention of each kind of layer.
+    attention: Vec<layers::AttentionCost>,
+    /// Layers whose decode reads the whole context (full and chunked attention).
+    context_layers: f64,
+    /// The routed experts (MoE models).
+    experts: Option<ExpertShape>,
+    /// LM head: (input width, output width per GPU).
+    lm_head: (f64, f64),
     kv_bytes_per_ctx_token_layer: f64,
+    /// Decode math per context token as an equivalent query width.
     q_width: f64,
+    /// Prefill math per (query, key) pair as an equivalent query width.
+    prefill_q_width: f64,
     /// The GPU curves of kernels queued back to back: every kernel's fixed time is shorter by
     /// the launch latency that isolated kernel timings include, since in an iteration the
     /// kernels are queued back to back (replayed from a CUDA graph, or launched by a host that
     /// runs ahead of the GPU). When the host cannot run ahead (no graph, short kernels),
-    /// [`StepTimeModel::launch_time`] bounds the step by the launches instead.
+    /// [`StepTimeModel::cpu_launch_time`] bounds the step by the launches instead.
     queued_gpu: GpuProfile,
     /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
     attention_rate: f64,
-    elementwise_bytes_per_token_layer: f64,
-    small_kernels_per_layer: f64,
     kernels_per_layer: f64,
     /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
     /// bytes (0: always NCCL).
     custom_allreduce_max_bytes: f64,
-    /// Intermediate width of one expert on this GPU (MoE models; experts split by TP).
-    expert_inter: f64,
-    /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce) in ns, by tokens.
+    /// Attention data-parallel ranks, as a float (the batch is split evenly over them).
+    dp: f64,
+    /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce, expert
+    /// communication) in ns, by tokens per data-parallel rank.
     table_ns: Vec<u64>,
     /// Multiplier on every step time, dimensionless (1 = as modelled; 1.2 = 20% slower).
     time_scale: f64,
+}
+
+/// The token-count terms of a step, whole model, seconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct TokenTerms {
+    gemm: f64,
+    stream: f64,
+    small: f64,
+    allreduce: f64,
+    /// Expert-parallel all-to-all, or the gather/scatter of data-parallel MoE layers.
+    expert_comm: f64,
 }
 
 impl StepTimeModel {
@@ -253,53 +201,37 @@ impl StepTimeModel {
         let m = &dep.model;
         let tp = dep.tp as f64;
         let h = m.hidden_size as f64;
-        let q = m.q_dim() as f64 / tp;
-        let kv = (dep.kv_heads_per_gpu() * m.head_dim) as f64;
-        let f = m.intermediate_size as f64 / tp;
-        let gemms = vec![
-            GemmShape {
-                weights: h * (q + 2.0 * kv),
-                k: h,
-                n: q + 2.0 * kv,
-                expert: false,
-            },
-            GemmShape {
-                weights: q * h,
-                k: q,
-                n: h,
-                expert: false,
-            },
-            GemmShape {
-                weights: h * 2.0 * f,
-                k: h,
-                n: 2.0 * f,
-                expert: m.moe.is_some(),
-            },
-            GemmShape {
-                weights: f * h,
-                k: f,
-                n: h,
-                expert: m.moe.is_some(),
-            },
-        ];
-        let v = m.vocab_size as f64 / tp;
-        let kv_bytes = dep.kv_dtype.bytes();
+        let shape = dep.attention_shape();
+        let attention = dep.attention_costs();
+        let experts = m.moe.as_ref().map(|x| {
+            let math = dep.math(dep.formats.experts);
+            ExpertShape {
+                experts: x.num_experts as f64,
+                top_k: x.experts_per_token as f64,
+                inter: m.expert_intermediate() as f64 / (dep.gpus() / dep.ep) as f64,
+                weight_bytes: dep.formats.experts.bytes(),
+                math,
+                dispatch_bytes: if math == GemmMath::Bf16 {
+                    ACT_BYTES
+                } else {
+                    1.0
+                },
+            }
+        });
         let mut model = StepTimeModel {
             layers: m.num_layers as f64,
-            gemms,
-            router_weights: if m.moe.is_some() {
-                h * m.num_experts() as f64
-            } else {
-                0.0
-            },
-            lm_head: GemmShape {
-                weights: h * v,
-                k: h,
-                n: v,
-                expert: false,
-            },
-            kv_bytes_per_ctx_token_layer: 2.0 * kv * kv_bytes,
-            q_width: q,
+            layer_costs: dep.layer_costs(),
+            context_layers: attention
+                .iter()
+                .filter(|a| !matches!(a.span, layers::Span::Window(_)))
+                .map(|a| a.count)
+                .sum(),
+            attention,
+            experts,
+            lm_head: (h, m.vocab_size as f64 / tp),
+            kv_bytes_per_ctx_token_layer: shape.kv_bytes_per_ctx_token_layer,
+            q_width: shape.decode_width,
+            prefill_q_width: shape.prefill_width,
             queued_gpu: {
                 let mut g = dep.gpu.clone();
                 let hidden = g.small_ops.launch_s;
@@ -313,16 +245,6 @@ impl StepTimeModel {
             } else {
                 dep.gpu.gemm.bf16_flops_per_s
             },
-            // Serving engines fuse the residual add into RMSNorm (vLLM fused_add_rms_norm,
-            // TensorRT-LLM's fused residual norm): 2 such kernels (read 2h, write 2h), rotary
-            // on q and k (read+write), SiLU-and-mul (read 2f, write f; for MoE it is part of
-            // the fused-MoE chain); 16-bit activations.
-            elementwise_bytes_per_token_layer: (8.0 * h
-                + 2.0 * (q + kv)
-                + if m.moe.is_some() { 0.0 } else { 3.0 * f })
-                * ACT_BYTES,
-            small_kernels_per_layer: if m.moe.is_some() { 3.0 } else { 4.0 },
-            expert_inter: f,
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine
@@ -332,6 +254,7 @@ impl StepTimeModel {
             } else {
                 0.0
             },
+            dp: dep.dp as f64,
             table_ns: Vec::new(),
             time_scale: 1.0,
             dep,
@@ -339,86 +262,123 @@ impl StepTimeModel {
         let n = max_tokens as usize + 1;
         let mut table = Vec::with_capacity(n);
         for t in 0..n {
-            let (gemm, _, small, ar) = model.token_terms(t as f64);
-            table.push(secs_to_ns(gemm + small + ar));
+            let x = model.token_terms(t as f64);
+            table.push(secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm));
         }
         model.table_ns = table;
         Ok(model)
     }
 
-    /// One GEMM of this deployment's weight format; returns (time, streaming part).
-    fn gemm_time(&self, g: &GpuProfile, weights: f64, k: f64, n: f64, tokens: f64) -> (f64, f64) {
-        debug_assert!((weights - k * n).abs() <= 1e-6 * weights.max(1.0));
-        kernels::gemm_s(
-            g,
-            tokens,
-            k,
-            n,
-            self.dep.weight_dtype.bytes(),
-            self.dep.fp8_gemms(),
-        )
+    /// One GEMM of this deployment's attention format; returns (time, streaming part).
+    fn gemm_time(&self, g: &GpuProfile, k: f64, n: f64, tokens: f64) -> (f64, f64) {
+        let f = self.dep.formats.attention;
+        kernels::gemm_math_s(g, tokens, k, n, f.bytes(), self.dep.math(f))
     }
 
-    /// Token-count terms for the whole model: (gemm, weight-stream part, small ops, all-reduce).
-    fn token_terms(&self, tokens: f64) -> (f64, f64, f64, f64) {
+    /// The routed experts of one MoE layer on one GPU for `tokens` tokens per data-parallel
+    /// rank: (grouped GEMM time, its weight streaming, routing and permutation kernels,
+    /// expert communication). Experts split tensor-parallel (EP 1) run every token of every
+    /// rank through a slice of each active expert; expert-parallel ranks run whole experts
+    /// for the pairs routed to them, and the busiest rank sets the pace
+    /// ([`parallel::expert_straggler`]).
+    fn expert_terms(&self, x: &ExpertShape, tokens: f64) -> (f64, f64, f64, f64) {
+        let g = &self.queued_gpu;
+        let dep = &self.dep;
+        let h = self.dep.model.hidden_size as f64;
+        let all = tokens * self.dp;
+        let gpus = dep.gpus();
+        let active = kernels::expected_active_experts(all, x.experts, x.top_k);
+        let (routed, work) = if dep.ep <= 1 {
+            let work = kernels::ExpertWork {
+                active: active.max(1.0),
+                top_k: x.top_k,
+                pairs: all * x.top_k,
+                hidden: h,
+                inter: x.inter,
+                weight_bytes: x.weight_bytes,
+                math: x.math,
+            };
+            (all, work)
+        } else {
+            let r = dep.redundant_experts as f64;
+            let ep = dep.ep as f64;
+            let gamma = parallel::expert_straggler(all, x.experts, x.top_k, dep.ep, r);
+            let work = kernels::ExpertWork {
+                active: active / x.experts * (x.experts + r) / ep,
+                top_k: x.top_k,
+                pairs: all * x.top_k / ep * gamma,
+                hidden: h,
+                inter: x.inter,
+                weight_bytes: x.weight_bytes,
+                math: x.math,
+            };
+            (tokens, work)
+        };
+        let (t, st, routing) = kernels::fused_moe_work_s(g, routed, x.experts, &work);
+        let comm = if dep.dp <= 1 {
+            // Tokens are on every GPU of the TP group: the layer's all-reduce sums the
+            // experts' outputs.
+            0.0
+        } else if dep.ep <= 1 {
+            parallel::gather_scatter_s(g, all * h * ACT_BYTES, gpus)
+        } else {
+            let per_gpu = tokens / dep.tp as f64;
+            parallel::all_to_all_s(g, per_gpu, h, x.top_k, dep.ep, x.dispatch_bytes)
+                + parallel::all_to_all_s(g, per_gpu, h, x.top_k, dep.ep, ACT_BYTES)
+        };
+        (t, st, routing, comm)
+    }
+
+    /// Token-count terms for the whole model at `tokens` tokens per data-parallel rank.
+    fn token_terms(&self, tokens: f64) -> TokenTerms {
+        let mut out = TokenTerms::default();
         if tokens <= 0.0 {
-            return (0.0, 0.0, 0.0, 0.0);
+            return out;
         }
         let g = &self.queued_gpu;
         let m = &self.dep.model;
-        let mut gemm = 0.0;
-        let mut stream = 0.0;
-        let mut moe_small = 0.0;
-        for s in self.gemms.iter().filter(|s| !s.expert) {
-            let (t, st) = self.gemm_time(g, s.weights, s.k, s.n, tokens);
-            gemm += t;
-            stream += st;
+        let h = m.hidden_size as f64;
+        let allreduce = parallel::allreduce_span_s(
+            g,
+            tokens * h * ACT_BYTES,
+            self.dep.tp,
+            self.custom_allreduce_max_bytes,
+        );
+        for c in &self.layer_costs {
+            let mut gemm = 0.0;
+            let mut stream = 0.0;
+            let mut moe_small = 0.0;
+            let mut comm = 0.0;
+            for s in &c.gemms {
+                let (t, st) = kernels::gemm_math_s(g, tokens, s.k, s.n, s.weight_bytes, s.math);
+                gemm += t;
+                stream += st;
+            }
+            let mut layer_ar = 2.0 * allreduce;
+            if let (true, Some(x)) = (c.moe, &self.experts) {
+                let (t, st, routing, moe_comm) = self.expert_terms(x, tokens);
+                gemm += t;
+                stream += st;
+                moe_small = routing;
+                comm = moe_comm;
+                // The router: h x experts, 16-bit (the engines keep it unquantized).
+                gemm += kernels::gemm_math_s(g, tokens, h, x.experts, ACT_BYTES, GemmMath::Bf16).0;
+                if self.dep.dp > 1 {
+                    // The experts' outputs come back by the all-to-all or the scatter; the
+                    // attention's all-reduce stays.
+                    layer_ar = allreduce;
+                }
+            }
+            let small = c.small_kernels
+                * kernels::small_op_s(g, tokens * c.elementwise_bytes_per_token / c.small_kernels)
+                + moe_small;
+            out.gemm += c.count * gemm;
+            out.stream += c.count * stream;
+            out.small += c.count * small;
+            out.allreduce += c.count * layer_ar;
+            out.expert_comm += c.count * comm;
         }
-        if let Some(moe) = &m.moe {
-            let (t, st, routing) = kernels::fused_moe_s(
-                g,
-                tokens,
-                moe.num_experts as f64,
-                moe.experts_per_token as f64,
-                m.hidden_size as f64,
-                self.expert_inter,
-                self.dep.weight_dtype.bytes(),
-                self.dep.fp8_gemms(),
-            );
-            gemm += t;
-            stream += st;
-            moe_small = routing;
-        }
-        if self.router_weights > 0.0 {
-            gemm += self
-                .gemm_time(
-                    g,
-                    self.router_weights,
-                    m.hidden_size as f64,
-                    m.num_experts() as f64,
-                    tokens,
-                )
-                .0;
-        }
-        let small = self.small_kernels_per_layer
-            * kernels::small_op_s(
-                g,
-                tokens * self.elementwise_bytes_per_token_layer / self.small_kernels_per_layer,
-            )
-            + moe_small;
-        let ar = 2.0
-            * kernels::engine_allreduce_s(
-                g,
-                tokens * m.hidden_size as f64 * ACT_BYTES,
-                self.dep.tp,
-                self.custom_allreduce_max_bytes,
-            );
-        (
-            self.layers * gemm,
-            self.layers * stream,
-            self.layers * small,
-            self.layers * ar,
-        )
+        out
     }
 
     /// The time of one iteration with its breakdown by operator class.
@@ -428,27 +388,21 @@ impl StepTimeModel {
             return StepBreakdown::default();
         }
         let g = &self.queued_gpu;
-        let (gemm_s, weight_stream_s, layer_small, allreduce_s) =
-            self.token_terms(self.padded_tokens(b) as f64);
+        let x = self.token_terms(self.padded_tokens(b) as f64);
         let sampled = self.lm_head_rows(b);
-        let (lm_head_s, _) = self.gemm_time(
-            g,
-            self.lm_head.weights,
-            self.lm_head.k,
-            self.lm_head.n,
-            sampled,
-        );
+        let (lm_head_s, _) = self.gemm_time(g, self.lm_head.0, self.lm_head.1, sampled);
         let attention_s = self.attention_time(b);
         // Per step: embedding gather, final norm, sampling (3 small kernels).
-        let small_ops_s = layer_small + 3.0 * g.small_ops.kernel_s;
-        let gpu_s = gemm_s + lm_head_s + attention_s + allreduce_s + small_ops_s;
+        let small_ops_s = x.small + 3.0 * g.small_ops.kernel_s;
+        let gpu_s = x.gemm + lm_head_s + attention_s + x.allreduce + small_ops_s + x.expert_comm;
         let (launch_s, host_s, host_overlap_s) = self.host_terms(b, gpu_s);
         StepBreakdown {
-            gemm_s,
-            weight_stream_s,
+            gemm_s: x.gemm,
+            weight_stream_s: x.stream,
             lm_head_s,
             attention_s,
-            allreduce_s,
+            allreduce_s: x.allreduce,
+            expert_comm_s: x.expert_comm,
             small_ops_s,
             launch_s,
             host_s,
@@ -498,22 +452,46 @@ impl StepTimeModel {
         }
     }
 
+    /// Decode and prefill attention of every layer on one GPU. With attention data
+    /// parallelism each rank attends for its share of the requests (the batch split evenly).
+    /// Window layers read `window` tokens per decoding request; chunked and window layers'
+    /// prefill rows read at most their chunk or window of keys.
     fn attention_time(&self, b: &BatchShape) -> f64 {
         let g = &self.queued_gpu;
-        let per_layer = kernels::decode_attention_s(
-            g,
-            b.decode_context_tokens as f64,
-            self.decode_hbm_context_tokens(b),
-            self.kv_bytes_per_ctx_token_layer,
-            self.q_width,
-        ) + kernels::prefill_attention_at_rate_s(
-            g,
-            b.prefill_attention_units,
-            b.prefill_tokens as f64,
-            self.q_width,
-            self.attention_rate,
-        );
-        self.layers * per_layer
+        let dp = self.dp;
+        let ctx = b.decode_context_tokens as f64 / dp;
+        let hbm = self.decode_hbm_context_tokens(b) / dp;
+        let units = b.prefill_attention_units / dp;
+        let prefill = b.prefill_tokens as f64 / dp;
+        let seqs = b.decode_seqs as f64 / dp;
+        let mut total = 0.0;
+        for a in &self.attention {
+            let (dec, dec_hbm, pre) = match a.span {
+                layers::Span::Full => (ctx, hbm, units),
+                layers::Span::Chunk(c) => (ctx, hbm, units.min(prefill * c)),
+                layers::Span::Window(w) => (seqs * w, seqs * w, units.min(prefill * w)),
+            };
+            let per_layer = kernels::decode_attention_s(
+                g,
+                dec,
+                dec_hbm,
+                self.kv_bytes_per_ctx_token_layer,
+                self.q_width,
+            ) + kernels::prefill_attention_at_rate_s(
+                g,
+                pre,
+                prefill,
+                self.prefill_q_width,
+                self.attention_rate,
+            );
+            total += a.count * per_layer;
+        }
+        total
+    }
+
+    /// Tokens of the iteration on one data-parallel rank (the batch split evenly).
+    fn rank_tokens(&self, b: &BatchShape) -> u32 {
+        b.tokens().div_ceil(self.dep.dp.max(1))
     }
 
     /// Whether the iteration replays a CUDA graph: the engine captures graphs, the iteration
@@ -522,14 +500,14 @@ impl StepTimeModel {
     fn graphed(&self, b: &BatchShape) -> bool {
         let s = &self.dep.engine.scheduler;
         s.cuda_graphs
-            && b.tokens() <= s.graph_limit_tokens()
+            && self.rank_tokens(b) <= s.graph_limit_tokens()
             && (s.cuda_graph_mixed || b.prefill_tokens == 0)
     }
 
-    /// Tokens the GEMMs, small ops and all-reduces run on: a graphed iteration is padded to
-    /// the smallest captured size that holds it.
+    /// Tokens per data-parallel rank the GEMMs, small ops and all-reduces run on: a graphed
+    /// iteration is padded to the smallest captured size that holds it.
     fn padded_tokens(&self, b: &BatchShape) -> u32 {
-        let t = b.tokens();
+        let t = self.rank_tokens(b);
         if !self.graphed(b) {
             return t;
         }
@@ -546,10 +524,10 @@ impl StepTimeModel {
         n_kernels * kernels::empty_kernel_s(&self.dep.gpu)
     }
 
-    /// Sequences whose logits the LM head computes: the sampled ones, or for a padded pure
-    /// decode the whole padded batch.
+    /// Sequences whose logits the LM head computes on one rank: the sampled ones, or for a
+    /// padded pure decode the whole padded batch.
     fn lm_head_rows(&self, b: &BatchShape) -> f64 {
-        let sampled = b.sampled_seqs.max(1);
+        let sampled = b.sampled_seqs.div_ceil(self.dep.dp.max(1)).max(1);
         if b.prefill_tokens == 0 {
             sampled.max(self.padded_tokens(b)) as f64
         } else {
@@ -557,20 +535,23 @@ impl StepTimeModel {
         }
     }
 
+    /// The engine's host time: each data-parallel rank's scheduler handles its own share of
+    /// the sequences, at the same time as the others.
     fn host_time(&self, b: &BatchShape) -> f64 {
         let h = &self.dep.engine.host;
-        h.per_iteration_s + h.per_sequence_s * (b.decode_seqs + b.prefill_seqs) as f64
+        h.per_iteration_s + h.per_sequence_s * ((b.decode_seqs + b.prefill_seqs) as f64 / self.dp)
     }
 
-    /// The token-count terms of a step (GEMMs, small ops, all-reduce) for `t` padded tokens,
-    /// ns: from the precomputed table, or computed past its end.
+    /// The token-count terms of a step (GEMMs, small ops, all-reduce, expert communication)
+    /// for `t` padded tokens per rank, ns: from the precomputed table, or computed past its
+    /// end.
     #[inline]
     fn token_table_ns(&self, t: usize) -> u64 {
         match self.table_ns.get(t) {
             Some(&ns) => ns,
             None => {
-                let (gemm, _, small, ar) = self.token_terms(t as f64);
-                secs_to_ns(gemm + small + ar)
+                let x = self.token_terms(t as f64);
+                secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm)
             }
         }
     }
@@ -584,23 +565,33 @@ impl StepTimeModel {
         debug_assert_eq!(b.prefill_tokens, 0);
         let table = self.token_table_ns(self.padded_tokens(b) as usize);
         let g = &self.queued_gpu;
-        let lm =
-            self.gemm_time(
-                g,
-                self.lm_head.weights,
-                self.lm_head.k,
-                self.lm_head.n,
-                self.lm_head_rows(b),
-            )
-            .0 + 3.0 * g.small_ops.kernel_s;
+        let lm = self
+            .gemm_time(g, self.lm_head.0, self.lm_head.1, self.lm_head_rows(b))
+            .0
+            + 3.0 * g.small_ops.kernel_s;
         // The GPU time is `base + layers x (fixed + max(hbm x kv / bw, 4 q ctx / rate))` with
         // hbm = ctx less the L2-served repeat reads (kernels::decode_attention_s): two lines.
-        let base = table as f64 * 1e-9 + lm + self.layers * g.attention.fixed_s;
+        // Window layers read a fixed number of tokens per request: part of the base.
+        let mut base = table as f64 * 1e-9 + lm + self.context_layers * g.attention.fixed_s;
+        let seqs = b.decode_seqs as f64 / self.dp;
+        for a in &self.attention {
+            if let layers::Span::Window(w) = a.span {
+                let read = seqs * w;
+                base += a.count
+                    * kernels::decode_attention_s(
+                        g,
+                        read,
+                        read,
+                        self.kv_bytes_per_ctx_token_layer,
+                        self.q_width,
+                    );
+            }
+        }
         let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
         let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
         let repeat = self.decode_l2_repeat_tokens(b);
-        let mem_slope = self.layers * self.kv_bytes_per_ctx_token_layer / bw;
-        let flop_slope = self.layers * 4.0 * self.q_width / rate;
+        let mem_slope = self.context_layers * self.kv_bytes_per_ctx_token_layer / bw / self.dp;
+        let flop_slope = self.context_layers * 4.0 * self.q_width / rate / self.dp;
         // Host side (host_terms): a synchronous engine adds its host time to the longer of the
         // GPU and the launches; an asynchronous one takes the longer of the GPU and the host.
         let launch = self.cpu_launch_time(b);
@@ -637,15 +628,8 @@ impl StepTimeModel {
         let table = self.token_table_ns(self.padded_tokens(b) as usize);
         let g = &self.queued_gpu;
         let sampled = self.lm_head_rows(b);
-        let lm =
-            self.gemm_time(
-                g,
-                self.lm_head.weights,
-                self.lm_head.k,
-                self.lm_head.n,
-                sampled,
-            )
-            .0 + 3.0 * g.small_ops.kernel_s;
+        let lm = self.gemm_time(g, self.lm_head.0, self.lm_head.1, sampled).0
+            + 3.0 * g.small_ops.kernel_s;
         let attn = self.attention_time(b);
         let gpu_s = table as f64 * 1e-9 + lm + attn;
         let (launch, host, overlap) = self.host_terms(b, gpu_s);
@@ -664,6 +648,10 @@ impl StepTimeModel {
         self.time_scale = scale;
         self
     }
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Fraction bits of [`DecodeStep`]'s fixed-point lines (units of 2^-24 ns).
@@ -742,7 +730,9 @@ pub fn secs_to_ns(s: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::EngineProfile;
     use crate::model::load_model;
+    use crate::precision::WeightDtype;
 
     fn model(name: &str, gpu: &str, tp: u32) -> StepTimeModel {
         // The tests read `dep` back from the model to vary one thing at a time.
@@ -751,7 +741,11 @@ mod tests {
             gpu: GpuProfile::load(gpu).unwrap(),
             engine: EngineProfile::load("vllm").unwrap(),
             tp,
+            dp: 1,
+            ep: 1,
+            redundant_experts: 0,
             weight_dtype: WeightDtype::Bf16,
+            formats: ModuleFormats::uniform(WeightDtype::Bf16),
             kv_dtype: KvDtype::Auto,
         };
         StepTimeModel::new(dep, 2048).unwrap()
@@ -810,6 +804,7 @@ mod tests {
     fn graphed_decodes_run_the_padded_size_and_mixed_ones_do_not() {
         let mut dep = model("llama-3.1-70b", "h100-sxm", 4).dep;
         dep.weight_dtype = WeightDtype::Fp8;
+        dep.formats = ModuleFormats::uniform(WeightDtype::Fp8);
         dep.engine = EngineProfile::load("trtllm").unwrap();
         dep.engine.scheduler.max_num_seqs = 1024;
         let m = StepTimeModel::new(dep, 4096).unwrap();
@@ -874,16 +869,15 @@ mod tests {
         let (many, r64) = per_layer(64.0);
         assert!(many > 3.0 * one, "{one} {many}");
         assert!(r64 > r1 && r1 > 0.0);
-        // The step model charges exactly that chain per layer, beside the dense GEMMs.
+        // The step model charges exactly that chain per layer, beside the dense GEMMs and the
+        // 16-bit router.
         let b = m.breakdown(&BatchShape::decode(1, 100));
-        let dense: f64 = m
+        let dense: f64 = m.layer_costs[0]
             .gemms
             .iter()
-            .filter(|g| !g.expert)
-            .map(|g| m.gemm_time(&m.queued_gpu, g.weights, g.k, g.n, 1.0).0)
+            .map(|g| m.gemm_time(&m.queued_gpu, g.k, g.n, 1.0).0)
             .sum::<f64>()
-            + m.gemm_time(&m.queued_gpu, m.router_weights, 4096.0, 8.0, 1.0)
-                .0;
+            + kernels::gemm_math_s(&m.queued_gpu, 1.0, 4096.0, 8.0, 2.0, GemmMath::Bf16).0;
         assert!(
             (b.gemm_s - 32.0 * (dense + one)).abs() < 1e-9 * b.gemm_s,
             "{b:?}"

@@ -27,7 +27,7 @@ use crate::gpu::GpuProfile;
 use crate::metrics::steady_state::{SteadyStateConfig, Targets};
 use crate::model::load_model;
 use crate::precision::{KvDtype, WeightDtype};
-use crate::roofline::{plan_memory, Deployment, MemoryPlan, StepTimeModel};
+use crate::roofline::{plan_memory, Deployment, MemoryPlan, ModuleFormats, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
 use crate::workload::WorkloadConfig;
 
@@ -42,10 +42,23 @@ pub struct DeploymentConfig {
     pub model: String,
     /// GPU profile name or path.
     pub gpu: String,
-    /// Tensor-parallel size (GPUs per replica).
+    /// Tensor-parallel size (GPUs per replica, per attention data-parallel rank).
     #[serde(default = "one")]
     pub tp: u32,
-    /// Weight format: bf16, fp16, fp8.
+    /// Attention data-parallel ranks of a replica (vLLM `--data-parallel-size`, SGLang
+    /// `--dp-size --enable-dp-attention`); a replica has `tp x dp` GPUs.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dp: u32,
+    /// Expert-parallel size of the MoE layers (vLLM `--enable-expert-parallel` is `tp x dp`,
+    /// SGLang `--ep-size`); 1 splits every expert over the replica's GPUs instead.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub ep: u32,
+    /// Redundant expert replicas per MoE layer placed by the expert-parallel load balancer
+    /// (EPLB), spread over the expert-parallel ranks.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub redundant_experts: u32,
+    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the checkpoint's own
+    /// formats, module by module, from its `quantization_config`; bf16 when it has none).
     #[serde(default = "default_dtype")]
     pub dtype: String,
     /// KV-cache format: auto, fp8.
@@ -88,6 +101,12 @@ pub struct DeploymentConfig {
 
 fn one() -> u32 {
     1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 fn unit_scale() -> f64 {
     1.0
@@ -242,6 +261,14 @@ pub struct PlanConfig {
     pub dtypes: Option<Vec<String>>,
     /// TP degrees to consider.
     pub tp: Option<Vec<u32>>,
+    /// Attention data-parallel sizes to consider (default: for a MoE model 1 and the size
+    /// that fills a node at each TP, else `deployment.dp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp: Option<Vec<u32>>,
+    /// Expert parallelism off (`false`: experts split tensor-parallel) and on (`true`: over
+    /// all `tp x dp` GPUs) to consider (default: both for a MoE model, else off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<Vec<bool>>,
     /// max_num_seqs values to consider.
     pub max_num_seqs: Option<Vec<u32>>,
     /// Share of requests that must meet every SLO at a sustainable rate, in (0, 1].
@@ -455,6 +482,9 @@ impl Scenario {
                 for (key, set) in [
                     ("autoscale", self.autoscale.is_some()),
                     ("faults", self.faults.is_some()),
+                    ("deployment.dp", d.dp != 1),
+                    ("deployment.ep", d.ep != 1),
+                    ("deployment.redundant_experts", d.redundant_experts != 0),
                 ] {
                     if set {
                         return Err(err(
@@ -565,7 +595,7 @@ impl Scenario {
                 p.sim.decode.gpus_per_replica,
                 p.sim.decode.router,
             ),
-            None => (d.replicas, d.tp, d.router),
+            None => (d.replicas, d.tp.saturating_mul(d.dp), d.router),
         };
         let sim = SimConfig {
             replicas,
@@ -677,13 +707,32 @@ pub fn resolve_deployment(
     mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
 ) -> Result<ResolvedDeployment> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
-    let weight_dtype: WeightDtype = d.dtype.parse().map_err(|e| err("deployment.dtype", e))?;
+    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
+    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
+        None
+    } else {
+        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
+    };
     let kv_setting: KvDtype = d
         .kv_cache_dtype
         .parse()
         .map_err(|e| err("deployment.kv_cache_dtype", e))?;
     if d.tp == 0 {
         return Err(err("deployment.tp", "must be >= 1, got 0".into()));
+    }
+    for (key, v) in [("deployment.dp", d.dp), ("deployment.ep", d.ep)] {
+        if !(1..=4096).contains(&v) {
+            return Err(err(key, format!("must be in 1..=4096, got {v}")));
+        }
+    }
+    if d.tp.saturating_mul(d.dp) > 4096 {
+        return Err(err(
+            "deployment.dp",
+            format!(
+                "tp x dp = {} GPUs per replica; at most 4096",
+                d.tp as u64 * d.dp as u64
+            ),
+        ));
     }
     if d.replicas == 0 || d.replicas > 100_000 {
         return Err(err(
@@ -696,30 +745,23 @@ pub fn resolve_deployment(
     let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
     let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
     let model = load_model(&d.model).map_err(at("deployment.model"))?;
+    let (weight_dtype, formats, kv_dtype) = resolve_formats(&model, explicit_dtype, kv_setting);
     engine.scheduler.for_gpu(&gpu);
     if let (Some(rule), Some(lengths)) = (engine.scheduler.workload_limits.clone(), mean_lengths) {
         if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
             let (input_tokens, output_tokens) = lengths()?;
-            let kv_dtype = kv_setting.resolve(weight_dtype);
-            let kv_heads = model.num_kv_heads.max(d.tp as u64) as f64;
             let inputs = crate::engine::LimitInputs {
                 params: model.total_params(),
-                weight_bytes: if weight_dtype == WeightDtype::Fp8 {
-                    1.0
-                } else {
-                    2.0
-                },
-                kv_bytes_per_token: 2.0
-                    * model.num_layers as f64
-                    * kv_heads
-                    * model.head_dim as f64
-                    * kv_dtype.bytes(),
+                weight_bytes: weight_dtype.bytes(),
+                kv_bytes_per_token: limit_kv_bytes_per_token(&model, d.tp, kv_dtype),
                 gpu_memory_bytes: gpu.datasheet.memory_bytes,
-                tp: d.tp,
+                tp: d.tp.saturating_mul(d.dp),
                 input_tokens,
                 output_tokens,
             };
             if let Some((seqs, tokens)) = rule.limits(&inputs) {
+                // The rule sizes the whole replica; each data-parallel rank takes its share.
+                let seqs = seqs.div_ceil(d.dp).max(1);
                 engine.scheduler.max_num_seqs = seqs;
                 engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
             }
@@ -785,10 +827,20 @@ pub fn resolve_deployment(
         gpu,
         engine,
         tp: d.tp,
+        dp: d.dp,
+        ep: d.ep,
+        redundant_experts: d.redundant_experts,
         weight_dtype,
-        kv_dtype: kv_setting.resolve(weight_dtype),
+        formats,
+        kv_dtype,
     };
-    deployment.validate().map_err(at("deployment.tp"))?;
+    deployment.validate().map_err(|e| {
+        let key = match e.to_string() {
+            m if m.contains("expert") => "deployment.ep",
+            _ => "deployment.tp",
+        };
+        Error::config(origin, key, e.to_string())
+    })?;
     let model_len = deployment
         .model
         .max_position_embeddings
@@ -842,10 +894,13 @@ pub fn resolve_deployment(
             ),
         ));
     }
+    // Each attention data-parallel rank runs its own scheduler with these limits; the
+    // simulated replica schedules for all of them at once (the load split evenly).
+    let ranks = d.dp;
     Ok(ResolvedDeployment {
         scheduler: SchedulerConfig {
-            max_num_seqs,
-            max_num_batched_tokens: max_batched,
+            max_num_seqs: max_num_seqs.saturating_mul(ranks),
+            max_num_batched_tokens: max_batched.saturating_mul(ranks),
             chunked_prefill: chunked,
             prefix_caching: prefix,
             block_size,
@@ -857,6 +912,53 @@ pub fn resolve_deployment(
         deployment,
         memory,
     })
+}
+
+/// The weight formats a deployment runs and its KV format: an explicit `dtype` puts every
+/// linear layer in it (the KV `auto` rule of [`KvDtype::resolve`]); `auto` runs the
+/// checkpoint's own formats module by module and the KV format it declares (16-bit when it
+/// declares none, as vLLM's `auto` does), or BF16 for an unquantized checkpoint. Returns
+/// (headline format, module formats, KV format).
+pub fn resolve_formats(
+    model: &crate::model::ModelSpec,
+    explicit: Option<WeightDtype>,
+    kv_setting: KvDtype,
+) -> (WeightDtype, ModuleFormats, KvDtype) {
+    match (explicit, &model.checkpoint) {
+        (Some(w), _) => (w, ModuleFormats::uniform(w), kv_setting.resolve(w)),
+        (None, None) => (
+            WeightDtype::Bf16,
+            ModuleFormats::uniform(WeightDtype::Bf16),
+            kv_setting.resolve(WeightDtype::Bf16),
+        ),
+        (None, Some(c)) => {
+            let formats = ModuleFormats {
+                attention: c.other,
+                dense: c.other,
+                experts: c.experts,
+            };
+            let headline = if model.moe.is_some() {
+                c.experts
+            } else {
+                c.other
+            };
+            let kv = match kv_setting {
+                KvDtype::Auto => c.kv_cache.unwrap_or(KvDtype::Bf16),
+                explicit => explicit,
+            };
+            (headline, formats, kv)
+        }
+    }
+}
+
+/// KV bytes per token of the whole replica as trtllm-bench's limit rule counts them: KV heads
+/// as `max(tp, kv_heads)` (each GPU keeps at least one), MLA's latent on every GPU.
+fn limit_kv_bytes_per_token(model: &crate::model::ModelSpec, tp: u32, kv: KvDtype) -> f64 {
+    if model.mla.is_some() {
+        return model.kv_bytes_per_token(kv.bytes()) * tp as f64;
+    }
+    let kv_heads = model.num_kv_heads.max(tp as u64) as f64;
+    2.0 * model.num_layers as f64 * kv_heads * model.head_dim as f64 * kv.bytes()
 }
 
 impl MeasureConfig {

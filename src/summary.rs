@@ -149,7 +149,8 @@ pub struct RunSummary {
     pub replicas: u32,
     /// KV-cache capacity per replica, tokens.
     pub kv_capacity_tokens: u64,
-    /// Weight format (`bf16`, `fp16`, `fp8`).
+    /// Weight format (`bf16`, `fp16`, `fp8`, `fp4`, `mxfp4`; `mxfp4 experts + bf16` when the
+    /// modules differ).
     pub weight_dtype: String,
     /// KV-cache format the run used, `auto` resolved (`bf16`, `fp16`, `fp8`).
     pub kv_cache_dtype: String,
@@ -471,7 +472,7 @@ impl Resolved {
             num_gpus: gpus,
             replicas: self.sim.replicas,
             kv_capacity_tokens: self.memory.kv_tokens,
-            weight_dtype: self.deployment.weight_dtype.to_string(),
+            weight_dtype: self.deployment.formats.label(),
             kv_cache_dtype: self.deployment.kv_dtype.to_string(),
             slo,
             truncated: out.truncated.clone(),

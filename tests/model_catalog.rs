@@ -24,8 +24,11 @@ fn catalog_is_not_empty_and_names_load() {
     }
 }
 
+/// Within 1% for models published as a language model alone; 3% (issue #28's bound) for the
+/// multimodal checkpoints (Llama-4) whose published totals include a vision encoder that
+/// servesim does not count.
 #[test]
-fn every_catalog_model_matches_its_published_parameter_count_within_1_percent() {
+fn every_catalog_model_matches_its_published_parameter_count() {
     for name in catalog_names() {
         let m = load_model(name).unwrap();
         assert!(
@@ -35,8 +38,9 @@ fn every_catalog_model_matches_its_published_parameter_count_within_1_percent() 
         );
         let derived = m.total_params();
         let err = (derived - m.published_params).abs() / m.published_params;
+        let bound = if name.starts_with("llama-4") { 0.03 } else { 0.01 };
         assert!(
-            err <= 0.01,
+            err <= bound,
             "{name}: derived {:.4e} vs published {:.4e} ({:.2}% off)",
             derived,
             m.published_params,

@@ -56,6 +56,21 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         ("router", V::String(a.router.clone())),
     ]);
     deployment.retain(|_, v| !matches!(v, V::String(s) if s.is_empty()));
+    // Data and expert parallelism only when set, so that a plain deployment reads as before.
+    let ep = if d.enable_expert_parallel {
+        d.tp.saturating_mul(d.dp)
+    } else {
+        d.ep
+    };
+    for (key, v, default) in [
+        ("dp", d.dp, 1),
+        ("ep", ep, 1),
+        ("redundant_experts", d.redundant_experts, 0),
+    ] {
+        if v != default {
+            deployment.insert(key.into(), V::Integer(v as i64));
+        }
+    }
     let disaggregated = a.prefill_replicas.is_some()
         || a.decode_replicas.is_some()
         || a.prefill_tp.is_some()

@@ -7,6 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{EstimateArgs, Format};
+use servesim::model::KvPerToken;
 use servesim::report::{CsvExporter, Exporter, JsonExporter, TableSheet, ToTable};
 use servesim::roofline::{BatchShape, MemoryPlan, StepBreakdown, StepTimeModel};
 use servesim::scenario::resolve_deployment;
@@ -16,6 +17,14 @@ struct Estimate {
     model: String,
     gpu: String,
     tp: u32,
+    /// Attention data-parallel ranks and expert-parallel size (GPUs per replica: tp x dp).
+    dp: u32,
+    ep: u32,
+    /// Parameters, all experts included (no multi-token-prediction module).
+    params_total: f64,
+    /// Parameters one token's forward pass multiplies (top-k and shared experts, LM head; not
+    /// the embedding table).
+    params_active: f64,
     dtype: String,
     kv_cache_dtype: String,
     engine: String,
@@ -24,7 +33,11 @@ struct Estimate {
     max_num_seqs: u32,
     max_num_batched_tokens: u32,
     weights_bytes_per_gpu: f64,
+    /// KV-cache bytes per token, whole model, every layer keeping every token.
     kv_bytes_per_token: f64,
+    /// The same by attention kind: full-attention layers keep every token; sliding-window and
+    /// chunked layers only their window (vLLM's hybrid KV allocator).
+    kv_by_attention: KvPerToken,
     memory: MemoryPlan,
     batch: BatchShape,
     step: StepBreakdown,
@@ -53,13 +66,18 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         model: dep.model.name.clone(),
         gpu: dep.gpu.name.clone(),
         tp: dep.tp,
-        dtype: dep.weight_dtype.to_string(),
+        dp: dep.dp,
+        ep: dep.ep,
+        params_total: dep.model.total_params(),
+        params_active: dep.model.active_params(),
+        dtype: dep.formats.label(),
         kv_cache_dtype: dep.kv_dtype.to_string(),
         engine: dep.engine.name.clone(),
         max_num_seqs: resolved.scheduler.max_num_seqs,
         max_num_batched_tokens: resolved.scheduler.max_num_batched_tokens,
         weights_bytes_per_gpu: weight_gemm_bytes,
         kv_bytes_per_token: dep.model.kv_bytes_per_token(dep.kv_dtype.bytes()),
+        kv_by_attention: dep.model.kv_per_token(dep.kv_dtype.bytes()),
         memory,
         batch,
         step,
@@ -102,10 +120,32 @@ fn print_table(
     datasheet_bw: f64,
 ) -> std::io::Result<()> {
     let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
+    if e.dp == 1 && e.ep == 1 {
+        writeln!(
+            out,
+            "{} on {} x{} ({} weights, {} KV, {} engine)",
+            e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{} on {} x{} (TP {} x DP {}, EP {}; {} weights, {} KV, {} engine)",
+            e.model,
+            e.gpu,
+            e.tp * e.dp,
+            e.tp,
+            e.dp,
+            e.ep,
+            e.dtype,
+            e.kv_cache_dtype,
+            e.engine
+        )?;
+    }
     writeln!(
         out,
-        "{} on {} x{} ({} weights, {} KV, {} engine)",
-        e.model, e.gpu, e.tp, e.dtype, e.kv_cache_dtype, e.engine
+        "  parameters             {:>9.2} B total, {:.2} B active per token",
+        e.params_total / 1e9,
+        e.params_active / 1e9
     )?;
     writeln!(
         out,
@@ -117,6 +157,20 @@ fn print_table(
         "  KV bytes per token     {:>9.0} B (whole model)",
         e.kv_bytes_per_token
     )?;
+    let k = &e.kv_by_attention;
+    if k.sliding_layers + k.chunked_layers > 0 {
+        writeln!(
+            out,
+            "    by attention          {:.0} B in {} full-attention layers; {:.0} B in {} {} layers, kept only for their {}-token {}",
+            k.full_bytes,
+            k.full_layers,
+            k.local_bytes,
+            k.sliding_layers + k.chunked_layers,
+            if k.sliding_layers > 0 { "sliding-window" } else { "chunked" },
+            k.window_tokens,
+            if k.sliding_layers > 0 { "window" } else { "chunk" },
+        )?;
+    }
     writeln!(
         out,
         "  KV capacity per replica {:>8} tokens ({} blocks of {}; {:.2} GB of KV per GPU)",
@@ -149,6 +203,13 @@ fn print_table(
     writeln!(out, "  LM head                {}", ms(s.lm_head_s))?;
     writeln!(out, "  attention              {}", ms(s.attention_s))?;
     writeln!(out, "  all-reduce             {}", ms(s.allreduce_s))?;
+    if s.expert_comm_s > 0.0 {
+        writeln!(
+            out,
+            "  expert all-to-all      {}   (MoE dispatch and combine across ranks)",
+            ms(s.expert_comm_s)
+        )?;
+    }
     writeln!(out, "  small ops              {}", ms(s.small_ops_s))?;
     writeln!(out, "  kernel launches        {}", ms(s.launch_s))?;
     writeln!(out, "  engine host overhead   {}", ms(s.host_s))?;

@@ -98,10 +98,15 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         }
     )?;
     match &s.disaggregation {
-        None => writeln!(
+        None if d.dp == 1 && d.ep == 1 => writeln!(
             w,
             "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
-            d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.weight_dtype, d.kv_dtype, d.engine.name, s.kv_capacity_tokens
+            d.model.name, s.replicas, d.tp, d.gpu.name, d.tp, d.formats.label(), d.kv_dtype, d.engine.name, s.kv_capacity_tokens
+        )?,
+        None => writeln!(
+            w,
+            "{} on {} replica(s) x {} {} (TP {} x DP {}, EP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
+            d.model.name, s.replicas, d.gpus(), d.gpu.name, d.tp, d.dp, d.ep, d.formats.label(), d.kv_dtype, d.engine.name, s.kv_capacity_tokens
         )?,
         Some(x) => writeln!(
             w,

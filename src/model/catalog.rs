@@ -34,6 +34,26 @@ const CATALOG: &[(&str, &str)] = &[
         "mixtral-8x7b",
         include_str!("../../models/mixtral-8x7b.toml"),
     ),
+    ("deepseek-v3", include_str!("../../models/deepseek-v3.toml")),
+    ("deepseek-r1", include_str!("../../models/deepseek-r1.toml")),
+    (
+        "qwen3-235b-a22b",
+        include_str!("../../models/qwen3-235b-a22b.toml"),
+    ),
+    ("qwen3-32b", include_str!("../../models/qwen3-32b.toml")),
+    (
+        "gpt-oss-120b",
+        include_str!("../../models/gpt-oss-120b.toml"),
+    ),
+    ("gpt-oss-20b", include_str!("../../models/gpt-oss-20b.toml")),
+    (
+        "llama-4-scout",
+        include_str!("../../models/llama-4-scout.toml"),
+    ),
+    (
+        "llama-4-maverick",
+        include_str!("../../models/llama-4-maverick.toml"),
+    ),
 ];
 
 /// Names of the catalog models.
@@ -50,8 +70,9 @@ fn parse_toml(text: &str, origin: &str) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// Loads a model by catalog name (case-insensitive; [`crate::catalog`]), or from a path to a
-/// `*.toml` in the catalog format or a Hugging Face `config.json`.
+/// Loads a model by catalog name (case-insensitive; [`crate::catalog`]), from a path to a
+/// `*.toml` in the catalog format, a Hugging Face `config.json` or the folder holding it, or
+/// by Hugging Face id (`org/name`, [`super::resolve_model_path`]).
 pub fn load_model(name_or_path: &str) -> Result<ModelSpec> {
     match catalog::resolve(Kind::Model, name_or_path)? {
         Entry::Catalog(name) => {
@@ -62,12 +83,16 @@ pub fn load_model(name_or_path: &str) -> Result<ModelSpec> {
                 .unwrap_or_default(); // resolve() only returns names of CATALOG
             parse_toml(text, &format!("models/{name}.toml"))
         }
-        Entry::Path(path) => {
+        Entry::Path(_) => {
+            let path = super::resolve_model_path(name_or_path)?;
             let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let origin = path.display().to_string();
             if name_or_path.ends_with(".toml") {
                 parse_toml(&text, name_or_path)
-            } else {
+            } else if path.as_os_str() == name_or_path {
                 super::parse_hf_config(&text, name_or_path)
+            } else {
+                super::parse_hf_config(&text, &origin)
             }
         }
     }

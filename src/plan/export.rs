@@ -231,7 +231,13 @@ impl CostWorkbookExporter {
     /// The workbook's model of `plan`: its inputs as written give the plan's chosen fleet.
     pub fn model(plan: &PlanResult) -> CostModel {
         let label = |c: &super::Candidate| {
-            format!("{} {} TP{} seqs{}", c.gpu, c.dtype, c.tp, c.max_num_seqs)
+            format!(
+                "{} {} {} seqs{}",
+                c.gpu,
+                c.dtype,
+                c.parallelism(),
+                c.max_num_seqs
+            )
         };
         let candidates = plan
             .candidates
@@ -240,7 +246,8 @@ impl CostWorkbookExporter {
                 label: label(&c.candidate),
                 gpu: c.candidate.gpu.clone(),
                 dtype: c.candidate.dtype.clone(),
-                tp: c.candidate.tp,
+                // GPUs per replica (TP x DP), as the workbook multiplies by replicas.
+                tp: c.candidate.gpus(),
                 max_num_seqs: c.candidate.max_num_seqs,
                 status: status_name(c.status).to_string(),
                 rate_alone_per_s: (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
@@ -322,7 +329,7 @@ impl CostWorkbookExporter {
                 Some(WeekSheet {
                     label: label(&c.candidate),
                     gpu: c.candidate.gpu.clone(),
-                    tp: c.candidate.tp,
+                    tp: c.candidate.gpus(),
                     static_replicas: c.static_replicas,
                     hours: c
                         .hours

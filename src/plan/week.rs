@@ -245,7 +245,7 @@ fn simulate_period(
         .map_or(0.0, |a| a.cold_start_s(&resolved.deployment));
     let run = resolved.run()?;
     let price = c.price_usd_per_gpu_hour;
-    let tp = c.candidate.tp as f64;
+    let tp = c.candidate.gpus() as f64;
     let hours_n = rates.len();
     let period_hours = hours_n as f64 * PERIOD_S / 3600.0;
     let per: Vec<PeriodSummary> = run.periods.clone();

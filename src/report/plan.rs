@@ -309,11 +309,14 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             });
             let _ = writeln!(
                 t,
-                "\nPlan: {} x {} ({} replicas of TP {}), {} weights, {} KV, max_num_seqs {}",
+                "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}",
                 c.gpus,
                 c.candidate.gpu,
                 c.replicas,
-                c.candidate.tp,
+                match (c.candidate.dp, c.candidate.ep) {
+                    (1, 1) => format!("TP {}", c.candidate.tp),
+                    (dp, ep) => format!("TP {} x DP {}, EP {}", c.candidate.tp, dp, ep),
+                },
                 c.candidate.dtype,
                 c.candidate.kv_cache_dtype,
                 c.candidate.max_num_seqs
@@ -670,7 +673,8 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
             }
             v
         };
-        let gpu_out = |s: &SteadyState| s.output_throughput.value / c.candidate.tp.max(1) as f64;
+        let gpu_out =
+            |s: &SteadyState| s.output_throughput.value / c.candidate.gpus().max(1) as f64;
         let marker = |x: f64, s: &SteadyState| Marker {
             x,
             y: gpu_out(s),

@@ -3,6 +3,7 @@
 //! formulas the simulator uses.
 
 use crate::gpu::GpuProfile;
+use crate::precision::GemmMath;
 
 use super::ACT_BYTES;
 
@@ -23,10 +24,25 @@ pub fn gemm_s(
     weight_bytes: f64,
     fp8: bool,
 ) -> (f64, f64) {
+    let math = if fp8 { GemmMath::Fp8 } else { GemmMath::Bf16 };
+    gemm_math_s(gpu, tokens, k, n, weight_bytes, math)
+}
+
+/// [`gemm_s`] for any tensor-core math ([`GemmMath`]: BF16, FP8, FP4 on the GPUs that have
+/// it): the GPU's curve for that math, weights read at `weight_bytes` per element. Returns
+/// (time, streaming part).
+pub fn gemm_math_s(
+    gpu: &GpuProfile,
+    tokens: f64,
+    k: f64,
+    n: f64,
+    weight_bytes: f64,
+    math: GemmMath,
+) -> (f64, f64) {
     if tokens <= 0.0 {
         return (0.0, 0.0);
     }
-    let (peak, half) = gpu.gemm_curve(fp8);
+    let (peak, half) = gpu.gemm_math_curve(math);
     let weights = k * n;
     let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
     let flops = 2.0 * tokens * weights;
@@ -64,28 +80,78 @@ pub fn fused_moe_s(
     weight_bytes: f64,
     fp8: bool,
 ) -> (f64, f64, f64) {
+    let math = if fp8 { GemmMath::Fp8 } else { GemmMath::Bf16 };
+    let active = expected_active_experts(tokens, experts, top_k).max(1.0);
     if tokens <= 0.0 {
         return (0.0, 0.0, 0.0);
     }
-    let active = expected_active_experts(tokens, experts, top_k).max(1.0);
-    let per_expert = tokens * top_k / active;
+    let groups = ExpertWork {
+        active,
+        top_k,
+        pairs: tokens * top_k,
+        hidden,
+        inter,
+        weight_bytes,
+        math,
+    };
+    fused_moe_work_s(gpu, tokens, experts, &groups)
+}
+
+/// The experts one GPU runs in one MoE layer: how many of its experts the tokens wake, the
+/// (token, expert) pairs routed to them, and the expert shape and format.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpertWork {
+    /// Distinct experts on this GPU that receive tokens.
+    pub active: f64,
+    /// Experts each routed token picks.
+    pub top_k: f64,
+    /// (token, expert) pairs this GPU computes.
+    pub pairs: f64,
+    /// Hidden size.
+    pub hidden: f64,
+    /// Intermediate width of one expert on this GPU.
+    pub inter: f64,
+    /// Bytes per expert weight.
+    pub weight_bytes: f64,
+    /// Tensor-core math of the grouped GEMMs.
+    pub math: GemmMath,
+}
+
+/// The fused-MoE chain of [`fused_moe_s`] for any split of the experts: `routed_tokens` tokens
+/// are routed (top-k over `experts` logits) on this GPU, `work` says what its grouped GEMMs
+/// compute. Returns (grouped GEMM time, its weight-streaming part, routing and permutation
+/// time), seconds.
+pub fn fused_moe_work_s(
+    gpu: &GpuProfile,
+    routed_tokens: f64,
+    experts: f64,
+    work: &ExpertWork,
+) -> (f64, f64, f64) {
+    if work.pairs <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let active = work.active.max(1.0);
+    let per_expert = work.pairs / active;
     let fixed = gpu.gemm.fixed_s;
     // The grouped kernels run the dense curve at a fraction of its math rate.
     let mut grouped = gpu.clone();
     let f = gpu.moe.grouped_flops_fraction;
     grouped.gemm.bf16_flops_per_s *= f;
     grouped.gemm.fp8_flops_per_s *= f;
+    grouped.gemm.fp4_flops_per_s *= f;
+    let (hidden, inter) = (work.hidden, work.inter);
     let mut time = 0.0;
     let mut stream = 0.0;
     for (k, n) in [(hidden, 2.0 * inter), (inter, hidden)] {
-        let (t, st) = gemm_s(&grouped, per_expert, k, n, weight_bytes, fp8);
+        let (t, st) = gemm_math_s(&grouped, per_expert, k, n, work.weight_bytes, work.math);
         time += fixed + (t - fixed) * active;
         stream += st * active;
     }
-    let pairs = tokens * top_k;
+    let pairs = work.pairs;
+    let tokens = routed_tokens;
     let routing = [
         // top-k of the fp32 logits, writing ids and weights
-        tokens * experts * 4.0 + pairs * 8.0,
+        tokens * experts * 4.0 + tokens * work.top_k * 8.0,
         // alignment of the (token, expert) pairs to the experts' blocks
         pairs * 8.0,
         // SiLU-and-mul of the gate+up output

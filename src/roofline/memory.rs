@@ -18,22 +18,70 @@ pub struct MemoryPlan {
     pub reserved_bytes: f64,
     /// What is left for the KV cache, bytes.
     pub kv_bytes: f64,
-    /// KV-cache bytes per token on this GPU.
+    /// KV-cache bytes per token on this GPU, of the layers the capacity counts (every layer;
+    /// the full-attention layers only when the local layers' windows are set aside, see
+    /// `kv_window_reserved_bytes`).
     pub kv_bytes_per_token: f64,
-    /// KV capacity, tokens (whole blocks).
+    /// Of `kv_bytes`: the sliding-window and chunked layers' KV set aside for `max_num_seqs`
+    /// requests each holding its whole window (vLLM's hybrid KV allocator frees the blocks
+    /// that leave the window), when that leaves more room than keeping every token in every
+    /// layer; 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_window_reserved_bytes: f64,
+    /// KV capacity of the replica, tokens (whole blocks; every attention data-parallel rank's).
     pub kv_tokens: u64,
-    /// KV capacity, blocks.
+    /// KV capacity of the replica, blocks.
     pub kv_blocks: u64,
     /// Tokens per block.
     pub block_size: u32,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// The widest activation of one token in a layer on one GPU: (attention projections' output,
+/// MLP intermediate).
+fn activation_widths(dep: &Deployment) -> (f64, f64) {
+    let m = &dep.model;
+    let tp = dep.tp as f64;
+    let plain = m.mla.is_none() && dep.dp == 1 && dep.ep == 1 && m.shared_expert_params() == 0.0;
+    if plain {
+        let qkv = (m.q_dim() + 2 * m.kv_dim()) as f64 / tp;
+        let f = m.expert_intermediate() as f64 / tp * m.experts_per_token() as f64;
+        return (qkv, f);
+    }
+    let qkv = match &m.mla {
+        Some(a) => {
+            m.num_attention_heads as f64 / tp * (a.qk_nope_head_dim + a.qk_rope_head_dim) as f64
+                + (a.kv_lora_rank + a.qk_rope_head_dim + a.q_lora_rank.unwrap_or(0)) as f64
+        }
+        None => (m.q_dim() + 2 * m.kv_dim()) as f64 / tp,
+    };
+    let dense = m.intermediate_size as f64 / tp;
+    let moe = match &m.moe {
+        // Pairs per token of the rank's budget on one GPU: all ranks' tokens x top-k, spread
+        // over the expert-parallel ranks, each expert split the remaining ways.
+        Some(x) => {
+            let slice = m.expert_intermediate() as f64 / (dep.gpus() / dep.ep) as f64;
+            slice * x.experts_per_token as f64 * dep.dp as f64 / dep.ep as f64
+                + x.shared_expert_intermediate_size as f64 / tp
+        }
+        None => 0.0,
+    };
+    let f = if m.layers_with_mlp(crate::model::MlpKind::Dense) > 0 {
+        dense.max(moe)
+    } else {
+        moe
+    };
+    (qkv, f)
 }
 
 fn activation_bytes(dep: &Deployment, max_batched_tokens: u32, max_num_seqs: u32) -> f64 {
     let m = &dep.model;
     let tp = dep.tp as f64;
     let h = m.hidden_size as f64;
-    let qkv = (m.q_dim() + 2 * m.kv_dim()) as f64 / tp;
-    let f = m.intermediate_size as f64 / tp * m.experts_per_token() as f64;
+    let (qkv, f) = activation_widths(dep);
     // Peak of the profiling run: hidden state, QKV output, gate+up output and activation
     // output for the whole token budget, plus fp32 logits for the sampled sequences.
     max_batched_tokens as f64 * (h + qkv + 3.0 * f) * ACT_BYTES
@@ -52,12 +100,13 @@ fn plan_for(
     let act = activation_bytes(dep, max_batched_tokens, max_num_seqs);
     let reserved = dep.engine.host.runtime_reserved_bytes;
     let kv = budget - weights - act - reserved;
-    let per_token = dep.kv_bytes_per_token_per_gpu();
-    let blocks = if kv > 0.0 {
-        (kv / (per_token * block_size as f64)).floor() as u64
+    let (per_token, window_reserved) = kv_per_token(dep, kv, max_num_seqs, block_size);
+    let blocks = if kv - window_reserved > 0.0 {
+        ((kv - window_reserved) / (per_token * block_size as f64)).floor() as u64
     } else {
         0
     };
+    let blocks = blocks.saturating_mul(dep.dp.max(1) as u64);
     MemoryPlan {
         budget_bytes: budget,
         weight_bytes: weights,
@@ -65,9 +114,44 @@ fn plan_for(
         reserved_bytes: reserved,
         kv_bytes: kv,
         kv_bytes_per_token: per_token,
+        kv_window_reserved_bytes: window_reserved,
         kv_tokens: blocks * block_size as u64,
         kv_blocks: blocks,
         block_size,
+    }
+}
+
+/// The KV bytes per token the capacity counts on one GPU, and the bytes set aside for the
+/// local layers' windows, for a pool of `kv` bytes. Without local (sliding-window or chunked)
+/// layers every layer keeps every token. With them, vLLM's hybrid KV allocator takes every
+/// layer's blocks from one pool and frees a local layer's blocks once they leave its window
+/// (`SlidingWindowSpec`: at most `cdiv(window, block) + 1` blocks per decoding request;
+/// `ChunkedLocalAttentionSpec`: the current chunk). The simulator allocates one block table
+/// per request, so the capacity is counted in full-attention tokens under whichever of two
+/// guarantees leaves more of them: every layer keeps every token (what vLLM logs as its KV
+/// cache size), or the local layers' windows are set aside for `max_num_seqs` requests.
+fn kv_per_token(dep: &Deployment, kv: f64, max_num_seqs: u32, block_size: u32) -> (f64, f64) {
+    let every_layer = dep.kv_bytes_per_token_per_gpu();
+    let m = &dep.model;
+    let split = m.kv_per_token(1.0);
+    let local_layers = (split.sliding_layers + split.chunked_layers) as f64;
+    if local_layers == 0.0 || split.full_layers == 0 {
+        return (every_layer, 0.0);
+    }
+    let per_layer = dep.kv_bytes_per_token_layer_per_gpu();
+    let bs = block_size as u64;
+    let w = split.window_tokens;
+    let window_tokens = if split.sliding_layers > 0 {
+        (w.div_ceil(bs) + 1) * bs
+    } else {
+        w.div_ceil(bs) * bs
+    };
+    let reserve = max_num_seqs as f64 * window_tokens as f64 * local_layers * per_layer;
+    let full = split.full_layers as f64 * per_layer;
+    if (kv - reserve) / full > kv / every_layer {
+        (full, reserve)
+    } else {
+        (every_layer, 0.0)
     }
 }
 
@@ -88,7 +172,8 @@ pub fn plan_memory(
         max_num_seqs,
         block_size,
     );
-    let need = min_kv_tokens.max(block_size as u64) as f64 * plan.kv_bytes_per_token;
+    let need = min_kv_tokens.max(block_size as u64) as f64 * plan.kv_bytes_per_token
+        + plan.kv_window_reserved_bytes;
     if plan.kv_bytes >= need {
         return Ok(plan);
     }

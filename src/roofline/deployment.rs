@@ -1,0 +1,236 @@
+//! What runs where: a model on a GPU type, its parallelism (tensor, attention data, expert)
+//! and the formats of its weights and KV cache; what each GPU holds.
+
+use serde::Serialize;
+
+use super::ACT_BYTES;
+use crate::engine::EngineProfile;
+use crate::error::{Error, Result};
+use crate::gpu::GpuProfile;
+use crate::model::{MlpKind, ModelSpec};
+use crate::precision::{GemmMath, KvDtype, WeightDtype};
+
+/// The weight format of each kind of module, as the deployment runs them. The embeddings and
+/// the LM head's storage are 16-bit whatever these say; routers are 16-bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModuleFormats {
+    /// Attention projections (QKV and O, or MLA's projections).
+    pub attention: WeightDtype,
+    /// Dense MLPs and shared experts.
+    pub dense: WeightDtype,
+    /// Routed experts.
+    pub experts: WeightDtype,
+}
+
+impl ModuleFormats {
+    /// Every module in one format.
+    pub fn uniform(d: WeightDtype) -> Self {
+        ModuleFormats {
+            attention: d,
+            dense: d,
+            experts: d,
+        }
+    }
+
+    /// Whether every module has the same format.
+    pub fn is_uniform(&self) -> bool {
+        self.attention == self.dense && self.dense == self.experts
+    }
+
+    /// How reports name the formats: `fp8`, or `mxfp4 experts + bf16` when they differ.
+    pub fn label(&self) -> String {
+        if self.is_uniform() {
+            self.attention.to_string()
+        } else {
+            format!("{} experts + {}", self.experts, self.attention)
+        }
+    }
+}
+
+/// What runs where: a model on a GPU type, split over `tp x dp` GPUs, in given formats.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU type.
+    pub gpu: GpuProfile,
+    /// The serving engine.
+    pub engine: EngineProfile,
+    /// Tensor-parallel degree of the attention (GPUs per data-parallel rank).
+    pub tp: u32,
+    /// Attention data-parallel ranks (vLLM `--data-parallel-size`, SGLang `--dp-size` with
+    /// `--enable-dp-attention`): each rank of `tp` GPUs holds its own requests' KV and runs its
+    /// own attention; the MoE layers span all `tp x dp` GPUs. 1: none.
+    pub dp: u32,
+    /// Expert-parallel size: the routed experts are spread over `ep` ranks whole (vLLM
+    /// `--enable-expert-parallel` makes it `tp x dp`, SGLang `--ep-size`) and the remaining
+    /// `tp x dp / ep` factor splits each expert tensor-parallel. 1: experts split
+    /// tensor-parallel over all `tp x dp` GPUs.
+    pub ep: u32,
+    /// Redundant expert replicas per MoE layer placed by the expert-parallel load balancer
+    /// (EPLB; SGLang `--ep-num-redundant-experts`, vLLM `--num-redundant-experts`).
+    pub redundant_experts: u32,
+    /// The headline weight format (the deployment's `dtype`, or the checkpoint's main one).
+    pub weight_dtype: WeightDtype,
+    /// The format of each kind of module.
+    pub formats: ModuleFormats,
+    /// KV-cache format.
+    pub kv_dtype: KvDtype,
+}
+
+impl Deployment {
+    /// GPUs of one replica: `tp x dp`.
+    pub fn gpus(&self) -> u32 {
+        self.tp.saturating_mul(self.dp)
+    }
+
+    /// Checks that the parallelism splits the model: TP must divide the attention heads, and
+    /// the KV heads must divide by it or be replicated across it; EP must divide the replica's
+    /// GPUs and its experts.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.model;
+        let tp = self.tp as u64;
+        if tp == 0 || self.dp == 0 || self.ep == 0 {
+            return Err(Error::Infeasible(
+                "tensor-, data- and expert-parallel sizes must be >= 1".into(),
+            ));
+        }
+        if m.num_attention_heads % tp != 0 {
+            let fits: Vec<String> = (1..=m.num_attention_heads.min(64))
+                .filter(|t| m.num_attention_heads % t == 0 && t.is_power_of_two())
+                .map(|t| t.to_string())
+                .collect();
+            return Err(Error::Infeasible(format!(
+                "tensor-parallel size {tp} does not divide the {} attention heads of {}; use one of {}",
+                m.num_attention_heads,
+                m.name,
+                fits.join(", ")
+            )));
+        }
+        if m.mla.is_none()
+            && (tp <= m.num_kv_heads && m.num_kv_heads % tp != 0
+                || tp > m.num_kv_heads && tp % m.num_kv_heads != 0)
+        {
+            return Err(Error::Infeasible(format!(
+                "tensor-parallel size {tp} neither divides nor is a multiple of the {} KV heads of {}",
+                m.num_kv_heads, m.name
+            )));
+        }
+        self.validate_experts()
+    }
+
+    fn validate_experts(&self) -> Result<()> {
+        let m = &self.model;
+        let gpus = self.gpus();
+        if self.ep == 1 && self.redundant_experts == 0 {
+            return Ok(());
+        }
+        let Some(moe) = &m.moe else {
+            return Err(Error::Infeasible(format!(
+                "{} has no experts: expert parallelism and redundant experts need a MoE model",
+                m.name
+            )));
+        };
+        if gpus % self.ep != 0 {
+            return Err(Error::Infeasible(format!(
+                "expert-parallel size {} does not divide the replica's {gpus} GPUs (tp {} x dp {})",
+                self.ep, self.tp, self.dp
+            )));
+        }
+        let slots = moe.num_experts + self.redundant_experts;
+        if slots % self.ep != 0 {
+            return Err(Error::Infeasible(format!(
+                "expert-parallel size {} does not divide the {} experts{} of {}",
+                self.ep,
+                moe.num_experts,
+                if self.redundant_experts > 0 {
+                    format!(" + {} redundant", self.redundant_experts)
+                } else {
+                    String::new()
+                },
+                m.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// KV heads held by each GPU (replicated when TP exceeds the KV heads; 1 latent with MLA).
+    pub fn kv_heads_per_gpu(&self) -> u64 {
+        if self.model.mla.is_some() {
+            return 1;
+        }
+        (self.model.num_kv_heads / self.tp as u64).max(1)
+    }
+
+    /// KV-cache bytes one layer keeps per token on each GPU: the GPU's KV heads, or MLA's whole
+    /// latent (every tensor-parallel GPU keeps all of it, as vLLM and SGLang store it).
+    pub fn kv_bytes_per_token_layer_per_gpu(&self) -> f64 {
+        if self.model.mla.is_some() {
+            return self.model.kv_elems_per_token_layer() * self.kv_dtype.bytes();
+        }
+        2.0 * (self.kv_heads_per_gpu() * self.model.head_dim) as f64 * self.kv_dtype.bytes()
+    }
+
+    /// KV-cache bytes per token on each GPU, every layer keeping every token.
+    pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
+        if self.model.mla.is_some() {
+            return self.model.num_layers as f64 * self.kv_bytes_per_token_layer_per_gpu();
+        }
+        2.0 * self.model.num_layers as f64
+            * (self.kv_heads_per_gpu() * self.model.head_dim) as f64
+            * self.kv_dtype.bytes()
+    }
+
+    /// Weight bytes held by each GPU: attention and dense MLPs split by TP (MLA's
+    /// down-projections replicated), routed experts (with EPLB's redundant replicas) spread
+    /// over all `tp x dp` GPUs, routers replicated in 16 bits, embeddings and LM head
+    /// (vocab-parallel) in 16 bits, norms replicated.
+    pub fn weight_bytes_per_gpu(&self) -> f64 {
+        let m = &self.model;
+        let tp = self.tp as f64;
+        let f = &self.formats;
+        let head = if m.tie_word_embeddings {
+            0.0
+        } else {
+            m.lm_head_params()
+        };
+        let norms = 2.0 * m.hidden_size as f64 * ACT_BYTES;
+        let attention = m.attention_split_params() * f.attention.bytes() / tp
+            + m.attention_replicated_params() * f.attention.bytes();
+        let uniform_dense = m.moe.is_none() && m.mla.is_none() && !m.attention_sinks;
+        let layers: f64 = if uniform_dense {
+            // (QKV + O + MLP) / TP in one format: the sum as it always was.
+            let lp = m.layer_params();
+            let linear = lp.qkv + lp.o + lp.gate_up + lp.down;
+            m.num_layers as f64 * (linear / tp * f.attention.bytes() + lp.norms * ACT_BYTES)
+        } else {
+            let experts = (m.num_experts() + self.redundant_experts as u64) as f64;
+            let moe = experts * m.expert_params() * f.experts.bytes() / self.gpus() as f64
+                + m.shared_expert_params() * f.dense.bytes() / tp
+                + m.router_params() * ACT_BYTES;
+            let dense = m.dense_mlp_params() * f.dense.bytes() / tp;
+            m.layer_groups()
+                .iter()
+                .map(|(k, n)| {
+                    let mlp = match k.mlp {
+                        MlpKind::Dense => dense,
+                        MlpKind::Moe => moe,
+                    };
+                    *n as f64 * (attention + mlp + norms)
+                })
+                .sum()
+        };
+        layers + (m.embedding_params() + head) / tp * ACT_BYTES
+    }
+
+    /// The tensor-core math a module in format `d` runs on this GPU.
+    pub fn math(&self, d: WeightDtype) -> GemmMath {
+        d.math(self.gpu.supports_fp8(), self.gpu.supports_fp4())
+    }
+
+    /// Whether the attention GEMMs run on FP8 tensor cores (FP8 weights on a GPU that has
+    /// them).
+    pub fn fp8_gemms(&self) -> bool {
+        self.math(self.formats.attention) == GemmMath::Fp8
+    }
+}

@@ -1,0 +1,354 @@
+//! The model families of 2026 read from their published config.json
+//! (tests/data/hf-configs/, with SOURCES.md): parameter counts and KV bytes per token against
+//! the published figures (tests/data/hf-configs/published-params.csv), the catalog entries
+//! against the configs they were written from, unread size-bearing keys, and model names as
+//! users write them (Hugging Face ids through a local cache, folders).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::servesim;
+use servesim::model::{load_model, AttentionKind, MlpKind, ModelSpec};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hf-configs")
+}
+
+fn fixture(folder: &str) -> ModelSpec {
+    let p = fixtures().join(folder).join("config.json");
+    load_model(p.to_str().unwrap()).unwrap_or_else(|e| panic!("{folder}: {e}"))
+}
+
+/// One row of published-params.csv.
+struct Published {
+    model: String,
+    folder: String,
+    total: f64,
+    active: f64,
+    full_layers: u64,
+    windowed_layers: u64,
+    kv_bf16: f64,
+    kv_fp8: f64,
+    kv_windowed_bf16: f64,
+}
+
+fn published() -> Vec<Published> {
+    let mut rdr = csv::Reader::from_path(fixtures().join("published-params.csv")).unwrap();
+    let headers = rdr.headers().unwrap().clone();
+    let col = |rec: &csv::StringRecord, name: &str| -> String {
+        let i = headers.iter().position(|h| h == name).unwrap();
+        rec.get(i).unwrap().to_string()
+    };
+    let num = |s: String| s.parse::<f64>().unwrap_or(0.0);
+    rdr.records()
+        .map(|r| {
+            let r = r.unwrap();
+            Published {
+                model: col(&r, "model"),
+                folder: col(&r, "config_fixture"),
+                total: num(col(&r, "params_total_b")) * 1e9,
+                active: num(col(&r, "params_active_b")) * 1e9,
+                full_layers: num(col(&r, "layers_full_kv")) as u64,
+                windowed_layers: num(col(&r, "layers_windowed")) as u64,
+                kv_bf16: num(col(&r, "kv_bytes_per_token_bf16")),
+                kv_fp8: num(col(&r, "kv_bytes_per_token_fp8")),
+                kv_windowed_bf16: num(col(&r, "kv_bytes_per_token_windowed_layers_bf16")),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_published_config_reads_to_its_published_size_and_kv() {
+    let rows = published();
+    assert!(rows.len() >= 14, "{} rows", rows.len());
+    let mut checked = 0;
+    for p in &rows {
+        let folder = fixtures().join(&p.folder);
+        if p.folder.is_empty() || !folder.exists() {
+            continue; // GLM-4.5: no published config.json was found (SOURCES.md)
+        }
+        let m = fixture(&p.folder);
+        let total = m.total_params();
+        let active = m.active_params();
+        let err = |a: f64, b: f64| (a - b).abs() / b;
+        assert!(
+            err(total, p.total) <= 0.03,
+            "{}: total {:.2}B vs published {:.2}B",
+            p.model,
+            total / 1e9,
+            p.total / 1e9
+        );
+        assert!(
+            err(active, p.active) <= 0.10,
+            "{}: active {:.2}B vs published {:.2}B",
+            p.model,
+            active / 1e9,
+            p.active / 1e9
+        );
+        let kv = m.kv_per_token(2.0);
+        assert_eq!(kv.full_layers, p.full_layers, "{}", p.model);
+        assert_eq!(
+            kv.sliding_layers + kv.chunked_layers,
+            p.windowed_layers,
+            "{}",
+            p.model
+        );
+        assert_eq!(kv.full_bytes, p.kv_bf16, "{}: full-layer KV bf16", p.model);
+        assert_eq!(m.kv_per_token(1.0).full_bytes, p.kv_fp8, "{}", p.model);
+        assert_eq!(kv.local_bytes, p.kv_windowed_bf16, "{}", p.model);
+        checked += 1;
+    }
+    assert!(checked >= 14, "only {checked} configs checked");
+}
+
+#[test]
+fn every_catalog_model_is_within_3_and_10_percent_of_its_published_sizes() {
+    for name in [
+        "deepseek-v3",
+        "deepseek-r1",
+        "qwen3-235b-a22b",
+        "qwen3-32b",
+        "gpt-oss-120b",
+        "gpt-oss-20b",
+        "llama-4-scout",
+        "llama-4-maverick",
+    ] {
+        let m = load_model(name).unwrap();
+        let t = (m.total_params() - m.published_params).abs() / m.published_params;
+        let a = (m.active_params() - m.published_active_params).abs() / m.published_active_params;
+        assert!(
+            t <= 0.03,
+            "{name}: total {:.2}B ({:.1}% off)",
+            m.total_params() / 1e9,
+            t * 100.0
+        );
+        assert!(
+            a <= 0.10,
+            "{name}: active {:.2}B ({:.1}% off)",
+            m.active_params() / 1e9,
+            a * 100.0
+        );
+    }
+}
+
+/// The catalog entry and the config it was written from describe the same architecture.
+#[test]
+fn catalog_entries_agree_with_their_configs() {
+    for (name, folder) in [
+        ("deepseek-v3", "deepseek-ai--DeepSeek-V3"),
+        ("deepseek-r1", "deepseek-ai--DeepSeek-R1"),
+        ("qwen3-235b-a22b", "Qwen--Qwen3-235B-A22B"),
+        ("qwen3-32b", "Qwen--Qwen3-32B"),
+        ("gpt-oss-120b", "openai--gpt-oss-120b"),
+        ("gpt-oss-20b", "openai--gpt-oss-20b"),
+        (
+            "llama-4-scout",
+            "meta-llama--Llama-4-Scout-17B-16E-Instruct",
+        ),
+        (
+            "llama-4-maverick",
+            "meta-llama--Llama-4-Maverick-17B-128E-Instruct.subset",
+        ),
+        ("mixtral-8x7b", "mistralai--Mixtral-8x7B-v0.1"),
+        ("llama-3.1-8b", "meta-llama--Llama-3.1-8B"),
+    ] {
+        let cat = load_model(name).unwrap();
+        let hf = fixture(folder);
+        let same = |a: &ModelSpec, b: &ModelSpec| {
+            (
+                a.hidden_size,
+                a.num_layers,
+                a.num_attention_heads,
+                a.num_kv_heads,
+                a.head_dim,
+                a.vocab_size,
+                a.tie_word_embeddings,
+                a.attention_bias,
+                a.max_position_embeddings,
+                a.attention_sinks,
+            ) == (
+                b.hidden_size,
+                b.num_layers,
+                b.num_attention_heads,
+                b.num_kv_heads,
+                b.head_dim,
+                b.vocab_size,
+                b.tie_word_embeddings,
+                b.attention_bias,
+                b.max_position_embeddings,
+                b.attention_sinks,
+            )
+        };
+        assert!(same(&cat, &hf), "{name}: {cat:?}\nvs\n{hf:?}");
+        assert_eq!(cat.moe, hf.moe, "{name}");
+        assert_eq!(cat.mla, hf.mla, "{name}");
+        assert_eq!(cat.local_attention, hf.local_attention, "{name}");
+        assert_eq!(cat.checkpoint, hf.checkpoint, "{name}");
+        assert_eq!(cat.total_params(), hf.total_params(), "{name}");
+        // A dense model's intermediate size is its MLP's; the MoE entries keep the dense
+        // layers' width there too.
+        if cat.layers_with_mlp(MlpKind::Dense) > 0 {
+            assert_eq!(cat.intermediate_size, hf.intermediate_size, "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_families_per_layer_structure_comes_from_their_keys() {
+    // DeepSeek-V3: 3 dense layers, then MoE; MLA latent of 576 per layer; 70,272 B/token bf16.
+    let v3 = fixture("deepseek-ai--DeepSeek-V3");
+    assert_eq!(v3.layers_with_mlp(MlpKind::Dense), 3);
+    assert_eq!(v3.layer_kind(2).mlp, MlpKind::Dense);
+    assert_eq!(v3.layer_kind(3).mlp, MlpKind::Moe);
+    assert_eq!(v3.kv_bytes_per_token(1.0), 35_136.0);
+    assert_eq!(v3.mla.as_ref().unwrap().q_lora_rank, Some(1536));
+    // DeepSeek-V2-Lite: q_lora_rank null (a plain query projection), 2 shared experts.
+    let lite = fixture("deepseek-ai--DeepSeek-V2-Lite");
+    assert_eq!(lite.mla.as_ref().unwrap().q_lora_rank, None);
+    assert_eq!(
+        lite.moe.as_ref().unwrap().shared_expert_intermediate_size,
+        2 * 1408
+    );
+    // gpt-oss: alternating sliding (128) and full attention; sinks; MXFP4 experts, BF16 rest.
+    let oss = fixture("openai--gpt-oss-120b");
+    assert_eq!(oss.layer_kind(0).attention, AttentionKind::Sliding);
+    assert_eq!(oss.layer_kind(1).attention, AttentionKind::Full);
+    assert!(oss.attention_sinks);
+    let c = oss.checkpoint.as_ref().unwrap();
+    assert_eq!(
+        (c.experts.to_string(), c.other.to_string()),
+        ("mxfp4".into(), "bf16".into())
+    );
+    // Llama-4 Maverick: nested text_config, MoE every other layer with a shared expert, dense
+    // layers 16384 wide, chunked attention with every 4th layer global.
+    let mav = fixture("meta-llama--Llama-4-Maverick-17B-128E-Instruct.subset");
+    assert_eq!(mav.layers_with_mlp(MlpKind::Moe), 24);
+    assert_eq!(mav.layer_kind(1).mlp, MlpKind::Moe);
+    assert_eq!(mav.intermediate_size, 16384);
+    let moe = mav.moe.as_ref().unwrap();
+    assert_eq!(moe.expert_intermediate_size, Some(8192));
+    assert_eq!(moe.shared_expert_intermediate_size, 8192);
+    assert_eq!(mav.layer_kind(3).attention, AttentionKind::Full);
+    assert_eq!(mav.layer_kind(4).attention, AttentionKind::Chunked);
+    // Gemma-3: the sparse text_config takes Gemma3TextConfig's defaults (vocab 262,208, tied
+    // embeddings, one global layer in six).
+    let gemma = fixture("google--gemma-3-27b-it");
+    assert_eq!(gemma.vocab_size, 262_208);
+    assert!(gemma.tie_word_embeddings);
+    assert_eq!(gemma.kv_per_token(2.0).full_layers, 10);
+    assert_eq!(gemma.layer_kind(5).attention, AttentionKind::Full);
+    // Qwen3 dense: no sliding window (use_sliding_window false), no experts.
+    let q = fixture("Qwen--Qwen3-32B");
+    assert!(q.moe.is_none() && q.local_attention.is_none() && q.mla.is_none());
+}
+
+fn write_config(dir: &Path, name: &str, text: &str) -> String {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join("config.json");
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_config_with_expert_keys_servesim_cannot_read_exits_2_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let v3 =
+        std::fs::read_to_string(fixtures().join("deepseek-ai--DeepSeek-V3/config.json")).unwrap();
+    // A family that names its expert count and expert width with keys servesim does not read.
+    let renamed = v3
+        .replace("\"n_routed_experts\"", "\"num_routed_experts\"")
+        .replace("\"moe_intermediate_size\"", "\"expert_ffn_hidden_size\"");
+    let path = write_config(dir.path(), "unknown-moe", &renamed);
+    let (code, out, err) = servesim(&["estimate", "--model", &path]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("num_routed_experts"), "{err}");
+    assert!(err.contains("expert_ffn_hidden_size"), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // An unknown family with plain dense keys still reads.
+    let plain = r#"{"model_type": "brand_new", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 128256, "router_aux_loss_coef": 0.01, "num_experts": 1}"#;
+    let path = write_config(dir.path(), "brand-new", plain);
+    let (code, out, err) = servesim(&["estimate", "--model", &path, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"params_total\""), "{out}");
+}
+
+#[test]
+fn a_hugging_face_id_resolves_through_the_cache_or_says_where_it_looked() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("hub/models--openai--gpt-oss-20b");
+    let snap = repo.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::copy(
+        fixtures().join("openai--gpt-oss-20b/config.json"),
+        snap.join("config.json"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(args)
+            .env("HF_HOME", home.path())
+            .env_remove("HF_HUB_CACHE")
+            .env("HF_HUB_OFFLINE", "1")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&[
+        "estimate",
+        "--model",
+        "openai/gpt-oss-20b",
+        "--dtype",
+        "auto",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!((v["params_total"].as_f64().unwrap() - 20.91e9).abs() < 0.1e9);
+    assert_eq!(v["dtype"], "mxfp4 experts + bf16");
+    // The folder holding a config.json is a model too.
+    let (code, _, err) = run(&["estimate", "--model", snap.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // An id not in the cache, with the network off: exit 2, where it looked, how to get it.
+    let (code, out, err) = run(&["estimate", "--model", "acme/not-cached-7b"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("models--acme--not-cached-7b"), "{err}");
+    assert!(
+        err.contains(&home.path().join("hub").display().to_string()),
+        "{err}"
+    );
+    assert!(
+        err.contains("huggingface-cli download acme/not-cached-7b"),
+        "{err}"
+    );
+    assert!(err.contains("HF_TOKEN"), "{err}");
+}
+
+#[test]
+fn gpt_oss_weights_per_gpu_match_its_checkpoint_size() {
+    // The gpt-oss model card: the 120b checkpoint is 60.8 GiB, the 20b 12.8 GiB (MXFP4
+    // experts, BF16 rest); servesim's weights at TP 1 in the checkpoint's formats.
+    for (model, gib) in [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)] {
+        let (code, out, err) = servesim(&[
+            "estimate", "--model", model, "--gpu", "h200-sxm", "--dtype", "auto", "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let w = v["weights_bytes_per_gpu"].as_f64().unwrap() / (1u64 << 30) as f64;
+        assert!((w - gib).abs() / gib < 0.03, "{model}: {w:.2} GiB vs {gib}");
+    }
+}
