@@ -10,7 +10,7 @@ mod hub;
 mod layers;
 
 pub use catalog::{catalog_names, load_model};
-pub use hub::{resolve_model_path, HubLookup};
+pub use hub::{looks_like_hub_id, resolve_model_path, HubLookup};
 pub use layers::{AttentionKind, KvPerToken, LayerKind, MlpKind};
 
 use serde::{Deserialize, Serialize};

@@ -1443,12 +1443,7 @@ fn near_tie(c: &[CandidateResult]) -> Option<String> {
     let sb = b.replicas as f64 * b.max_rate_per_replica;
     let gap = (sa - sb).abs() / sa.max(sb).max(1e-12);
     (gap < NOISE_SHARE).then(|| {
-        let name = |r: &CandidateResult| {
-            format!(
-                "{} {} TP{} seqs {}",
-                r.candidate.gpu, r.candidate.dtype, r.candidate.tp, r.candidate.max_num_seqs
-            )
-        };
+        let name = |r: &CandidateResult| r.candidate.label();
         format!(
             "the top two are within noise: {} and {} both cost ${:.2}/hour, and their fleets sustain {:.2} and {:.2} req/s ({:.1}% apart; the search resolves about {:.0}%)",
             name(a),
@@ -1502,12 +1497,9 @@ fn nearest_slo(base: &Scenario, c: &[CandidateResult]) -> Option<String> {
         ));
     }
     Some(format!(
-        "the nearest SLOs any candidate meets: {} ({} {} TP{} seqs {} at light load, {:.3} req/s per replica)",
+        "the nearest SLOs any candidate meets: {} ({} at light load, {:.3} req/s per replica)",
         parts.join(", "),
-        r.candidate.gpu,
-        r.candidate.dtype,
-        r.candidate.tp,
-        r.candidate.max_num_seqs,
+        r.candidate.label(),
         l.rate_per_s
     ))
 }

@@ -750,18 +750,19 @@ pub fn resolve_deployment(
     if let (Some(rule), Some(lengths)) = (engine.scheduler.workload_limits.clone(), mean_lengths) {
         if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
             let (input_tokens, output_tokens) = lengths()?;
+            // trtllm-bench's `--tp` is every GPU of the replica; the limits it derives become
+            // each attention data-parallel rank's (the LLM API applies them per rank).
+            let gpus = d.tp.saturating_mul(d.dp);
             let inputs = crate::engine::LimitInputs {
                 params: model.total_params(),
-                weight_bytes: weight_dtype.bytes(),
-                kv_bytes_per_token: limit_kv_bytes_per_token(&model, d.tp, kv_dtype),
+                weight_bytes: limit_weight_bytes(weight_dtype),
+                kv_bytes_per_token: limit_kv_bytes_per_token(&model, gpus, kv_dtype),
                 gpu_memory_bytes: gpu.datasheet.memory_bytes,
-                tp: d.tp.saturating_mul(d.dp),
+                tp: gpus,
                 input_tokens,
                 output_tokens,
             };
             if let Some((seqs, tokens)) = rule.limits(&inputs) {
-                // The rule sizes the whole replica; each data-parallel rank takes its share.
-                let seqs = seqs.div_ceil(d.dp).max(1);
                 engine.scheduler.max_num_seqs = seqs;
                 engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
             }
@@ -951,14 +952,27 @@ pub fn resolve_formats(
     }
 }
 
-/// KV bytes per token of the whole replica as trtllm-bench's limit rule counts them: KV heads
-/// as `max(tp, kv_heads)` (each GPU keeps at least one), MLA's latent on every GPU.
+/// KV bytes per token of the whole replica as trtllm-bench's limit rule counts them
+/// (tensorrt_llm/bench/build/tuning.py `calc_engine_setting`): `2 x layers x max(tp,
+/// num_key_value_heads) x head_size x bytes`, with the config's head size (for MLA models,
+/// which give no `head_dim`, hidden / heads: the tool does not know the latent).
 fn limit_kv_bytes_per_token(model: &crate::model::ModelSpec, tp: u32, kv: KvDtype) -> f64 {
-    if model.mla.is_some() {
-        return model.kv_bytes_per_token(kv.bytes()) * tp as f64;
-    }
     let kv_heads = model.num_kv_heads.max(tp as u64) as f64;
-    2.0 * model.num_layers as f64 * kv_heads * model.head_dim as f64 * kv.bytes()
+    let head = match model.mla {
+        Some(_) => (model.hidden_size / model.num_attention_heads) as f64,
+        None => model.head_dim as f64,
+    };
+    2.0 * model.num_layers as f64 * kv_heads * head * kv.bytes()
+}
+
+/// Bytes per weight as trtllm-bench's limit rule counts them (`BYTES_PER_ELEM`: FP8 1,
+/// NVFP4 0.5, anything else 2).
+fn limit_weight_bytes(w: WeightDtype) -> f64 {
+    match w {
+        WeightDtype::Fp8 => 1.0,
+        WeightDtype::Fp4 => 0.5,
+        _ => 2.0,
+    }
 }
 
 impl MeasureConfig {
@@ -1110,7 +1124,14 @@ impl Scenario {
     fn resolve_paths(&mut self, dir: &Path) {
         use catalog::Kind;
         let d = &mut self.deployment;
-        resolve_catalog_path(Kind::Model, dir, &mut d.model);
+        // A Hugging Face id (`org/name`) stays an id unless the scenario's folder holds a
+        // folder of that name.
+        let hub_id = crate::model::looks_like_hub_id(&d.model)
+            && !dir.join(&d.model).exists()
+            && !Path::new(&d.model).exists();
+        if !hub_id {
+            resolve_catalog_path(Kind::Model, dir, &mut d.model);
+        }
         resolve_catalog_path(Kind::Gpu, dir, &mut d.gpu);
         resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
         for g in self.plan.gpus.iter_mut().flatten() {

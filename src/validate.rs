@@ -134,8 +134,12 @@ pub struct ReferenceRow {
     pub kv_cache_dtype: String,
     /// GPU profile name.
     pub gpu: String,
-    /// TP degree.
+    /// TP degree (of the attention, per data-parallel rank).
     pub tp: u32,
+    /// Attention data-parallel ranks (`dp` column; blank: 1).
+    pub dp: u32,
+    /// Expert-parallel size (`ep` column; blank: 1, experts split tensor-parallel).
+    pub ep: u32,
     /// Prompt tokens per request (including the shared prefix).
     pub input_len: u32,
     /// Output tokens per request the engine generated (with `ignore_eos`, the configured length).
@@ -274,6 +278,13 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
                 "an online row needs a rate > 0 (or max_concurrency for a closed-loop run)".into(),
             ));
         }
+        if let Some(g) = num("gpus")? {
+            let tp = req("tp")?;
+            let dp = num("dp")?.unwrap_or(1.0).max(1.0);
+            if (tp * dp - g).abs() > 0.5 {
+                return Err(bad("gpus", format!("{g} is not tp x dp ({tp} x {dp})")));
+            }
+        }
         let input_len = req("input_len")?.round() as u32;
         let output_len = req("output_len")?.round() as u32;
         if input_len == 0 || output_len == 0 {
@@ -290,6 +301,8 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
                 .to_string(),
             gpu: text("gpu")?,
             tp: req("tp")? as u32,
+            dp: num("dp")?.map_or(1, |v| v as u32).max(1),
+            ep: num("ep")?.map_or(1, |v| v as u32).max(1),
             input_len,
             output_len,
             output_len_counted: match num("output_len_counted")? {
@@ -343,6 +356,25 @@ pub fn read_reference(path: &Path) -> Result<Vec<ReferenceRow>> {
 }
 
 impl ReferenceRow {
+    /// The weight format to simulate: a row that names the format its catalog model's
+    /// checkpoint ships its experts in (gpt-oss: `mxfp4`) runs the checkpoint module by
+    /// module (`auto`: MXFP4 experts, BF16 attention), as the engine loads it.
+    fn checkpoint_dtype(&self) -> String {
+        let Ok(w) = self.dtype.parse::<crate::precision::WeightDtype>() else {
+            return self.dtype.clone();
+        };
+        match crate::model::load_model(&self.model) {
+            Ok(m)
+                if m.checkpoint
+                    .as_ref()
+                    .is_some_and(|c| c.experts == w && c.other != w) =>
+            {
+                "auto".into()
+            }
+            _ => self.dtype.clone(),
+        }
+    }
+
     /// The scenario that reproduces this measurement.
     pub fn scenario(&self) -> Result<Scenario> {
         use toml::Value as V;
@@ -351,7 +383,13 @@ impl ReferenceRow {
         dep.insert("model".into(), V::String(self.model.clone()));
         dep.insert("gpu".into(), V::String(self.gpu.clone()));
         dep.insert("tp".into(), V::Integer(self.tp as i64));
-        dep.insert("dtype".into(), V::String(self.dtype.clone()));
+        if self.dp != 1 {
+            dep.insert("dp".into(), V::Integer(self.dp as i64));
+        }
+        if self.ep != 1 {
+            dep.insert("ep".into(), V::Integer(self.ep as i64));
+        }
+        dep.insert("dtype".into(), V::String(self.checkpoint_dtype()));
         dep.insert(
             "kv_cache_dtype".into(),
             V::String(self.kv_cache_dtype.clone()),

@@ -38,7 +38,11 @@ fn every_catalog_model_matches_its_published_parameter_count() {
         );
         let derived = m.total_params();
         let err = (derived - m.published_params).abs() / m.published_params;
-        let bound = if name.starts_with("llama-4") { 0.03 } else { 0.01 };
+        let bound = if name.starts_with("llama-4") {
+            0.03
+        } else {
+            0.01
+        };
         assert!(
             err <= bound,
             "{name}: derived {:.4e} vs published {:.4e} ({:.2}% off)",

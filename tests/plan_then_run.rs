@@ -143,6 +143,34 @@ fn check_holds_and_one_fewer_misses(scenario: Option<&str>) {
     }
 }
 
+/// DeepSeek-V3 (671B, MoE, MLA): the plan searches TP x attention DP x EP over H200 and H100,
+/// chooses a deployment that fits (one HGX node of H200s or two nodes of H100s per replica),
+/// and its printed line, re-run, meets the SLOs.
+#[test]
+fn the_deepseek_v3_chat_plan_fits_and_its_printed_line_meets_the_slos() {
+    let scenario = "scenarios/deepseek-v3-chat.toml";
+    check_holds_and_one_fewer_misses(Some(scenario));
+    let p = plan(Some(scenario), &[]);
+    let cands = p["candidates"].as_array().unwrap();
+    let par = |c: &Value, k: &str| c["candidate"][k].as_u64().unwrap_or(1);
+    // The search weighed data and expert parallelism, not only TP.
+    assert!(cands.iter().any(|c| par(c, "dp") > 1));
+    assert!(cands.iter().any(|c| par(c, "ep") > 1));
+    let c = &cands[p["chosen"].as_u64().unwrap() as usize];
+    let gpus = par(c, "tp") * par(c, "dp");
+    let gpu = c["candidate"]["gpu"].as_str().unwrap();
+    assert!(
+        (gpu == "h200-sxm" && gpus == 8) || (gpu == "h100-sxm" && gpus == 16),
+        "{c}"
+    );
+    assert!(c["kv_capacity_tokens"].as_u64().unwrap() > 0);
+    let line = p["detail"]["run_command"].as_str().unwrap();
+    assert!(
+        line.contains("deployment.dp=") && line.contains("deployment.ep="),
+        "{line}"
+    );
+}
+
 #[test]
 fn the_default_plan_holds_and_one_replica_fewer_misses() {
     check_holds_and_one_fewer_misses(None);
@@ -171,6 +199,7 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
         "batch-offline.toml",
         "diurnal-week.toml",
         "long-context-rag.toml",
+        "deepseek-v3-chat.toml",
     ];
     for e in std::fs::read_dir("scenarios").unwrap() {
         let path = e.unwrap().path();

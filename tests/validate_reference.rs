@@ -195,3 +195,36 @@ fn summaries_are_consistent_with_comparisons() {
         assert!(2 * below >= e.rows, "{e:?}");
     }
 }
+
+/// The held-out MoE rows of issue #28 (docs/validation.md, "Held out: the MoE models of
+/// 2026"): every one of the 176 rows (TP and attention-DP + EP deployments, NVFP4, MXFP4 and
+/// FP8, B200/H200/H100) simulates to a finite, positive, deterministic prediction, and the
+/// error stays where it was measured. Issue #28's target is a median of 15%; the model does
+/// not reach it (measured 27.9%, bias +11.7%), so this is a regression guard, not the target.
+#[test]
+fn held_out_moe_rows_of_2026() {
+    let files = [
+        "calibration/reference/trtllm-post1.0-moe-offline.csv",
+        "calibration/reference/trtllm-1.0-moe-offline.csv",
+        "calibration/reference/trtllm-0.20-moe-offline.csv",
+        "calibration/reference/trtllm-blog-moe-deepseek-r1.csv",
+    ];
+    let mut rows = Vec::new();
+    for f in files {
+        rows.extend(read_reference(std::path::Path::new(f)).unwrap());
+    }
+    assert_eq!(rows.len(), 176);
+    assert!(rows.iter().any(|r| r.dp > 1 && r.ep > 1));
+    let comps = compare(&rows, None).unwrap();
+    let again = compare(&rows, None).unwrap();
+    for (a, b) in comps.iter().zip(&again) {
+        assert!(a.predicted.is_finite() && a.predicted > 0.0, "{a:?}");
+        assert_eq!(a.predicted.to_bits(), b.predicted.to_bits(), "{}", a.id);
+    }
+    let s = summarize(&comps);
+    let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
+    assert_eq!(e.rows, 176);
+    // Measured: median 27.9%, bias +11.7%.
+    assert!(e.median_abs_error <= 0.31, "{e:#?}");
+    assert!((0.0..=0.25).contains(&e.mean_signed_error), "{e:#?}");
+}

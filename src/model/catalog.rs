@@ -42,6 +42,10 @@ const CATALOG: &[(&str, &str)] = &[
     ),
     ("qwen3-32b", include_str!("../../models/qwen3-32b.toml")),
     (
+        "qwen3-30b-a3b",
+        include_str!("../../models/qwen3-30b-a3b.toml"),
+    ),
+    (
         "gpt-oss-120b",
         include_str!("../../models/gpt-oss-120b.toml"),
     ),

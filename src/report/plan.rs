@@ -122,7 +122,8 @@ fn below_table_lines(t: &mut String, p: &PlanResult, shown: usize) {
         let why = reason(c);
         match groups.iter_mut().find(|(g, w, _)| {
             let gk = &g.candidate;
-            (gk.gpu.as_str(), gk.dtype.as_str(), gk.tp) == (k.gpu.as_str(), k.dtype.as_str(), k.tp)
+            (gk.gpu.as_str(), gk.dtype.as_str(), gk.parallelism())
+                == (k.gpu.as_str(), k.dtype.as_str(), k.parallelism())
                 && *w == why
         }) {
             Some((_, _, seqs)) => seqs.push(k.max_num_seqs),
@@ -133,10 +134,10 @@ fn below_table_lines(t: &mut String, p: &PlanResult, shown: usize) {
         let k = &c.candidate;
         let _ = writeln!(
             t,
-            "  {} {} TP{} seqs {}: {}",
+            "  {} {} {} seqs {}: {}",
             k.gpu,
             k.dtype,
-            k.tp,
+            k.parallelism(),
             seqs.iter()
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
@@ -267,7 +268,11 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 c.candidate.gpu.clone()
             },
             c.candidate.dtype,
-            c.candidate.tp,
+            // With data or expert parallelism, `TPxDP` and `e` for expert parallelism.
+            match (c.candidate.dp, c.candidate.ep) {
+                (1, 1) => c.candidate.tp.to_string(),
+                (dp, ep) => format!("{}x{}{}", c.candidate.tp, dp, if ep > 1 { "e" } else { "" }),
+            },
             c.candidate.max_num_seqs,
             c.capacity_rate_per_replica,
             max,

@@ -142,6 +142,8 @@ pub fn parse_result_file(
         kv_cache_dtype: dep.kv_cache_dtype.clone(),
         gpu: dep.gpu.clone(),
         tp: dep.tp,
+        dp: 1,
+        ep: 1,
         input_len: input.round().max(1.0) as u32,
         output_len: output.round().max(1.0) as u32,
         output_len_counted: None,
