@@ -223,9 +223,19 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         if slos.is_empty() { "none".into() } else { slos.join(", ") },
         100.0 * p.goodput_threshold
     );
+    // Data-parallel candidates write their TP column as `TPxDP` (`e`: expert parallel).
+    let tp_w = if p
+        .candidates
+        .iter()
+        .any(|c| c.candidate.dp != 1 || c.candidate.ep != 1)
+    {
+        6
+    } else {
+        3
+    };
     let _ = writeln!(
         t,
-        "{:>4} {:<14}{:<6}{:>3}{:>5} {:>9}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  note",
+        "{:>4} {:<14}{:<6}{:>tp_w$}{:>5} {:>9}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  note",
         "rank",
         "gpu",
         "dtype",
@@ -259,7 +269,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         };
         let _ = writeln!(
             t,
-            "{:>4} {:<14}{:<6}{:>3}{:>5} {:>9.2}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  {}",
+            "{:>4} {:<14}{:<6}{:>tp_w$}{:>5} {:>9.2}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  {}",
             i + 1,
             // A profile given as a long path keeps a space before the next column.
             if c.candidate.gpu.len() >= 14 {
