@@ -21,7 +21,6 @@ pub mod nvrtc;
 pub mod timing;
 pub mod validate;
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -657,30 +656,11 @@ pub fn run_suite(
     Ok(out)
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over `path`.
+/// Writes `bytes` to `path` atomically ([`crate::report::atomic::write_atomic`]: an exclusive,
+/// unpredictably named temporary file in the same directory, flushed and synced, then renamed
+/// over `path`).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_sibling(path, "");
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
-}
-
-/// A temporary path next to `path` (same directory, so a rename is atomic), ending in
-/// `suffix` (the PNG encoder picks its format from the extension).
-pub fn temp_sibling(path: &Path, suffix: &str) -> std::path::PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    path.with_file_name(format!(".{name}.tmp-{}{suffix}", std::process::id()))
+    crate::report::atomic::write_atomic(path, bytes)
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`, from the system clock.

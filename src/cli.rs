@@ -303,8 +303,8 @@ pub struct FitArgs {
     /// Measurement CSVs (as `servesim calibrate` writes them); their rows are fitted together.
     #[arg(required = true, num_args = 1..)]
     pub measurements: Vec<PathBuf>,
-    /// Base GPU profile: a name or a path; fields without rows keep its values.
-    #[arg(long, default_value = "calibration/gpus/h100-sxm.toml")]
+    /// Base GPU profile: a catalog name or a path; fields without rows keep its values.
+    #[arg(long, default_value = "h100-sxm")]
     pub base: String,
     /// Output profile TOML.
     #[arg(long)]

@@ -1,6 +1,15 @@
 //! The edge between flags and the library: each command turns its flags into validated
 //! configuration, runs the library, and writes the result. Errors here use anyhow.
 
+/// A line on standard error that never fails or panics the command: a closed standard error
+/// (`2>&-`, a reader gone) is ignored, as `eprintln!` would not.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod calibrate;
 mod estimate;
@@ -17,44 +26,55 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, DeploymentArgs};
+use servesim::report::atomic::{probe_writable, ReportDir};
 use servesim::scenario::{DeploymentConfig, SchedulerOverrides};
 
-/// Checks before any work that `--out` (or `flag`) can be a folder: it is one already, or it
-/// does not exist and its nearest existing ancestor is a folder. A run that would fail only
-/// when it writes its results fails here instead (exit 2).
-pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(servesim::Error::config(
-            flag,
-            dir.display().to_string(),
-            "exists and is not a folder",
-        ));
-    }
-    check_ancestor(flag, dir)
+/// Starts the report folder `--out` (or `flag`) before any work: a staging folder that proves
+/// the location writable and is swapped in whole at the end ([`ReportDir`]). A run that
+/// would fail only when it writes its results fails here instead (exit 2, naming the path).
+pub fn begin_out_dir(flag: &str, dir: &Path) -> Result<ReportDir> {
+    Ok(ReportDir::begin(flag, dir)?)
 }
 
-/// As [`check_out_dir`], for an output file: not an existing folder, and its nearest
-/// existing ancestor is a folder.
+/// Checks before any work that the output file `file` (of `flag`) can be written: not a
+/// folder, below a folder, and a file can be created there (a read-only file system fails
+/// here, not after the work).
 pub fn check_out_file(flag: &str, file: &Path) -> Result<()> {
+    let bad = |why: String| servesim::Error::config(flag, file.display().to_string(), why);
     if file.is_dir() {
-        anyhow::bail!(servesim::Error::config(
-            flag,
-            file.display().to_string(),
-            "is a folder; give a file name",
-        ));
+        anyhow::bail!(bad("is a folder; give a file name".into()));
     }
-    check_ancestor(flag, file)
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        let why = if dir.exists() {
+            format!("{} is not a folder", dir.display())
+        } else {
+            format!("the folder {} does not exist", dir.display())
+        };
+        anyhow::bail!(bad(why));
+    }
+    probe_writable(dir).map_err(|e| {
+        let why = match &e {
+            servesim::Error::Io { err, .. } => err.to_string(),
+            other => other.to_string(),
+        };
+        bad(format!("cannot write here: {why}"))
+    })?;
+    Ok(())
 }
 
-fn check_ancestor(flag: &str, path: &Path) -> Result<()> {
-    match path.ancestors().skip(1).find(|a| a.exists()) {
-        Some(a) if !a.is_dir() => anyhow::bail!(servesim::Error::config(
-            flag,
-            path.display().to_string(),
-            format!("{} is not a folder", a.display()),
-        )),
-        _ => Ok(()),
-    }
+/// Writes a command's main output to standard output. A failure names standard output (a full
+/// disk, a closed pipe: `main` stops quietly on the latter), never a report file.
+pub fn to_stdout(bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| servesim::Error::io("<standard output>", e))?;
+    Ok(())
 }
 
 /// The `--set` overrides plus `limits.fast_forward=false` under `--no-fast-forward`.

@@ -80,5 +80,19 @@ impl Error {
     }
 }
 
+/// Checks that a name read from the input (a scenario's, a model's, a GPU's, an engine's) has
+/// no control character: names are printed in tables, logs and re-run lines, where a CR or LF
+/// would forge or overwrite lines. The error names `origin` and `key`.
+pub fn check_printable(origin: &str, key: &str, name: &str) -> Result<()> {
+    match name.chars().find(|c| c.is_control()) {
+        Some(c) => Err(Error::config(
+            origin,
+            key,
+            format!("must not contain control characters, got {c:?} in {name:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

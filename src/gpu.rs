@@ -244,7 +244,7 @@ impl GpuProfile {
                 Self::from_toml(text, &format!("calibration/gpus/{name}.toml"))
             }
             Entry::Path(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+                let text = crate::input::read_to_string(&path, crate::input::InputKind::Config)?;
                 Self::from_toml(&text, name_or_path)
             }
         }
@@ -364,7 +364,140 @@ impl GpuProfile {
                 "exceeds the datasheet HBM bandwidth",
             ));
         }
-        Ok(())
+        self.check_plausible(origin)
+    }
+
+    /// Checks every figure the step-time model reads against a range that holds any GPU from a
+    /// V100 to well beyond a B200 (10x either way), so that a typo (a bandwidth of 1e-300, a
+    /// fixed time of an hour) is an error naming the key and the range instead of step times
+    /// of centuries.
+    fn check_plausible(&self, origin: &str) -> Result<()> {
+        crate::error::check_printable(origin, "name", &self.name)?;
+        crate::error::check_printable(origin, "display_name", &self.display_name)?;
+        // (key, value, low, high); a value of 0 is allowed where the key says "0: none".
+        let ranges = [
+            (
+                "datasheet.memory_bytes",
+                self.datasheet.memory_bytes,
+                1e9,
+                1e13,
+            ),
+            (
+                "datasheet.hbm_bandwidth_bytes_per_s",
+                self.datasheet.hbm_bandwidth_bytes_per_s,
+                1e10,
+                1e15,
+            ),
+            (
+                "datasheet.bf16_flops_per_s",
+                self.datasheet.bf16_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            ("datasheet.l2_bytes", self.datasheet.l2_bytes, 0.0, 1e10),
+            (
+                "memory.stream_bandwidth_bytes_per_s",
+                self.memory.stream_bandwidth_bytes_per_s,
+                1e10,
+                1e15,
+            ),
+            ("memory.latency_s", self.memory.latency_s, 0.0, 1e-3),
+            ("gemm.fixed_s", self.gemm.fixed_s, 0.0, 1e-3),
+            (
+                "gemm.bf16_flops_per_s",
+                self.gemm.bf16_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            (
+                "gemm.half_rate_tokens",
+                self.gemm.half_rate_tokens,
+                1e-3,
+                1e6,
+            ),
+            ("attention.fixed_s", self.attention.fixed_s, 0.0, 1e-3),
+            (
+                "attention.decode_bandwidth_fraction",
+                self.attention.decode_bandwidth_fraction,
+                1e-2,
+                1.0,
+            ),
+            (
+                "attention.prefill_flops_fraction",
+                self.attention.prefill_flops_fraction,
+                1e-2,
+                1.0,
+            ),
+            (
+                "attention.prefill_half_rate_tokens",
+                self.attention.prefill_half_rate_tokens,
+                0.0,
+                1e6,
+            ),
+            ("small_ops.kernel_s", self.small_ops.kernel_s, 0.0, 1e-3),
+            (
+                "small_ops.bandwidth_fraction",
+                self.small_ops.bandwidth_fraction,
+                1e-2,
+                1.0,
+            ),
+            ("small_ops.launch_s", self.small_ops.launch_s, 0.0, 1e-3),
+            ("allreduce.latency_s", self.allreduce.latency_s, 0.0, 1e-2),
+            (
+                "allreduce.bus_bandwidth_bytes_per_s",
+                self.allreduce.bus_bandwidth_bytes_per_s,
+                1e8,
+                1e14,
+            ),
+            (
+                "allreduce.custom_latency_s",
+                self.allreduce.custom_latency_s,
+                0.0,
+                1e-2,
+            ),
+            (
+                "moe.grouped_flops_fraction",
+                self.moe.grouped_flops_fraction,
+                1e-2,
+                1.0,
+            ),
+        ];
+        let or_none = [
+            (
+                "datasheet.fp8_flops_per_s",
+                self.datasheet.fp8_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            (
+                "gemm.fp8_flops_per_s",
+                self.gemm.fp8_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            (
+                "gemm.fp8_half_rate_tokens",
+                self.gemm.fp8_half_rate_tokens.unwrap_or(1.0),
+                1e-3,
+                1e6,
+            ),
+        ];
+        let out = ranges
+            .into_iter()
+            .find(|&(_, v, lo, hi)| !(lo..=hi).contains(&v))
+            .or_else(|| {
+                or_none
+                    .into_iter()
+                    .find(|&(_, v, lo, hi)| v != 0.0 && !(lo..=hi).contains(&v))
+            });
+        match out {
+            Some((key, v, lo, hi)) => Err(Error::config(
+                origin,
+                key,
+                format!("must be in [{lo:e}, {hi:e}] (a plausible GPU), got {v:e}"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Whether the GPU has FP8 tensor cores.

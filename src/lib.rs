@@ -7,9 +7,11 @@
 
 pub mod calibrate;
 pub mod catalog;
+pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod gpu;
+pub mod input;
 pub mod metrics;
 pub mod model;
 pub mod plan;

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -16,9 +17,11 @@ fn main() -> ExitCode {
         // a Unix filter does; nothing is lost that anyone was reading.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            // A closed standard error must not turn the error into a panic.
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "error: {err}");
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let _ = writeln!(stderr, "  caused by: {cause}");
             }
             ExitCode::from(exit_code(&err))
         }

@@ -305,6 +305,9 @@ pub struct Metrics {
     pub billed_replica_ns: u128,
     /// Per-period statistics (disabled unless asked for).
     pub periods: PeriodStats,
+    /// Why the run must stop at once, set by a replica whose next iteration lasts beyond the
+    /// simulator's clock ([`crate::clock`]); the event loop ends the run as truncated with it.
+    pub stop: Option<String>,
 }
 
 impl Metrics {

@@ -16,7 +16,8 @@ pub use memory::{plan_memory, MemoryPlan};
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::clock::{self, secs_to_ns, BeyondClock};
+use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
 use crate::precision::{GemmMath, KvDtype};
 
@@ -263,7 +264,11 @@ impl StepTimeModel {
         let mut table = Vec::with_capacity(n);
         for t in 0..n {
             let x = model.token_terms(t as f64);
-            table.push(secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm));
+            table.push(
+                secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm).map_err(|e| {
+                    Error::Infeasible(format!("the GEMM time of a {t}-token iteration: {e}"))
+                })?,
+            );
         }
         model.table_ns = table;
         Ok(model)
@@ -546,9 +551,9 @@ impl StepTimeModel {
     /// for `t` padded tokens per rank, ns: from the precomputed table, or computed past its
     /// end.
     #[inline]
-    fn token_table_ns(&self, t: usize) -> u64 {
+    fn token_table_ns(&self, t: usize) -> Result<u64, BeyondClock> {
         match self.table_ns.get(t) {
-            Some(&ns) => ns,
+            Some(&ns) => Ok(ns),
             None => {
                 let x = self.token_terms(t as f64);
                 secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm)
@@ -561,9 +566,10 @@ impl StepTimeModel {
     /// the upper envelope of a few lines in fixed point. The simulator times every decode-only
     /// iteration with it, so a run of iterations of one batch can be summed in integers
     /// (the fast-forward) and equal, bit for bit, the iterations timed one by one.
-    pub fn decode_step(&self, b: &BatchShape) -> DecodeStep {
+    /// An error when a line's time is not finite or beyond the clock ([`crate::clock`]).
+    pub fn decode_step(&self, b: &BatchShape) -> Result<DecodeStep, BeyondClock> {
         debug_assert_eq!(b.prefill_tokens, 0);
-        let table = self.token_table_ns(self.padded_tokens(b) as usize);
+        let table = self.token_table_ns(self.padded_tokens(b) as usize)?;
         let g = &self.queued_gpu;
         let lm = self
             .gemm_time(g, self.lm_head.0, self.lm_head.1, self.lm_head_rows(b))
@@ -616,16 +622,17 @@ impl StepTimeModel {
 
     /// Iteration time in integer nanoseconds, from the precomputed table (the simulator's path).
     /// Equals `breakdown(b).total_s` rounded, up to the table's per-term rounding; decode-only
-    /// batches are timed by [`StepTimeModel::decode_step`].
+    /// batches are timed by [`StepTimeModel::decode_step`]. An error when the time is not
+    /// finite or beyond the clock ([`crate::clock`]): the caller ends the run and says why.
     #[inline]
-    pub fn step_ns(&self, b: &BatchShape) -> u64 {
+    pub fn step_ns(&self, b: &BatchShape) -> Result<u64, BeyondClock> {
         if b.tokens() == 0 {
-            return 0;
+            return Ok(0);
         }
         if b.prefill_tokens == 0 {
-            return self.decode_step(b).ns_at(b.decode_context_tokens);
+            return self.decode_step(b)?.ns_at(b.decode_context_tokens);
         }
-        let table = self.token_table_ns(self.padded_tokens(b) as usize);
+        let table = self.token_table_ns(self.padded_tokens(b) as usize)?;
         let g = &self.queued_gpu;
         let sampled = self.lm_head_rows(b);
         let lm = self.gemm_time(g, self.lm_head.0, self.lm_head.1, sampled).0
@@ -634,11 +641,12 @@ impl StepTimeModel {
         let gpu_s = table as f64 * 1e-9 + lm + attn;
         let (launch, host, overlap) = self.host_terms(b, gpu_s);
         let rest = lm + attn + launch + host - overlap;
-        let ns = (table + secs_to_ns(rest)).max(1);
+        // Both terms are on the clock (at most 2^62 ns), so their sum cannot overflow.
+        let ns = (table + secs_to_ns(rest)?).max(1);
         if self.time_scale == 1.0 {
-            ns
+            clock::check_ns(ns)
         } else {
-            ((ns as f64 * self.time_scale).round() as u64).max(1)
+            Ok(clock::ns_f64_to_ns(ns as f64 * self.time_scale)?.max(1))
         }
     }
 
@@ -669,29 +677,35 @@ pub struct DecodeStep {
 
 impl DecodeStep {
     /// The envelope of `(intercept_s, slope_s_per_token)` lines, each multiplied by `scale`.
-    fn new(lines_s: &[(f64, f64); 4], scale: f64) -> Self {
+    /// Every intercept must be a time the clock holds (its magnitude: a line may start below
+    /// zero), and every slope at most 2^38 ns (275 s) per context token, so that no time of the
+    /// envelope at any context overflows the fixed-point arithmetic; otherwise the error says
+    /// which time is beyond the clock.
+    fn new(lines_s: &[(f64, f64); 4], scale: f64) -> Result<Self, BeyondClock> {
         let unit = scale * 1e9 * (1u64 << DECODE_STEP_FRACTION_BITS) as f64;
-        // Far beyond any step time, small enough that `a + s c` cannot overflow for any u64 `c`
-        // with a slope in range.
-        const CAP: f64 = 1e30;
-        let fixed = |v: f64| -> i128 {
+        let fixed = |v: f64| -> Result<i128, BeyondClock> {
+            // The clock's rule first: a finite time within its range.
+            clock::secs_to_ns(v.abs() * scale)?;
             let x = v * unit;
-            if x.is_nan() {
-                0
-            } else if x.abs() < 9e18 {
+            Ok(if x.abs() < 9e18 {
                 // The common case, without the slow float-to-i128 conversion (truncated: a
                 // 2^-24 ns unit is far below the 1 ns the step is rounded to).
                 x as i64 as i128
             } else {
-                x.clamp(-CAP, CAP).round() as i128
-            }
+                x.round() as i128
+            })
         };
         let half = 1i128 << (DECODE_STEP_FRACTION_BITS - 1);
+        let max_slope = (1i128 << 62) - 1;
         let mut lines = [(0, 0); 4];
         for (l, &(a, s)) in lines.iter_mut().zip(lines_s.iter()) {
-            *l = (fixed(a) + half, fixed(s).clamp(0, (1i128 << 62) - 1));
+            let slope = fixed(s)?.max(0);
+            if slope > max_slope {
+                return Err(BeyondClock { seconds: s * scale });
+            }
+            *l = (fixed(a)? + half, slope);
         }
-        DecodeStep { lines }
+        Ok(DecodeStep { lines })
     }
 
     /// The lines, (intercept, slope per context token) in 2^-24 ns.
@@ -710,20 +724,17 @@ impl DecodeStep {
             .unwrap_or(0)
     }
 
-    /// The iteration time at total context `ctx`, ns (at least 1).
+    /// The iteration time at total context `ctx`, ns (at least 1); an error when it lies
+    /// beyond the clock.
     #[inline]
-    pub fn ns_at(&self, ctx: u64) -> u64 {
+    pub fn ns_at(&self, ctx: u64) -> Result<u64, BeyondClock> {
         let x = self.fixed_at(ctx) >> DECODE_STEP_FRACTION_BITS;
-        x.clamp(1, u64::MAX as i128) as u64
-    }
-}
-
-/// Seconds to integer nanoseconds, rounding to nearest; negative or non-finite become 0.
-pub fn secs_to_ns(s: f64) -> u64 {
-    if s.is_finite() && s > 0.0 {
-        (s * 1e9).round() as u64
-    } else {
-        0
+        if x > clock::MAX_NS as i128 {
+            return Err(BeyondClock {
+                seconds: x as f64 * 1e-9,
+            });
+        }
+        Ok(x.max(1) as u64)
     }
 }
 
@@ -769,9 +780,9 @@ mod tests {
         );
         assert_eq!(a.gemm_s, b.gemm_s);
         // The simulator's path (the precomputed table) sees the same saving.
-        let ns = m.step_ns(&shared) as i64;
+        let ns = m.step_ns(&shared).unwrap() as i64;
         assert!(
-            (ns - secs_to_ns(b.total_s) as i64).abs() <= 2,
+            (ns - secs_to_ns(b.total_s).unwrap() as i64).abs() <= 2,
             "{ns} vs {b:?}"
         );
     }
@@ -797,7 +808,9 @@ mod tests {
         let m = StepTimeModel::new(dep, 2048).unwrap();
         let slow = m.breakdown(&b);
         assert!((slow.total_s - 2.0 * gpu).abs() < 1e-12, "{slow:?}");
-        assert!((m.step_ns(&b) as i64 - secs_to_ns(slow.total_s) as i64).abs() <= 2);
+        assert!(
+            (m.step_ns(&b).unwrap() as i64 - secs_to_ns(slow.total_s).unwrap() as i64).abs() <= 2
+        );
     }
 
     #[test]
@@ -820,9 +833,9 @@ mod tests {
         mixed_384.add_prefill(20, 0, true);
         assert!(m.breakdown(&mixed).gemm_s < m.breakdown(&mixed_384).gemm_s);
         // The simulator's path agrees with the breakdown.
-        let ns = m.step_ns(&BatchShape::decode(300, 500)) as i64;
+        let ns = m.step_ns(&BatchShape::decode(300, 500)).unwrap() as i64;
         assert!(
-            (ns - secs_to_ns(d300.total_s) as i64).abs() <= 3,
+            (ns - secs_to_ns(d300.total_s).unwrap() as i64).abs() <= 3,
             "{ns} {d300:?}"
         );
     }
@@ -899,5 +912,27 @@ mod tests {
         let plain = BatchShape::decode(16, 9000);
         let shared = plain.with_shared_prefixes(16 * 8192, 8192);
         assert_eq!(m.breakdown(&plain), m.breakdown(&shared));
+    }
+
+    #[test]
+    fn step_times_beyond_the_clock_are_errors_not_saturated_values() {
+        // 1e13 x a 7 ms step is 2e3 years: beyond the 146-year clock, in both timing paths.
+        let m = model("llama-3.1-8b", "h100-sxm", 1).with_time_scale(1e13);
+        let decode = BatchShape::decode(4, 400);
+        assert!(m.decode_step(&decode).is_err());
+        assert!(m.step_ns(&decode).is_err());
+        let mut mixed = BatchShape::decode(4, 400);
+        mixed.add_prefill(100, 0, true);
+        let e = m.step_ns(&mixed).unwrap_err();
+        assert!(e.to_string().contains("clock"), "{e}");
+        // An engine whose host time is 1e300 s cannot build the decode envelope either.
+        let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
+        dep.engine.host.per_iteration_s = 1e300;
+        let slow = StepTimeModel::new(dep, 64).unwrap();
+        assert!(slow.step_ns(&decode).is_err());
+        assert!(slow.step_ns(&mixed).is_err());
+        // At scale 1 the same batches are a few ms.
+        let ok = model("llama-3.1-8b", "h100-sxm", 1);
+        assert!(ok.step_ns(&mixed).unwrap() < 100_000_000);
     }
 }

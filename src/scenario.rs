@@ -31,6 +31,11 @@ use crate::roofline::{plan_memory, Deployment, MemoryPlan, ModuleFormats, StepTi
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
 use crate::workload::WorkloadConfig;
 
+/// The range of `deployment.step_time_scale` a scenario may set, dimensionless: a what-if
+/// multiplier on every step time, from 1000x faster to 1000x slower than modelled (beyond
+/// that no GPU or engine is being described, and step times leave the clock).
+pub const STEP_TIME_SCALE_RANGE: (f64, f64) = (1e-3, 1e3);
+
 /// The embedded default scenario (`scenarios/default.toml`), used when no file is given.
 pub const DEFAULT_SCENARIO: &str = include_str!("../scenarios/default.toml");
 
@@ -365,8 +370,9 @@ pub struct Scenario {
     /// What the scenario represents.
     #[serde(default)]
     pub description: String,
-    /// Seed of every random choice in the run.
-    #[serde(default)]
+    /// Seed of every random choice in the run: an integer, or (for seeds above TOML's largest
+    /// integer, 2^63 - 1) a string of digits; `--set seed=N` takes either.
+    #[serde(default, with = "seed_text")]
     pub seed: u64,
     /// The deployment.
     pub deployment: DeploymentConfig,
@@ -398,6 +404,44 @@ pub struct Scenario {
     pub faults: Option<FaultsSection>,
 }
 
+/// A seed as TOML holds it: an integer up to 2^63 - 1 (TOML's range), above that a string of
+/// digits, so that every `u64` seed (`--seed` takes any) round-trips through a scenario.
+mod seed_text {
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+        match i64::try_from(*seed) {
+            Ok(v) => s.serialize_i64(v),
+            Err(_) => s.serialize_str(&seed.to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        struct Seed;
+        impl Visitor<'_> for Seed {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number from 0 to 18446744073709551615")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+                u64::try_from(v).map_err(|_| E::custom(format!("must be >= 0, got {v}")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+                Ok(v)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+                v.trim().parse().map_err(|_| {
+                    E::custom(format!(
+                        "'{v}' is not a whole number from 0 to 18446744073709551615"
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(Seed)
+    }
+}
+
 /// A scenario with everything looked up and checked, ready to simulate.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -419,6 +463,26 @@ impl Scenario {
     /// Parses scenario TOML text, applying `key=value` overrides before validation of the
     /// structure. `origin` names the text in errors (a path, or `<embedded default>`).
     pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario> {
+        let dir = Self::folder_of(origin);
+        Self::parse_in(text, origin, dir.as_deref(), overrides)
+    }
+
+    /// The folder a scenario named `origin` lies in (`None` for `<embedded ...>` and flags).
+    fn folder_of(origin: &str) -> Option<PathBuf> {
+        if origin.starts_with('<') {
+            return None;
+        }
+        Path::new(origin).parent().map(Path::to_path_buf)
+    }
+
+    /// As [`Scenario::parse`], with relative paths resolved from `dir` (the scenario file's
+    /// folder, given as a path: it need not be UTF-8 to be named here).
+    fn parse_in(
+        text: &str,
+        origin: &str,
+        dir: Option<&Path>,
+        overrides: &[String],
+    ) -> Result<Scenario> {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| Error::Parse {
             path: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
@@ -426,11 +490,16 @@ impl Scenario {
         for o in overrides {
             apply_override(&mut table, o)?;
         }
-        Self::from_table(table, origin)
+        Self::from_table_in(table, origin, dir)
     }
 
     /// Reads a scenario from an already-parsed TOML table (as `bench` builds from flags).
     pub fn from_table(table: toml::Table, origin: &str) -> Result<Scenario> {
+        let dir = Self::folder_of(origin);
+        Self::from_table_in(table, origin, dir.as_deref())
+    }
+
+    fn from_table_in(table: toml::Table, origin: &str, dir: Option<&Path>) -> Result<Scenario> {
         let de = toml::Value::Table(table);
         let mut sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -444,12 +513,11 @@ impl Scenario {
             let reason = inner.lines().next().unwrap_or("").trim().to_string();
             Error::config(origin, key, reason)
         })?;
+        crate::error::check_printable(origin, "name", &sc.name)?;
         // Paths inside a file resolve from the file's folder; `<embedded ...>` and flags
         // have none.
-        if !origin.starts_with('<') {
-            if let Some(dir) = Path::new(origin).parent() {
-                sc.resolve_paths(dir);
-            }
+        if let Some(dir) = dir {
+            sc.resolve_paths(dir, origin)?;
         }
         Ok(sc)
     }
@@ -458,8 +526,8 @@ impl Scenario {
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Scenario> {
         match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-                Self::parse(&text, &p.display().to_string(), overrides)
+                let text = crate::input::read_to_string(p, crate::input::InputKind::Config)?;
+                Self::parse_in(&text, &p.display().to_string(), p.parent(), overrides)
             }
             None => Self::parse(DEFAULT_SCENARIO, "<embedded default>", overrides),
         }
@@ -534,6 +602,8 @@ impl Scenario {
                 format!("must be > 0, got {}", self.limits.max_sim_time_s),
             ));
         }
+        let max_sim_time_ns = crate::clock::secs_to_ns(self.limits.max_sim_time_s)
+            .map_err(|e| err("limits.max_sim_time_s", e.to_string()))?;
         if self.limits.max_events == 0 {
             return Err(err("limits.max_events", "must be > 0".into()));
         }
@@ -561,11 +631,22 @@ impl Scenario {
                 ));
             }
         }
-        if !(d.step_time_scale.is_finite() && d.step_time_scale > 0.0) {
+        if !(STEP_TIME_SCALE_RANGE.0..=STEP_TIME_SCALE_RANGE.1).contains(&d.step_time_scale) {
             return Err(err(
                 "deployment.step_time_scale",
-                format!("must be > 0, got {}", d.step_time_scale),
+                format!(
+                    "must be in [{}, {}] (a what-if multiplier on every step time), got {}",
+                    STEP_TIME_SCALE_RANGE.0, STEP_TIME_SCALE_RANGE.1, d.step_time_scale
+                ),
             ));
+        }
+        if let Some(r) = self.plan.max_replicas {
+            if !(1..=100_000).contains(&r) {
+                return Err(err(
+                    "plan.max_replicas",
+                    format!("must be in 1..=100000, got {r}"),
+                ));
+            }
         }
         if let Some(c) = self.plan.headroom_coverage {
             if !(c > 0.0 && c < 1.0) {
@@ -604,13 +685,14 @@ impl Scenario {
             scheduler,
             slo,
             limits: Limits {
-                max_sim_time_ns: (self.limits.max_sim_time_s.min(1e9) * 1e9) as u64,
+                max_sim_time_ns,
                 max_events: self.limits.max_events,
                 fast_forward: self.limits.fast_forward,
             },
             max_concurrency: self.workload.max_concurrency,
             seed: self.seed,
-            frontend_delay_ns: crate::roofline::secs_to_ns(deployment.engine.host.per_request_s),
+            frontend_delay_ns: crate::clock::secs_to_ns(deployment.engine.host.per_request_s)
+                .map_err(|e| err("deployment.engine", format!("host.per_request_s: {e}")))?,
             request_log_capacity: 0,
             autoscale,
             faults,
@@ -632,7 +714,9 @@ impl Scenario {
         let ms = |key: &str, v: Option<f64>| -> Result<Option<u64>> {
             match v {
                 None => Ok(None),
-                Some(x) if x.is_finite() && x > 0.0 => Ok(Some((x * 1e6).round() as u64)),
+                Some(x) if x.is_finite() && x > 0.0 => crate::clock::ms_to_ns(x)
+                    .map(Some)
+                    .map_err(|e| Error::config(origin, key, e.to_string())),
                 Some(x) => Err(Error::config(origin, key, format!("must be > 0, got {x}"))),
             }
         };
@@ -651,7 +735,10 @@ impl Scenario {
         }
         let timeout = match s.queue_timeout_s {
             None => None,
-            Some(t) if t.is_finite() && t > 0.0 => Some((t.min(1e9) * 1e9) as u64),
+            Some(t) if t.is_finite() && t > 0.0 => Some(
+                crate::clock::secs_to_ns(t)
+                    .map_err(|e| Error::config(origin, "slo.queue_timeout_s", e.to_string()))?,
+            ),
             Some(t) => {
                 return Err(Error::config(
                     origin,
@@ -1087,41 +1174,63 @@ impl Resolved {
     }
 }
 
-/// Resolves a path given in a scenario relative to the scenario's directory.
-pub fn resolve_relative(dir: &Path, path: &str) -> String {
+/// Resolves a path given in a scenario relative to the scenario's directory; `key` and
+/// `origin` name it in the error when the joined path cannot be written as text (a folder
+/// name that is not UTF-8: a scenario's paths are TOML strings).
+pub fn resolve_relative(dir: &Path, path: &str, origin: &str, key: &str) -> Result<String> {
     let p = PathBuf::from(path);
     if p.is_absolute() || dir.as_os_str().is_empty() {
-        path.to_string()
-    } else {
-        dir.join(p).display().to_string()
+        return Ok(path.to_string());
     }
+    dir.join(p).into_os_string().into_string().map_err(|_| {
+        Error::config(
+            origin,
+            key,
+            format!(
+                "'{path}' is relative to the scenario's folder {}, whose name is not UTF-8, so \
+                 it cannot be followed exactly; rename the folder, or run from inside it",
+                dir.display()
+            ),
+        )
+    })
 }
 
 /// Makes the workload's file paths (trace, empirical lengths) relative to the scenario file.
-fn resolve_workload_paths(w: &mut WorkloadConfig, dir: &Path) {
+fn resolve_workload_paths(w: &mut WorkloadConfig, dir: &Path, origin: &str) -> Result<()> {
     use crate::workload::{ArrivalConfig, LengthConfig};
     if let ArrivalConfig::Trace { path, .. } = &mut w.arrival {
-        *path = resolve_relative(dir, path);
+        *path = resolve_relative(dir, path, origin, "workload.arrival.path")?;
     }
-    for l in [&mut w.input, &mut w.output].into_iter().flatten() {
-        if let LengthConfig::Empirical { path } = l {
-            *path = resolve_relative(dir, path);
+    for (key, l) in [
+        ("workload.input.path", &mut w.input),
+        ("workload.output.path", &mut w.output),
+    ] {
+        if let Some(LengthConfig::Empirical { path }) = l {
+            *path = resolve_relative(dir, path, origin, key)?;
         }
     }
+    Ok(())
 }
 
 /// A model, GPU or engine given as a path, relative to `dir`; a catalog name stays.
-fn resolve_catalog_path(kind: catalog::Kind, dir: &Path, given: &mut String) {
+fn resolve_catalog_path(
+    kind: catalog::Kind,
+    dir: &Path,
+    given: &mut String,
+    origin: &str,
+    key: &str,
+) -> Result<()> {
     if let Ok(catalog::Entry::Path(_)) = catalog::resolve(kind, given) {
-        *given = resolve_relative(dir, given);
+        *given = resolve_relative(dir, given, origin, key)?;
     }
+    Ok(())
 }
 
 impl Scenario {
     /// Makes every file path the scenario names relative to `dir`, the scenario file's folder:
     /// `deployment.model`, `deployment.gpu`, `deployment.engine` and `plan.gpus` when they are
     /// paths rather than catalog names, the trace and empirical length files.
-    fn resolve_paths(&mut self, dir: &Path) {
+    fn resolve_paths(&mut self, dir: &Path, origin: &str) -> Result<()> {
         use catalog::Kind;
         let d = &mut self.deployment;
         // A Hugging Face id (`org/name`) stays an id unless the scenario's folder holds a
@@ -1130,25 +1239,35 @@ impl Scenario {
             && !dir.join(&d.model).exists()
             && !Path::new(&d.model).exists();
         if !hub_id {
-            resolve_catalog_path(Kind::Model, dir, &mut d.model);
+            resolve_catalog_path(Kind::Model, dir, &mut d.model, origin, "deployment.model")?;
         }
-        resolve_catalog_path(Kind::Gpu, dir, &mut d.gpu);
-        resolve_catalog_path(Kind::Engine, dir, &mut d.engine);
+        resolve_catalog_path(Kind::Gpu, dir, &mut d.gpu, origin, "deployment.gpu")?;
+        resolve_catalog_path(
+            Kind::Engine,
+            dir,
+            &mut d.engine,
+            origin,
+            "deployment.engine",
+        )?;
         for g in self.plan.gpus.iter_mut().flatten() {
-            resolve_catalog_path(Kind::Gpu, dir, g);
+            resolve_catalog_path(Kind::Gpu, dir, g, origin, "plan.gpus")?;
         }
-        for g in [&mut self.plan.prefill_gpus, &mut self.plan.decode_gpus]
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            resolve_catalog_path(Kind::Gpu, dir, g);
-        }
-        for p in [&mut d.prefill, &mut d.decode].into_iter().flatten() {
-            if let Some(g) = &mut p.gpu {
-                resolve_catalog_path(Kind::Gpu, dir, g);
+        for (key, gpus) in [
+            ("plan.prefill_gpus", &mut self.plan.prefill_gpus),
+            ("plan.decode_gpus", &mut self.plan.decode_gpus),
+        ] {
+            for g in gpus.iter_mut().flatten() {
+                resolve_catalog_path(Kind::Gpu, dir, g, origin, key)?;
             }
         }
-        resolve_workload_paths(&mut self.workload, dir);
+        for (key, p) in [
+            ("deployment.prefill.gpu", &mut d.prefill),
+            ("deployment.decode.gpu", &mut d.decode),
+        ] {
+            if let Some(g) = p.as_mut().and_then(|p| p.gpu.as_mut()) {
+                resolve_catalog_path(Kind::Gpu, dir, g, origin, key)?;
+            }
+        }
+        resolve_workload_paths(&mut self.workload, dir, origin)
     }
 }

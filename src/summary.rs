@@ -126,6 +126,11 @@ pub struct RunSummary {
     pub arrived: u64,
     /// Requests still queued or running when the run stopped (0 unless truncated).
     pub in_flight: u64,
+    /// Requests of the workload never sent because the run stopped early (`None` for a
+    /// complete run, or when the workload's count is not known in advance: a synthetic stream
+    /// that ends at `duration_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
     /// Requests lost with a failed replica (not retried).
     pub lost: u64,
     /// Requests a client retried after their replica failed.
@@ -327,6 +332,19 @@ impl Resolved {
         }
         let mut result = self.summarize(&out);
         result.summary.warnings = gen.warnings().to_vec();
+        let s = &mut result.summary;
+        if let Some(why) = &mut s.truncated {
+            // Say how much of the load the stopped run never sent, where that is known.
+            s.unsent = gen
+                .planned_requests()
+                .map(|n| n.saturating_sub(out.metrics.arrived));
+            if !why.contains("never sent") {
+                match s.unsent {
+                    Some(n) => why.push_str(&format!("; {n} requests never sent")),
+                    None => why.push_str("; the rest of the workload was never sent"),
+                }
+            }
+        }
         Ok((result, requests))
     }
 
@@ -457,6 +475,7 @@ impl Resolved {
             timed_out: m.timed_out,
             arrived: m.arrived,
             in_flight: out.in_flight,
+            unsent: None,
             lost: m.lost,
             retried: m.retried,
             billed_replica_hours: m.billed_replica_ns as f64 / 3.6e12,

@@ -11,7 +11,9 @@
 
 mod result_file;
 
-pub use result_file::{parse_result_file, read_result_file, ResultDeployment};
+pub use result_file::{
+    contradictions, parse_result_file, read_result_file, ResultDeployment, MAX_REQUESTS,
+};
 
 use std::path::Path;
 
@@ -313,7 +315,18 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             },
             prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
             lens: None,
-            num_requests: req("num_requests")? as u64,
+            num_requests: match req("num_requests")? {
+                n if n >= 1.0 && n <= MAX_REQUESTS as f64 && n.fract() == 0.0 => n as u64,
+                n => {
+                    return Err(bad(
+                        "num_requests",
+                        format!(
+                            "must be a whole number in 1..={MAX_REQUESTS} (each row is \
+                             simulated, a fit replays it hundreds of times), got {n}"
+                        ),
+                    ))
+                }
+            },
             rate_rps,
             burstiness: match num("burstiness")? {
                 Some(b) if b <= 0.0 => {
@@ -351,7 +364,7 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
 
 /// Reads reference rows from a file.
 pub fn read_reference(path: &Path) -> Result<Vec<ReferenceRow>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::read_to_string(path, crate::input::InputKind::Table)?;
     parse_reference(&text, &path.display().to_string())
 }
 
@@ -523,7 +536,8 @@ fn simulate(row: &ReferenceRow, host: Option<&HostCosts>) -> Result<RunSummary> 
         .resolve(&format!("reference row {}", row.id))?;
     if let Some(h) = host {
         resolved.deployment.engine.host = h.clone();
-        resolved.sim.frontend_delay_ns = crate::roofline::secs_to_ns(h.per_request_s);
+        resolved.sim.frontend_delay_ns = crate::clock::secs_to_ns(h.per_request_s)
+            .map_err(|e| Error::config(&resolved.origin, "host.per_request_s", e.to_string()))?;
     }
     Ok(resolved.run()?.summary)
 }

@@ -726,20 +726,6 @@ pub struct RequestGenerator {
     warnings: Vec<String>,
 }
 
-/// Seconds to integer nanoseconds; `None` past u64 (about 584 years).
-fn secs_to_ns(t_s: f64) -> Option<u64> {
-    let ns = (t_s * 1e9).round();
-    if ns.is_nan() {
-        return None;
-    }
-    if ns < 18_446_744_073_709_551_615.0 {
-        // In [0, 2^64) (negatives saturate to 0), so the cast is exact.
-        Some(ns.max(0.0) as u64)
-    } else {
-        None
-    }
-}
-
 impl RequestGenerator {
     /// Validates `cfg` (errors name `origin` and the key path), loads any trace or empirical
     /// file (relative to the current directory), and seeds the random streams from `seed`.
@@ -928,7 +914,8 @@ impl RequestGenerator {
 
     /// The next request, arrival times nondecreasing; `None` once `num_requests` have been
     /// produced, the next arrival would come after `duration_s`, the trace is exhausted, or
-    /// time would pass u64 nanoseconds (about 584 years). O(1), no allocation.
+    /// time would pass the simulator's clock ([`crate::clock::MAX_NS`], about 146 years). O(1), no
+    /// allocation.
     pub fn next_request(&mut self) -> Option<RequestSpec> {
         if self.done || self.num_requests.is_some_and(|n| self.emitted >= n) {
             self.done = true;
@@ -958,7 +945,7 @@ impl RequestGenerator {
                 if past_end(t_s, self.duration_s) {
                     return None;
                 }
-                let Some(ns) = secs_to_ns(t_s) else {
+                let Ok(ns) = crate::clock::secs_to_ns(t_s) else {
                     self.overflow_s = Some(t_s);
                     return None;
                 };
@@ -979,7 +966,7 @@ impl RequestGenerator {
                     row.arrival_ns
                 } else {
                     let t_s = row.arrival_ns as f64 * 1e-9 * *scale;
-                    let Some(ns) = secs_to_ns(t_s) else {
+                    let Ok(ns) = crate::clock::secs_to_ns(t_s) else {
                         self.overflow_s = Some(t_s);
                         return None;
                     };
@@ -1021,6 +1008,28 @@ impl RequestGenerator {
     pub fn overflowed(&self) -> Option<(f64, Option<u64>)> {
         self.overflow_s
             .map(|t| (t, self.num_requests.map(|n| n.saturating_sub(self.emitted))))
+    }
+
+    /// Requests the workload sends in all, when known in advance: `num_requests` (at most the
+    /// trace's rows), or a trace's rows (those before `duration_s`); `None` for a synthetic
+    /// stream that ends at `duration_s`.
+    pub fn planned_requests(&self) -> Option<u64> {
+        let rows = match &self.source {
+            Source::Trace { trace, scale, .. } => Some(match self.duration_s {
+                Some(d) => trace
+                    .rows
+                    .iter()
+                    .take_while(|r| r.arrival_ns as f64 * 1e-9 * scale <= d)
+                    .count() as u64,
+                None => trace.rows.len() as u64,
+            }),
+            Source::Synthetic { .. } => None,
+        };
+        match (self.num_requests, rows) {
+            (Some(n), Some(r)) => Some(n.min(r)),
+            (Some(n), None) if self.duration_s.is_none() => Some(n),
+            (_, r) => r,
+        }
     }
 
     /// Whether every request arrives at t = 0 (offline batch).

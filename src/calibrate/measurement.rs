@@ -396,7 +396,7 @@ pub fn parse_measurements(text: &str, origin: &str) -> Result<Vec<Measurement>> 
 
 /// Reads a measurement file.
 pub fn read_measurements(path: &Path) -> Result<Vec<Measurement>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::read_to_string(path, crate::input::InputKind::Table)?;
     parse_measurements(&text, &path.display().to_string())
 }
 

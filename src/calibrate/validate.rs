@@ -201,13 +201,7 @@ impl Validation {
         if self.rows.is_empty() {
             return Err(Error::Infeasible("no rows to plot".into()));
         }
-        let tmp = super::temp_sibling(path, ".png");
-        let res = draw(self, &tmp, title);
-        let res = res.and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-        if res.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        res
+        crate::report::atomic::write_atomic_with(path, |tmp| draw(self, tmp, title))
     }
 }
 

@@ -235,7 +235,11 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     Ok(table(&[
         ("name", V::String("bench".into())),
         ("limits", V::Table(limits)),
-        ("seed", V::Integer(a.seed.min(i64::MAX as u64) as i64)),
+        // TOML integers stop at 2^63 - 1; larger seeds travel as text (the scenario reads both).
+        (
+            "seed",
+            i64::try_from(a.seed).map_or_else(|_| V::String(a.seed.to_string()), V::Integer),
+        ),
         ("deployment", V::Table(deployment)),
         ("scheduler", V::Table(scheduler)),
         ("workload", V::Table(workload)),
@@ -245,9 +249,11 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
 
 /// Runs `servesim bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
-    if let Some(out) = &args.out {
-        super::check_out_dir("--out", out)?;
-    }
+    let out = args
+        .out
+        .as_deref()
+        .map(|o| super::begin_out_dir("--out", o))
+        .transpose()?;
     if args.save_detailed && args.format != Format::Json {
         bail!(servesim::Error::config(
             "--save-detailed",
@@ -264,7 +270,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         (resolved.run()?, Vec::new())
     };
     if args.format != Format::Json {
-        return super::run::emit(&resolved, &result, args.format, args.out.as_deref());
+        return super::run::emit(&resolved, &result, args.format, out);
     }
     requests.sort_by_key(|r| r.arrival_ns);
     let doc = BenchResult {
@@ -284,14 +290,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .save_detailed
             .then(|| requests.iter().map(|r| r.output_tokens).collect()),
     };
-    let exporter = JsonExporter::new("result.json");
-    exporter.write(&doc, &mut std::io::stdout().lock())?;
-    if let Some(dir) = args.out.as_deref() {
-        super::run::write_outputs(&result, Some(dir))?;
-        let mut bytes = Vec::new();
-        exporter.write(&doc, &mut bytes)?;
-        let path = dir.join("result.json");
-        write_atomic(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    let mut bytes = Vec::new();
+    JsonExporter::new("result.json").write(&doc, &mut bytes)?;
+    // The files first: a standard output whose reader went away cannot lose them.
+    if let Some(out) = out {
+        super::run::write_outputs(&result, out.path())
+            .and_then(|()| Ok(write_atomic(&out.path().join("result.json"), &bytes)?))
+            .with_context(|| format!("writing {}", out.target().display()))?;
+        let dir = out.commit().context("putting the report folder in place")?;
+        note!("wrote {}", dir.display());
     }
-    Ok(())
+    super::to_stdout(&bytes)
 }

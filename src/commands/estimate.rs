@@ -61,6 +61,15 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
     }
     let model = StepTimeModel::new(dep.clone(), 0)?;
     let step = model.breakdown(&batch);
+    // The same rule as the simulator's: a step time off the clock is an error, never a NaN or
+    // a century printed as a figure.
+    servesim::clock::secs_to_ns(step.total_s).map_err(|e| {
+        servesim::Error::config(
+            "servesim estimate flags",
+            "step time",
+            format!("the iteration's time {e}"),
+        )
+    })?;
     let weight_gemm_bytes = dep.weight_bytes_per_gpu();
     let est = Estimate {
         model: dep.model.name.clone(),
@@ -92,7 +101,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
             0.0
         },
     };
-    let mut out = std::io::stdout().lock();
+    let mut out: Vec<u8> = Vec::new();
     match args.format {
         Format::Json => JsonExporter::new("estimate.json").write(&est, &mut out)?,
         Format::Csv => CsvExporter::new("estimate.csv").write(&est, &mut out)?,
@@ -103,7 +112,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
             dep.gpu.datasheet.hbm_bandwidth_bytes_per_s,
         )?,
     }
-    Ok(())
+    super::to_stdout(&out)
 }
 
 /// One header row and one data row: every field, nested ones as `memory.kv_tokens`.

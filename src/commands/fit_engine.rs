@@ -11,8 +11,8 @@ use crate::cli::FitEngineArgs;
 use servesim::engine::{EngineProfile, HostCosts};
 use servesim::report::atomic::write_atomic;
 use servesim::validate::{
-    compare, fit_engine_host, read_result_file, summarize, Comparison, HostFit, LoadKind,
-    ResultDeployment, HOST_KEYS,
+    compare, contradictions, fit_engine_host, read_result_file, summarize, Comparison, HostFit,
+    LoadKind, ResultDeployment, HOST_KEYS,
 };
 
 /// Runs `servesim fit-engine`.
@@ -38,6 +38,9 @@ pub fn run(args: &FitEngineArgs) -> Result<()> {
             row.id = p.display().to_string();
         }
         rows.push(row);
+    }
+    for w in contradictions(&rows) {
+        note!("warning: {w}");
     }
     let before = compare(&rows, Some(&base.host))?;
     let fit = fit_engine_host(&rows, &base.host)?;

@@ -15,7 +15,7 @@ const DEFAULT_ORIGIN: &str = "<embedded scenarios/chat-slo.toml>";
 
 /// Runs `servesim plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
-    super::check_out_dir("--out", &args.out)?;
+    let report = super::begin_out_dir("--out", &args.out)?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let (mut sc, origin) = match &args.scenario {
         Some(p) => (Scenario::load(Some(p), &set)?, p.display().to_string()),
@@ -38,7 +38,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         sc.seed = seed;
     }
     if std::io::stderr().is_terminal() {
-        eprintln!(
+        note!(
             "planning {} ...",
             if sc.name.is_empty() {
                 &origin
@@ -63,16 +63,21 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     for cmd in colocated.into_iter().chain(xpyd).chain(recommended) {
         *cmd = rerun_line(cmd, &origin, args);
     }
-    let mut stdout = std::io::stdout().lock();
+    let mut text = Vec::new();
     match args.format {
-        Format::Json => JsonExporter::new("plan.json").write(&out.plan, &mut stdout)?,
-        Format::Csv => CsvExporter::new("candidates.csv").write(&out.plan, &mut stdout)?,
-        Format::Table => write_plan_text(&mut stdout, &sc, &out.plan)?,
+        Format::Json => JsonExporter::new("plan.json").write(&out.plan, &mut text)?,
+        Format::Csv => CsvExporter::new("candidates.csv").write(&out.plan, &mut text)?,
+        Format::Table => write_plan_text(&mut text, &sc, &out.plan)?,
     }
-    write_plan_report(&args.out, &sc, &out)
+    // The report first, swapped in whole: a standard output whose reader went away cannot
+    // lose it, and an interruption leaves the previous report, not a mix of two.
+    write_plan_report(report.path(), &sc, &out)
         .with_context(|| format!("writing the report folder {}", args.out.display()))?;
-    eprintln!("wrote {}", args.out.join("index.html").display());
-    Ok(())
+    let dir = report
+        .commit()
+        .with_context(|| format!("putting the report folder {} in place", args.out.display()))?;
+    note!("wrote {}", dir.join("index.html").display());
+    super::to_stdout(&text)
 }
 
 /// `cmd` (`servesim run ORIGIN --set ...`) naming a file a user can run, with the plan's own

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, RunArgs};
+use servesim::report::atomic::ReportDir;
 use servesim::report::plan::steady_line;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};
@@ -16,9 +17,11 @@ const STEADY_STATE_LOG_CAP: usize = 4_000_000;
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
-    if let Some(out) = &args.out {
-        super::check_out_dir("--out", out)?;
-    }
+    let out = args
+        .out
+        .as_deref()
+        .map(|o| super::begin_out_dir("--out", o))
+        .transpose()?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let mut sc = Scenario::load(args.scenario.as_deref(), &set)?;
     if let Some(seed) = args.seed {
@@ -35,54 +38,57 @@ pub fn run(args: &RunArgs) -> Result<()> {
         resolved = resolved.with_request_log(STEADY_STATE_LOG_CAP);
     }
     let result = resolved.run()?;
-    emit(&resolved, &result, args.format, args.out.as_deref())
+    emit(&resolved, &result, args.format, out)
 }
 
-/// Prints a run's result and writes its output folder (summary.json, summary.csv,
-/// timeseries.csv), every file through the report exporters.
+/// Writes a run's output folder (summary.json, summary.csv, timeseries.csv), if one is given,
+/// then prints its result: the files first, so that a standard output whose reader went away
+/// (`| head`) cannot lose them.
 pub fn emit(
     resolved: &Resolved,
     result: &RunResult,
     format: Format,
-    out: Option<&Path>,
+    out: Option<ReportDir>,
 ) -> Result<()> {
     let s = &result.summary;
+    let mut text = Vec::new();
+    match format {
+        Format::Json => JsonExporter::new("summary.json").write(s, &mut text)?,
+        Format::Csv => CsvExporter::new("summary.csv").write(s, &mut text)?,
+        Format::Table => print_table(&mut text, resolved, s)?,
+    }
+    if let Some(out) = out {
+        write_outputs(result, out.path())
+            .with_context(|| format!("writing {}", out.target().display()))?;
+        let dir = out.commit().context("putting the report folder in place")?;
+        note!("wrote {}", dir.display());
+    }
     if format != Format::Table {
         for w in &s.warnings {
-            eprintln!("warning: {w}");
+            note!("warning: {w}");
         }
     }
-    let mut stdout = std::io::stdout().lock();
-    match format {
-        Format::Json => JsonExporter::new("summary.json").write(s, &mut stdout)?,
-        Format::Csv => CsvExporter::new("summary.csv").write(s, &mut stdout)?,
-        Format::Table => print_table(&mut stdout, resolved, s)?,
-    }
-    write_outputs(result, out)
+    super::to_stdout(&text)
 }
 
-/// Writes a run's output folder (summary.json, summary.csv, timeseries.csv), if one is given.
-pub fn write_outputs(result: &RunResult, out: Option<&Path>) -> Result<()> {
+/// Writes a run's files (summary.json, summary.csv, timeseries.csv) into `dir`.
+pub fn write_outputs(result: &RunResult, dir: &Path) -> Result<()> {
     let s = &result.summary;
-    if let Some(dir) = out {
+    export_all(
+        dir,
+        s,
+        &[
+            &JsonExporter::new("summary.json"),
+            &CsvExporter::new("summary.csv"),
+        ],
+    )
+    .and_then(|_| {
         export_all(
             dir,
-            s,
-            &[
-                &JsonExporter::new("summary.json"),
-                &CsvExporter::new("summary.csv"),
-            ],
+            &TimeSeriesTable(&result.timeseries),
+            &[&CsvExporter::new("timeseries.csv")],
         )
-        .and_then(|_| {
-            export_all(
-                dir,
-                &TimeSeriesTable(&result.timeseries),
-                &[&CsvExporter::new("timeseries.csv")],
-            )
-        })
-        .with_context(|| format!("writing {}", dir.display()))?;
-        eprintln!("wrote {}", dir.display());
-    }
+    })?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::{Format, ValidateArgs};
 use servesim::catalog::{self, Entry, Kind};
@@ -16,9 +16,11 @@ use servesim::validate::{
 
 /// Runs `servesim validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    if let Some(out) = &args.out {
-        super::check_out_dir("--out", out)?;
-    }
+    let report = args
+        .out
+        .as_deref()
+        .map(|o| super::begin_out_dir("--out", o))
+        .transpose()?;
     if !(args.coverage > 0.0 && args.coverage < 1.0) {
         anyhow::bail!(servesim::Error::config(
             "--coverage",
@@ -59,17 +61,20 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             "no reference rows to validate (check --engine)"
         ));
     }
+    for w in servesim::validate::contradictions(&rows) {
+        note!("warning: {w}");
+    }
     let mut host = None;
     if let Some(name) = &args.fit_engine {
         let profile = EngineProfile::load(name)?;
         let fit = fit_engine_host(&rows, &profile.host)?;
         if !fit.left_out.is_empty() {
-            eprintln!(
+            note!(
                 "left out of the fit (the model falls behind their arrivals even with no host cost): {}",
                 fit.left_out.join(", ")
             );
         }
-        eprintln!(
+        note!(
             "fitted {name} host costs on {} rows: per_iteration_s = {:.4e}, per_sequence_s = {:.4e}, \
              per_request_s = {:.4e} (mean Huber loss {:.4})",
             fit.fitted_rows,
@@ -84,7 +89,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let summary = summarize(&comps);
     let intervals = prediction_intervals(&comps, args.coverage);
     let headroom = step_time_headroom(&comps, args.coverage);
-    let mut out = std::io::stdout().lock();
+    let mut out: Vec<u8> = Vec::new();
     match args.format {
         Format::Json => writeln!(
             out,
@@ -166,8 +171,8 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             }
         }
     }
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)?;
+    if let Some(report) = report {
+        let dir = report.path();
         write_atomic(
             &dir.join("comparisons.csv"),
             comparisons_csv(&comps).as_bytes(),
@@ -190,9 +195,12 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             &dir.join("predicted-vs-measured.png"),
             ImageFormat::Png,
         )?;
-        eprintln!("wrote {}", dir.display());
+        let dir = report
+            .commit()
+            .context("putting the report folder in place")?;
+        note!("wrote {}", dir.display());
     }
-    Ok(())
+    super::to_stdout(&out)
 }
 
 fn comparisons_csv(comps: &[Comparison]) -> String {

@@ -71,6 +71,8 @@ fn parse_toml(text: &str, origin: &str) -> Result<ModelSpec> {
         message: e.to_string(),
     })?;
     spec.validate(origin)?;
+    crate::error::check_printable(origin, "name", &spec.name)?;
+    crate::error::check_printable(origin, "display_name", &spec.display_name)?;
     Ok(spec)
 }
 
@@ -89,7 +91,7 @@ pub fn load_model(name_or_path: &str) -> Result<ModelSpec> {
         }
         Entry::Path(_) => {
             let path = super::resolve_model_path(name_or_path)?;
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let text = crate::input::read_to_string(&path, crate::input::InputKind::Config)?;
             let origin = path.display().to_string();
             if name_or_path.ends_with(".toml") {
                 parse_toml(&text, name_or_path)

@@ -235,9 +235,19 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         return Err(Error::config(origin, "num_attention_heads", "must be > 0"));
     }
     let num_layers = cfg.required("num_hidden_layers")?;
-    let head_dim = cfg
-        .u64("head_dim")?
-        .unwrap_or(hidden_size / num_attention_heads);
+    let head_dim = match cfg.u64("head_dim")? {
+        Some(d) => d,
+        None if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
+        None => {
+            return Err(cfg.bad(
+                "head_dim",
+                &format!(
+                    "missing, and hidden_size ({hidden_size}) is not divisible by \
+                     num_attention_heads ({num_attention_heads}): give head_dim"
+                ),
+            ))
+        }
+    };
     let moe = read_moe(&cfg, &family, num_layers)?;
     // Llama-4 keeps its experts' width in `intermediate_size` and its dense layers' in
     // `intermediate_size_mlp`.
@@ -285,6 +295,9 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         spec.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
     }
     spec.validate(origin)?;
+    if let Some(n) = cfg.str("name") {
+        crate::error::check_printable(origin, "name", n)?;
+    }
     spec.name = model_name(&cfg, &spec);
     spec.display_name = spec.name.clone();
     Ok(spec)
@@ -369,6 +382,17 @@ impl Family {
     }
 }
 
+/// `model_type`s of mixture-of-experts architectures: a config of one without experts is an
+/// error rather than a dense model.
+const MOE_MODEL_TYPES: &[&str] = &[
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt_oss",
+];
+
 /// The MoE block, from whichever family's keys the file uses.
 fn read_moe(cfg: &Cfg<'_>, family: &Family, layers: u64) -> Result<Option<MoeSpec>> {
     let mut experts = None;
@@ -377,6 +401,24 @@ fn read_moe(cfg: &Cfg<'_>, family: &Family, layers: u64) -> Result<Option<MoeSpe
             experts = Some((key, e));
             break;
         }
+    }
+    // A mixture-of-experts architecture without experts is a broken config, not a dense model.
+    let moe_type = MOE_MODEL_TYPES.contains(&cfg.model_type());
+    match experts {
+        Some((key, 0)) => return Err(cfg.bad(key, "must be at least 2 experts, got 0")),
+        Some((_, e)) if e > 1 => {}
+        _ if moe_type => {
+            return Err(cfg.bad(
+                "num_local_experts",
+                &format!(
+                    "a {} model needs at least 2 experts (num_local_experts, n_routed_experts \
+                     or num_experts), got {}",
+                    cfg.model_type(),
+                    experts.map_or("none".to_string(), |(_, e)| e.to_string())
+                ),
+            ))
+        }
+        _ => {}
     }
     let Some((experts_key, e)) = experts.filter(|(_, e)| *e > 1) else {
         return Ok(None);

@@ -154,8 +154,38 @@ pub fn fingerprint(text: &str, base_overrides: &[String], varies: &[Vary]) -> St
     format!("{h:016x}")
 }
 
+/// Most points a sweep's grid may have.
+pub const MAX_GRID_POINTS: usize = 1_000_000;
+
+/// The grid's size, checked against [`MAX_GRID_POINTS`] before anything is built (two axes of
+/// 100,000 steps each are an error at once, not gigabytes later).
+fn grid_size(varies: &[Vary]) -> Result<usize> {
+    let mut n: usize = 1;
+    for v in varies {
+        n = n
+            .checked_mul(v.values.len())
+            .filter(|&n| n <= MAX_GRID_POINTS)
+            .ok_or_else(|| {
+                let sizes: Vec<String> = varies
+                    .iter()
+                    .map(|v| format!("{} ({})", v.key, v.values.len()))
+                    .collect();
+                Error::config(
+                    "--vary",
+                    "grid",
+                    format!(
+                        "the product of the axes' values, {}, is more than {MAX_GRID_POINTS} points",
+                        sizes.join(" x ")
+                    ),
+                )
+            })?;
+    }
+    Ok(n)
+}
+
 /// The grid: the cartesian product of `varies`, row-major (the last key fastest).
 fn grid(varies: &[Vary]) -> Result<Vec<Vec<(String, String)>>> {
+    grid_size(varies)?;
     let mut grid: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for v in varies {
         grid = grid
@@ -169,19 +199,12 @@ fn grid(varies: &[Vary]) -> Result<Vec<Vec<(String, String)>>> {
             })
             .collect();
     }
-    if grid.len() > 1_000_000 {
-        return Err(Error::config(
-            "--vary",
-            "grid",
-            format!("{} points is too many", grid.len()),
-        ));
-    }
     Ok(grid)
 }
 
-/// Points in the grid of `varies`.
+/// Points in the grid of `varies` (an error beyond [`MAX_GRID_POINTS`]).
 pub fn grid_points(varies: &[Vary]) -> Result<usize> {
-    Ok(grid(varies)?.len())
+    grid_size(varies)
 }
 
 /// Runs the grid (cartesian product of `varies`) over a scenario text, in parallel, each point
@@ -258,7 +281,7 @@ fn check_varied_keys(
 /// once, covering every point. Returns the varied keys and the points.
 pub fn merge_shards(dirs: &[std::path::PathBuf]) -> Result<(Vec<String>, Vec<SweepPoint>)> {
     let read = |p: std::path::PathBuf| -> Result<String> {
-        std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))
+        crate::input::read_to_string(&p, crate::input::InputKind::Table)
     };
     let mut first: Option<ShardManifest> = None;
     let mut seen = std::collections::BTreeSet::new();

@@ -16,6 +16,8 @@ use crate::workload::{ArrivalConfig, RequestGenerator};
 
 /// Seconds in a period of the week plan (an hour).
 pub const PERIOD_S: f64 = 3600.0;
+/// [`PERIOD_S`] on the clock, ns.
+const PERIOD_NS: u64 = 3600 * 1_000_000_000;
 /// Candidates (the cheapest at the peak) whose whole period is simulated.
 const CANDIDATES: usize = 2;
 /// Default share of the period's requests that must meet every SLO.
@@ -37,7 +39,7 @@ pub fn is_time_varying(sc: &Scenario) -> bool {
 pub fn hourly_rates(sc: &Scenario, origin: &str) -> Result<Vec<f64>> {
     let mut gen = RequestGenerator::new(&sc.workload, sc.seed, origin)?;
     let mut counts: Vec<u64> = Vec::new();
-    let period_ns = (PERIOD_S * 1e9) as u64;
+    let period_ns = PERIOD_NS;
     while let Some(r) = gen.next_request() {
         let h = (r.arrival_ns / period_ns) as usize;
         if h >= counts.len() {
@@ -238,7 +240,7 @@ fn simulate_period(
     );
     sc.deployment.replicas = a.initial_replicas.unwrap_or(1);
     sc.autoscale = Some(a);
-    let resolved = sc.resolve(origin)?.with_periods((PERIOD_S * 1e9) as u64);
+    let resolved = sc.resolve(origin)?.with_periods(PERIOD_NS);
     let cold_start_s = sc
         .autoscale
         .as_ref()

@@ -513,6 +513,10 @@ fn num_formula(f: String, v: f64) -> Formula {
 fn build_workbook(m: &CostModel, extra: &[TableSheet]) -> std::result::Result<Workbook, XlsxError> {
     let r = evaluate(m);
     let mut wb = Workbook::new();
+    // A fixed creation time (the ZIP epoch), not the clock's: identical plans give identical
+    // bytes.
+    let created = rust_xlsxwriter::ExcelDateTime::from_ymd(1980, 1, 1)?;
+    wb.set_properties(&rust_xlsxwriter::DocProperties::new().set_creation_datetime(&created));
     let mut used: HashSet<String> = HashSet::new();
     for name in ["Inputs", "Candidates", "Curves"] {
         used.insert(name.to_lowercase());
@@ -1390,6 +1394,15 @@ mod tests {
         let err = write_cost_workbook(&dir.path().join("bad.xlsx"), &bad, &[]).unwrap_err();
         assert!(err.to_string().contains("not a finite number"), "{err}");
         assert!(!dir.path().join("bad.xlsx").exists());
+    }
+
+    #[test]
+    fn the_same_model_gives_the_same_bytes_a_second_later() {
+        // Issue 29: the workbook carried its creation time, so identical plans differed.
+        let a = cost_workbook_bytes(&sample_model(), &[], Path::new("a.xlsx")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let b = cost_workbook_bytes(&sample_model(), &[], Path::new("b.xlsx")).unwrap();
+        assert!(a == b, "the workbook's bytes depend on when it was written");
     }
 
     #[test]

@@ -75,6 +75,10 @@ fn one() -> u32 {
 /// Link bandwidth per GPU of the smaller pool TP when the scenario gives none, GB/s: one
 /// 400 Gb/s NIC per GPU (DGX H100 datasheet: 8 ConnectX-7 400 Gb/s ports for 8 GPUs).
 pub const DEFAULT_BANDWIDTH_GB_S_PER_GPU: f64 = 50.0;
+
+/// Slowest KV link a scenario may set, GB/s (1 MB/s: below any network a GPU cluster has;
+/// slower links make transfer times leave the simulator's clock).
+pub const MIN_BANDWIDTH_GB_S: f64 = 1e-3;
 /// Fixed time of one KV transfer when the scenario gives none, us: our choice (no published
 /// per-transfer measurement found; RDMA verbs complete in single-digit us, the connector's
 /// notification and bookkeeping add more).
@@ -202,10 +206,12 @@ pub fn resolve_pools(
     let bandwidth_gb_s = d
         .kv_transfer_bandwidth_gb_s
         .unwrap_or(DEFAULT_BANDWIDTH_GB_S_PER_GPU * min_tp as f64);
-    if bandwidth_gb_s.is_nan() || bandwidth_gb_s <= 0.0 {
+    if bandwidth_gb_s.is_nan() || bandwidth_gb_s < MIN_BANDWIDTH_GB_S {
         return Err(err(
             "deployment.kv_transfer_bandwidth_gb_s",
-            format!("must be > 0 (inf: unlimited), got {bandwidth_gb_s}"),
+            format!(
+                "must be at least {MIN_BANDWIDTH_GB_S} GB/s (inf: unlimited), got {bandwidth_gb_s}"
+            ),
         ));
     }
     let latency_us = d.kv_transfer_latency_us.unwrap_or(DEFAULT_LATENCY_US);
@@ -239,7 +245,8 @@ pub fn resolve_pools(
         prefill: pool(&pp, &pd, &prefill),
         decode: pool(&dp, &dd, &decode),
         bandwidth_bytes_per_s: bandwidth_gb_s * 1e9,
-        latency_ns: (latency_us * 1e3).round() as u64,
+        latency_ns: crate::clock::us_to_ns(latency_us)
+            .map_err(|e| err("deployment.kv_transfer_latency_us", e.to_string()))?,
         kv_bytes_per_token,
         layers: m.num_layers.min(u32::MAX as u64) as u32,
         layerwise: d.kv_transfer_layerwise.unwrap_or(false),

@@ -148,9 +148,18 @@ fn default_on_failure() -> String {
     "retry".into()
 }
 
+/// Shortest time between autoscaler decisions, s: each is an event of the run, and the
+/// utilisation signal keeps a count per interval of the window.
+pub const MIN_INTERVAL_S: f64 = 0.1;
+/// Most intervals one utilisation window may hold.
+pub const MAX_WINDOW_INTERVALS: u64 = 100_000;
+/// Shortest mean time between failures of one replica, hours (0.36 s): each
+/// failure and each repair is an event of the run.
+pub const MIN_MTBF_HOURS: f64 = 1e-4;
+
 fn secs(origin: &str, key: &str, v: f64) -> Result<u64> {
     if (0.0..=1e9).contains(&v) {
-        Ok((v * 1e9).round() as u64)
+        crate::clock::secs_to_ns(v).map_err(|e| Error::config(origin, key, e.to_string()))
     } else {
         Err(Error::config(
             origin,
@@ -250,9 +259,12 @@ impl AutoscaleSection {
                         format!("must be in [0, ttft_high_ms = {high}), got {low}"),
                     ));
                 }
+                let ms = |key: &str, v: f64| {
+                    crate::clock::ms_to_ns(v).map_err(|e| err(key, e.to_string()))
+                };
                 AutoscalePolicy::Ttft {
-                    high_ns: (high * 1e6) as u64,
-                    low_ns: (low * 1e6) as u64,
+                    high_ns: ms("ttft_high_ms", high)?,
+                    low_ns: ms("ttft_low_ms", low)?,
                 }
             }
             other => {
@@ -294,16 +306,33 @@ impl AutoscaleSection {
         )?;
         secs(origin, "autoscale.engine_start_s", self.engine_start_s)?;
         let delay = secs(origin, "autoscale.scale_up_delay_s", self.cold_start_s(dep))?;
-        let interval = secs(origin, "autoscale.interval_s", self.interval_s)?;
-        if interval == 0 {
-            return Err(err("interval_s", "must be > 0".into()));
+        if self.interval_s.is_nan() || self.interval_s < MIN_INTERVAL_S {
+            return Err(err(
+                "interval_s",
+                format!(
+                    "must be at least {MIN_INTERVAL_S} s (each decision is an event of the run; \
+                     Kubernetes' autoscaler decides every 15 s), got {}",
+                    self.interval_s
+                ),
+            ));
         }
+        let interval = secs(origin, "autoscale.interval_s", self.interval_s)?;
         let window = secs(origin, "autoscale.window_s", self.window_s)?;
         if window < interval {
             return Err(err(
                 "window_s",
                 format!(
                     "must be at least interval_s ({}), got {}",
+                    self.interval_s, self.window_s
+                ),
+            ));
+        }
+        // The utilisation signal keeps one arrival count per interval of the window.
+        if window / interval > MAX_WINDOW_INTERVALS {
+            return Err(err(
+                "window_s",
+                format!(
+                    "must be at most {MAX_WINDOW_INTERVALS} x interval_s ({} s), got {} s",
                     self.interval_s, self.window_s
                 ),
             ));
@@ -363,7 +392,16 @@ impl FaultsSection {
         let mtbf_ns = match self.mtbf_hours {
             None => None,
             Some(h) => {
-                positive(origin, "faults.mtbf_hours", h)?;
+                if h.is_nan() || h < MIN_MTBF_HOURS {
+                    return Err(Error::config(
+                        origin,
+                        "faults.mtbf_hours",
+                        format!(
+                            "must be at least {MIN_MTBF_HOURS} h (each failure and repair is an \
+                             event of the run), got {h}"
+                        ),
+                    ));
+                }
                 Some(secs(origin, "faults.mtbf_hours", h * 3600.0)?.max(1))
             }
         };

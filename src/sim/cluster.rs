@@ -211,7 +211,12 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
             }
         }
         n_events += 1;
-        if let Some(why) = cfg.limits.reached(now, n_events) {
+        // A replica whose iteration would end beyond the clock stops the run (metrics.stop).
+        if let Some(why) = metrics
+            .stop
+            .take()
+            .or_else(|| cfg.limits.reached(now, n_events))
+        {
             truncated = Some(why);
             break;
         }
@@ -423,7 +428,8 @@ pub fn simulate(cfg: &SimConfig, step: &StepTimeModel, gen: &mut RequestGenerato
     if truncated.is_none() {
         if let Some((t_s, unsent)) = gen.overflowed() {
             truncated = Some(format!(
-                "the next arrival, at {t_s:.3e} s, lies past the simulator's clock (about 584 years): the run stopped there{}",
+                "the next arrival, at {t_s:.3e} s, lies past the simulator's clock (about {:.0} years): the run stopped there{}",
+                crate::clock::MAX_YEARS,
                 unsent.map_or(String::new(), |n| format!(", {n} requests never sent"))
             ));
         }

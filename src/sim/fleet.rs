@@ -363,6 +363,7 @@ impl Fleet {
     /// A random time to the next failure of one replica, ns, given its mean.
     pub fn time_to_failure(&mut self, mtbf_ns: u64) -> u64 {
         let x: f64 = self.rng.sample(Exp1);
-        (x * mtbf_ns as f64).min(1e18) as u64
+        // Beyond the clock is never within a run: the clock's edge.
+        crate::clock::ns_f64_to_ns((x * mtbf_ns as f64).floor()).unwrap_or(crate::clock::MAX_NS)
     }
 }

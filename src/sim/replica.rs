@@ -16,6 +16,7 @@ use fast_forward::Run;
 
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
+use crate::clock::BeyondClock;
 use crate::metrics::{Metrics, Outcome, RequestRecord, TimeSeries};
 use crate::roofline::{BatchShape, DecodeStep, StepTimeModel};
 
@@ -340,18 +341,22 @@ impl Replica {
     /// The step-time function of a decode-only batch shaped like `shape`
     /// ([`StepTimeModel::decode_step`]), from a small cache: it changes only when a request
     /// joins or leaves the decode set.
-    fn decode_step(&mut self, shape: &BatchShape, step: &StepTimeModel) -> DecodeStep {
+    fn decode_step(
+        &mut self,
+        shape: &BatchShape,
+        step: &StepTimeModel,
+    ) -> Result<DecodeStep, BeyondClock> {
         let key = (
             shape.decode_prefix_repeat_tokens,
             shape.decode_prefix_distinct_tokens,
         );
         let i = shape.decode_seqs as usize % DECODE_STEP_CACHE;
         match self.decode_steps[i] {
-            Some((seqs, k, d)) if seqs == shape.decode_seqs && k == key => d,
+            Some((seqs, k, d)) if seqs == shape.decode_seqs && k == key => Ok(d),
             _ => {
-                let d = step.decode_step(shape);
+                let d = step.decode_step(shape)?;
                 self.decode_steps[i] = Some((shape.decode_seqs, key, d));
-                d
+                Ok(d)
             }
         }
     }
@@ -407,7 +412,8 @@ impl Replica {
 
     /// Predicted time from `now` to the first token of a new request with `prompt` tokens:
     /// the rest of the current iteration plus the iterations needed to prefill everything
-    /// queued ahead of it at the current decode load.
+    /// queued ahead of it at the current decode load. A prediction beyond the clock is
+    /// `u64::MAX` (it only meets a TTFT threshold, which it misses).
     pub fn predict_ttft_ns(&self, now: u64, prompt: u32, step: &StepTimeModel) -> u64 {
         let rest = if self.busy {
             self.cur_end_ns.saturating_sub(now)
@@ -424,7 +430,8 @@ impl Replica {
         let mut shape = self.decode_shape(self.n_decoding);
         let chunk = (pending.min(per_iter as u64)) as u32;
         shape.add_prefill(chunk, 0, true);
-        rest + iters * step.step_ns(&shape)
+        step.step_ns(&shape)
+            .map_or(u64::MAX, |ns| rest.saturating_add(iters.saturating_mul(ns)))
     }
 
     fn timed_out(r: &Req, now: u64, slo: &SloPolicy) -> bool {
@@ -667,9 +674,26 @@ impl Replica {
         }
         let dur = if self.cur_chunks.is_empty() {
             self.decode_step(&shape, step)
-                .ns_at(shape.decode_context_tokens)
+                .and_then(|d| d.ns_at(shape.decode_context_tokens))
         } else {
-            step.step_ns(&shape).max(1)
+            step.step_ns(&shape).map(|ns| ns.max(1))
+        };
+        let dur = match dur {
+            Ok(ns) => ns,
+            Err(e) => {
+                // The iteration would end beyond the clock: it never ends here, and the event
+                // loop stops the run at its next event, saying why.
+                metrics.stop = Some(format!(
+                    "an iteration of {} sequences ({} prompt tokens, {} tokens of context) takes {e}",
+                    shape.decode_seqs + shape.prefill_seqs,
+                    shape.prefill_tokens,
+                    shape.decode_context_tokens
+                ));
+                self.busy = true;
+                self.cur_start_ns = now;
+                self.cur_end_ns = u64::MAX;
+                return Some(u64::MAX - now);
+            }
         };
         self.busy = true;
         self.cur_start_ns = now;

@@ -50,7 +50,7 @@ const METRIC_KEYS: [(&str, Metric); 7] = [
 
 /// Reads one result file as a reference row named after the file.
 pub fn read_result_file(path: &Path, dep: &ResultDeployment) -> Result<ReferenceRow> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::read_to_string(path, crate::input::InputKind::Result)?;
     let id = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -78,9 +78,28 @@ pub fn parse_result_file(
     };
     let r = Reader { obj: &obj, origin };
     let completed = r.count("completed")?;
+    if completed > MAX_REQUESTS {
+        return Err(r.bad(
+            "completed",
+            format!(
+                "{completed} requests is more than the {MAX_REQUESTS} a fit simulates per file \
+                 (each of its hundreds of evaluations replays them); measure fewer prompts"
+            ),
+        ));
+    }
+    if let Some(Value::Number(_)) = obj.get("num_prompts") {
+        let sent = r.count("num_prompts")?;
+        if completed > sent {
+            return Err(r.bad(
+                "completed",
+                format!("{completed} requests completed but num_prompts is {sent}"),
+            ));
+        }
+    }
+    let total_output = r.positive("total_output_tokens")?;
     let input = r.positive("total_input_tokens")? / completed as f64;
-    let output = r.positive("total_output_tokens")? / completed as f64;
-    r.positive("duration")?;
+    let output = total_output / completed as f64;
+    let duration = r.positive("duration")?;
     if input < 0.5 || output < 0.5 {
         return Err(r.bad(
             if input < 0.5 {
@@ -128,6 +147,7 @@ pub fn parse_result_file(
             "no measured metric (output_throughput, mean_ttft_ms, mean_e2el_ms, ...) to fit".into(),
         ));
     }
+    check_consistent(&r, &measured, total_output / duration)?;
     let lens = r.request_lens(completed)?;
     Ok(ReferenceRow {
         id: id.to_string(),
@@ -162,6 +182,109 @@ pub fn parse_result_file(
         measured,
         source: origin.to_string(),
     })
+}
+
+/// Most completed requests of one result file (or reference row) a fit or a validation
+/// simulates: each of a fit's hundreds of evaluations replays every file, so more would run
+/// for many minutes without progress.
+pub const MAX_REQUESTS: u64 = 100_000;
+
+/// A file that contradicts itself is an error naming the keys: a p90 above the p99, or an
+/// output throughput other than `total_output_tokens / duration` (vLLM writes exactly that).
+fn check_consistent(r: &Reader, measured: &[(Metric, f64)], throughput: f64) -> Result<()> {
+    let get = |m: Metric| measured.iter().find(|x| x.0 == m).map(|x| x.1);
+    for (p90, p99, k90, k99) in [
+        (
+            Metric::TtftP90Ms,
+            Metric::TtftP99Ms,
+            "p90_ttft_ms",
+            "p99_ttft_ms",
+        ),
+        (
+            Metric::E2eP90Ms,
+            Metric::E2eP99Ms,
+            "p90_e2el_ms",
+            "p99_e2el_ms",
+        ),
+    ] {
+        if let (Some(a), Some(b)) = (get(p90), get(p99)) {
+            if a > b * (1.0 + 1e-9) {
+                return Err(r.bad(
+                    k99,
+                    format!("{b} is below {k90} ({a}): the file contradicts itself"),
+                ));
+            }
+        }
+    }
+    if let Some(t) = get(Metric::OutputTokensPerS) {
+        if (t / throughput - 1.0).abs() > 0.02 {
+            return Err(r.bad(
+                "output_throughput",
+                format!(
+                    "{t} contradicts total_output_tokens / duration = {throughput:.1} (more than \
+                     2% apart): the file contradicts itself"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Rows that describe the same load (deployment, rate, burstiness, concurrency, requests and
+/// mean lengths within 1%) yet disagree on a measured metric by more than a quarter: one of
+/// them was probably measured on something else. One warning per such pair, naming both.
+pub fn contradictions(rows: &[ReferenceRow]) -> Vec<String> {
+    let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * a.abs().max(b.abs());
+    let same_load = |a: &ReferenceRow, b: &ReferenceRow| {
+        (
+            &a.engine,
+            &a.model,
+            &a.gpu,
+            a.tp,
+            &a.dtype,
+            &a.kv_cache_dtype,
+        ) == (
+            &b.engine,
+            &b.model,
+            &b.gpu,
+            b.tp,
+            &b.dtype,
+            &b.kv_cache_dtype,
+        ) && a.kind == b.kind
+            && a.max_concurrency == b.max_concurrency
+            && a.num_requests == b.num_requests
+            && close(a.input_len as f64, b.input_len as f64)
+            && close(a.output_len as f64, b.output_len as f64)
+            && match (a.rate_rps, b.rate_rps) {
+                (Some(x), Some(y)) => close(x, y),
+                (None, None) => true,
+                _ => false,
+            }
+            && a.burstiness.unwrap_or(1.0) == b.burstiness.unwrap_or(1.0)
+    };
+    let mut out = Vec::new();
+    for (i, a) in rows.iter().enumerate() {
+        for b in &rows[i + 1..] {
+            if !same_load(a, b) {
+                continue;
+            }
+            for &(m, x) in &a.measured {
+                let Some(&(_, y)) = b.measured.iter().find(|p| p.0 == m) else {
+                    continue;
+                };
+                if x.max(y) > 1.25 * x.min(y) {
+                    out.push(format!(
+                        "{} and {} describe the same load but their {} differ: {x} and {y}; \
+                         was one measured on another deployment?",
+                        a.id,
+                        b.id,
+                        m.name()
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Typed access to a result file's keys, with errors naming the file and the key.

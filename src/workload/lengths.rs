@@ -309,7 +309,7 @@ pub(crate) fn parse_token_count(what: &str, text: &str) -> std::result::Result<u
 /// skipped), or a CSV with a header that has a `tokens` column. Returns the counts sorted.
 pub(crate) fn load_empirical(path: &Path) -> Result<Vec<u32>> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::read_to_string(path, crate::input::InputKind::Table)?;
     let parse_err = |message: String| Error::Parse {
         path: shown.clone(),
         message,

@@ -41,14 +41,11 @@ pub(crate) const UNIT_CHECK_MIN_ROWS: usize = 1000;
 /// Median inter-arrival time above which `arrival_s` looks like milliseconds, seconds.
 pub(crate) const UNIT_CHECK_MAX_MEDIAN_GAP_S: f64 = 60.0;
 
-/// Largest arrival time a trace may hold, seconds (u64 nanoseconds: about 584 years).
-const MAX_TIME_S: f64 = 1.8e10;
-
 impl Trace {
     /// Loads and checks a trace file. Errors name the file and the line.
     pub(crate) fn load(path: &Path) -> Result<Self> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        Self::parse(std::io::BufReader::new(file), &path.display().to_string())
+        let reader = crate::input::open_lines(path, crate::input::InputKind::Trace)?;
+        Self::parse(reader, &path.display().to_string())
     }
 
     /// Parses a trace from a reader; `shown` names it in errors.
@@ -120,7 +117,15 @@ impl Trace {
                     )));
                 }
                 u64::try_from(rel)
-                    .map_err(|_| at(format!("{t_name} {t_text} is too far from the first row")))?
+                    .ok()
+                    .and_then(|ns| crate::clock::check_ns(ns).ok())
+                    .ok_or_else(|| {
+                        at(format!(
+                            "{t_name} {t_text} is too far from the first row (more than the \
+                             simulator's clock holds, about {:.0} years)",
+                            crate::clock::MAX_YEARS
+                        ))
+                    })?
             } else {
                 let t: f64 = t_text
                     .parse()
@@ -128,13 +133,7 @@ impl Trace {
                 if !t.is_finite() || t < 0.0 {
                     return Err(at(format!("arrival_s must be >= 0, got {t_text}")));
                 }
-                if t > MAX_TIME_S {
-                    return Err(at(format!(
-                        "arrival_s must be <= {MAX_TIME_S:e}, got {t_text}"
-                    )));
-                }
-                // In [0, 1.8e19] after scaling, below u64::MAX.
-                (t * 1e9).round() as u64
+                crate::clock::secs_to_ns(t).map_err(|e| at(format!("arrival_s: {e}")))?
             };
             if let Some((p_ns, p_text)) = &prev {
                 if arrival_ns < *p_ns {
@@ -259,6 +258,16 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.fraction]` (a `T` separator is also accepted; fraction of any
 /// length, digits past nanoseconds ignored) into (seconds since the epoch, nanoseconds).
+/// Days in month `mo` (1-12) of year `y` of the proleptic Gregorian calendar.
+fn days_in_month(y: i64, mo: i64) -> i64 {
+    match mo {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 pub(crate) fn parse_timestamp(text: &str) -> std::result::Result<(i64, u32), String> {
     let bad = || format!("TIMESTAMP '{text}' is not like 2023-11-16 18:15:46.6805900");
     let t = text.trim();
@@ -283,6 +292,12 @@ pub(crate) fn parse_timestamp(text: &str) -> std::result::Result<(i64, u32), Str
         return Err(bad());
     };
     let (y, mo, d) = (num(y, 0, 9999)?, num(mo, 1, 12)?, num(d, 1, 31)?);
+    if d > days_in_month(y, mo) {
+        return Err(format!(
+            "TIMESTAMP '{text}' names day {d} of a month that has {}",
+            days_in_month(y, mo)
+        ));
+    }
     let (hms, frac) = match time.trim().split_once('.') {
         Some((a, b)) => (a, b),
         None => (time.trim(), ""),
@@ -363,6 +378,18 @@ mod tests {
         let (c, n) = parse_timestamp("1970-01-01 00:00:01.123456789123").unwrap();
         assert_eq!((c, n), (1, 123_456_789));
         assert!(parse_timestamp("2023-13-01 00:00:00").is_err());
+        // Days a month does not have (issue 29: February 30 was taken as March 1 or 2).
+        for bad in [
+            "2023-02-30 00:00:00",
+            "2023-02-29 00:00:00",
+            "2100-02-29 00:00:00",
+            "2023-04-31 00:00:00",
+        ] {
+            let e = parse_timestamp(bad).unwrap_err();
+            assert!(e.contains("a month that has"), "{bad}: {e}");
+        }
+        assert!(parse_timestamp("2000-02-29 00:00:00").is_ok());
+        assert!(parse_timestamp("2023-12-31 23:59:59").is_ok());
         assert!(parse_timestamp("yesterday").is_err());
         assert!(parse_timestamp("2023-11-16 18:15:46.68x").is_err());
     }

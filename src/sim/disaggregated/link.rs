@@ -74,10 +74,11 @@ impl Link {
         let left = (f64::from_bits(end) - self.served_bytes).max(0.0);
         let n = self.active.len() as f64;
         let dt = (left * n / self.bandwidth_bytes_per_s * 1e9).ceil();
-        Some(
-            self.last_ns
-                .saturating_add(dt.min(u64::MAX as f64 / 2.0) as u64),
-        )
+        // Within the validated bandwidths a transfer takes far less than the clock holds; past
+        // it, the transfer ends at the clock's edge, beyond every run's time limit, so the
+        // run stops there as truncated rather than on a wrapped-around time.
+        let dt = crate::clock::ns_f64_to_ns(dt).unwrap_or(crate::clock::MAX_NS);
+        Some(self.last_ns.saturating_add(dt))
     }
 
     /// Takes the transfers finished by `now`, earliest first, into `done`.

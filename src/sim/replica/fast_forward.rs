@@ -455,7 +455,10 @@ impl Replica {
         };
         let batch = self.n_decoding as u64;
         let ctx0 = shape.decode_context_tokens;
-        let dstep = self.decode_step(shape, step);
+        // The first iteration was timed with this function: it is on the clock.
+        let Ok(dstep) = self.decode_step(shape, step) else {
+            return end0;
+        };
         let Some(ctx_max) = batch
             .checked_mul(max_len - 1)
             .and_then(|g| g.checked_add(ctx0))
@@ -508,7 +511,8 @@ impl Replica {
         }
         let step = self.book.step?;
         // Book again, up to the iteration in flight at t: the last one starting by t.
-        let dur0 = step.ns_at(run.ctx0);
+        // A run exists only where its times fit (`fits`), so this one is on the clock.
+        let dur0 = step.ns_at(run.ctx0).ok()?;
         let start = WalkStart {
             first_iter: run.first_iter,
             start_ns: run.start_ns,
