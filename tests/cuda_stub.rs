@@ -4,8 +4,11 @@
 //! chosen CUDA version, and supports nothing beyond the device query, so the check ends with a
 //! failed item (cuBLASLt, or the first module load) and exit code 1. Run with
 //! `cargo test --release --features cuda --test cuda_stub`; set `SERVESIM_NVRTC` to a
-//! `libnvrtc.so` to include the NVRTC choice. Skips without a C compiler.
+//! `libnvrtc.so` to include the NVRTC choice. Skips without a C compiler, and fails then in
+//! CI (`SERVESIM_CI`).
 #![cfg(feature = "cuda")]
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,7 +57,7 @@ fn row<'a>(table: &'a str, item: &str) -> &'a str {
 fn check_picks_the_timing_symbol_the_driver_has_and_reports_versions() {
     let dir = tempfile::tempdir().unwrap();
     let Some(r550) = stub(dir.path(), "r550", &["-DDRIVER_VERSION=12040"]) else {
-        eprintln!("skipped: no C compiler");
+        common::skip_or_fail("no C compiler (set CC or install cc)");
         return;
     };
     // An R550-like driver (CUDA 12.4): no cuEventElapsedTime_v2, so the original symbol.
@@ -91,7 +94,7 @@ fn check_picks_the_timing_symbol_the_driver_has_and_reports_versions() {
 fn check_refuses_an_old_driver_a_missing_gpu_and_a_newer_nvrtc() {
     let dir = tempfile::tempdir().unwrap();
     let Some(old) = stub(dir.path(), "old", &["-DOMIT_ALLOC_ASYNC"]) else {
-        eprintln!("skipped: no C compiler");
+        common::skip_or_fail("no C compiler (set CC or install cc)");
         return;
     };
     // A driver without a symbol the backend calls: exit 2, naming it, no panic.
@@ -121,4 +124,13 @@ fn check_refuses_an_old_driver_a_missing_gpu_and_a_newer_nvrtc() {
         );
         assert!(n.contains("nvidia-cuda-nvrtc-cu11"), "{n}");
     }
+}
+
+#[test]
+fn without_a_c_compiler_the_stub_test_fails_in_ci() {
+    let (passed, out) = common::rerun_in_ci_without_tools(
+        "check_picks_the_timing_symbol_the_driver_has_and_reports_versions",
+        &[("CC", "/nonexistent/cc")],
+    );
+    assert!(!passed && out.contains(common::CI_VAR), "{out}");
 }

@@ -4,7 +4,9 @@
 //! split per KV block (a 1-token sequence then has empty splits), and with uneven splits. It
 //! checks the kernel's indexing and arithmetic without a GPU; speed and the GPU memory model
 //! are for `servesim calibrate --check` on a device. Needs a C++20 compiler (`$CXX`, else
-//! `g++`); without one it skips with a message.
+//! `g++`); without one it skips with a message, and fails in CI (`SERVESIM_CI`).
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,7 +77,7 @@ fn run(exe: &Path, dir: &Path, case: &AttentionCase, plan: SplitPlan) -> Vec<f32
 #[test]
 fn attention_kernel_matches_the_cpu_reference_when_emulated() {
     let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++ compiler (set CXX or install g++)");
+        common::skip_or_fail("no C++ compiler (set CXX or install g++)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -119,4 +121,13 @@ fn attention_kernel_matches_the_cpu_reference_when_emulated() {
         assert!(case.check(&got, "moved").is_err());
         moved.check(&got, "moved").unwrap();
     }
+}
+
+#[test]
+fn without_a_cpp_compiler_the_emulation_test_fails_in_ci() {
+    let (passed, out) = common::rerun_in_ci_without_tools(
+        "attention_kernel_matches_the_cpu_reference_when_emulated",
+        &[("CXX", "/nonexistent/c++")],
+    );
+    assert!(!passed && out.contains(common::CI_VAR), "{out}");
 }

@@ -1,7 +1,8 @@
 //! The plan's index.html as a user sees it: headless Chromium loads it, its script runs
 //! without an error, the candidates table is there with every candidate, and sorting (here by
 //! the URL fragment `#sort=usd_per_hour:desc`) puts the dearest candidate first. Skipped, with
-//! a notice, without `chromium` on PATH; `.ci/run` installs it so CI always runs it.
+//! a notice, without `chromium` on PATH; in CI (`SERVESIM_CI`, set by `.ci/run`, which installs
+//! it) a missing browser fails.
 
 mod common;
 
@@ -73,7 +74,7 @@ fn column(dom: &str, col: usize) -> Vec<String> {
 #[test]
 fn the_report_page_loads_sorts_and_has_no_script_error() {
     let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: chromium is not on PATH");
+        common::skip_or_fail("chromium is not on PATH");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -139,4 +140,13 @@ fn the_report_page_loads_sorts_and_has_no_script_error() {
         .filter_map(|c| c["cost_at_target"]["usd_per_hour"].as_f64())
         .fold(0.0f64, f64::max);
     assert_eq!(costs[0], max);
+}
+
+#[test]
+fn without_chromium_the_page_test_fails_in_ci() {
+    let (passed, out) = common::rerun_in_ci_without_tools(
+        "the_report_page_loads_sorts_and_has_no_script_error",
+        &[],
+    );
+    assert!(!passed && out.contains(common::CI_VAR), "{out}");
 }

@@ -128,7 +128,7 @@ fn a_ramp_is_planned_hour_by_hour_and_autoscaled_for_less_than_the_static_fleet(
             let names = String::from_utf8_lossy(&o.stdout).into_owned();
             assert!(names.lines().any(|l| l == "Week"), "sheets: {names}");
         }
-        _ => eprintln!("SKIPPED the sheet check: python3 is not available"),
+        _ => common::skip_or_fail("python3 is not available for the sheet check"),
     }
 }
 

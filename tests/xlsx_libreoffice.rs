@@ -1,8 +1,8 @@
 //! The cost workbook as a user would check it: LibreOffice recalculates every formula of the
 //! default plan's cost.xlsx and gets servesim's own values (relative 1e-9), and doubling the
 //! target load moves the chosen fleet's replicas and $/hour by 1.5-2.5x
-//! (scripts/check-xlsx.sh). Skipped, with a notice, without `soffice` on PATH; `.ci/run`
-//! installs LibreOffice so CI always runs it.
+//! (scripts/check-xlsx.sh). Skipped, with a notice, without `soffice` on PATH; in CI
+//! (`SERVESIM_CI`, set by `.ci/run`, which installs LibreOffice) a missing `soffice` fails.
 
 mod common;
 
@@ -10,14 +10,15 @@ use std::process::Command;
 
 use common::servesim;
 
-/// Whether LibreOffice is on PATH; says so when the calling test skips.
+/// Whether LibreOffice is on PATH; when not, the calling test skips (and fails in CI:
+/// [`common::skip_or_fail`]).
 fn has_soffice() -> bool {
     let found = Command::new("sh")
         .args(["-c", "command -v soffice"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("SKIPPED: soffice (LibreOffice) is not on PATH");
+        common::skip_or_fail("soffice (LibreOffice) is not on PATH");
     }
     found
 }
@@ -109,4 +110,13 @@ fn libreoffice_chooses_the_plans_xpyd_recommendation_in_its_workbook() {
         text.contains(&format!("chosen candidate (LibreOffice): {label}")),
         "{label}: {text}"
     );
+}
+
+#[test]
+fn without_soffice_the_workbook_test_fails_in_ci() {
+    let (passed, out) = common::rerun_in_ci_without_tools(
+        "libreoffice_recalculates_the_default_plans_workbook",
+        &[],
+    );
+    assert!(!passed && out.contains(common::CI_VAR), "{out}");
 }

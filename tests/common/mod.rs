@@ -35,3 +35,44 @@ pub fn run_toml(text: &str) -> RunSummary {
         .unwrap_or_else(|e| panic!("{e}\n{text}"))
         .summary
 }
+
+/// The environment variable `.ci/run` sets: in CI a test whose tool (LibreOffice, Chromium, a
+/// C or C++ compiler, python3) is missing fails instead of skipping.
+pub const CI_VAR: &str = "SERVESIM_CI";
+
+/// Whether the tests run in CI (`SERVESIM_CI` set to anything but `0` or nothing).
+pub fn in_ci() -> bool {
+    std::env::var(CI_VAR).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// A test whose tool is missing (`what` says which): skips with a notice locally, and fails in
+/// CI ([`CI_VAR`]), where a skip would pass without checking anything.
+pub fn skip_or_fail(what: &str) {
+    if in_ci() {
+        panic!("{what}, and {CI_VAR} is set (CI runs every test): install it");
+    }
+    eprintln!("SKIPPED: {what}");
+}
+
+/// Runs the test `name` of the calling test binary again, as CI would (`SERVESIM_CI=1`) on a
+/// machine without its tool (an empty `PATH`, plus `env`): (whether it passed, its output).
+/// The check that a missing tool fails in CI instead of skipping.
+pub fn rerun_in_ci_without_tools(name: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let empty = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CI_VAR, "1")
+        .env("PATH", empty.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The filter must have found the test: `1 passed` or `1 failed`.
+    assert!(text.contains("running 1 test"), "{name}: {text}");
+    (out.status.success(), text)
+}
