@@ -4,9 +4,11 @@
 //! short simulation (at most 200 requests, at most 200,000 events) without a panic or a hang;
 //! every error is an input error, and every summary is free of NaN / infinity.
 //!
-//! The default run has 256 cases; the long run (10,000 cases) is ignored by default:
+//! The default run has 256 cases; the long runs (10,000 and 1,000,000 cases, on every core)
+//! are ignored by default:
 //!
-//!     cargo test --release --test fuzz_scenarios -- --ignored
+//!     cargo test --release --test fuzz_scenarios _10k -- --ignored --nocapture
+//!     cargo test --release --test fuzz_scenarios one_million -- --ignored --nocapture
 //!
 //! Cases, time and outcome of the long run are recorded in docs/reliability.md.
 
@@ -110,20 +112,27 @@ fn float(x: f64) -> String {
 struct Level {
     absurd: u32,
     unknown_key: f64,
+    /// Whether the sections agree with each other (a model with a TP that fits it, pools only
+    /// in a disaggregated deployment, one source of request lengths, ...), so that a case
+    /// without an absurd value reaches the simulator; wild cases draw every key on its own.
+    coherent: bool,
 }
 
 const LEVELS: [Level; 3] = [
     Level {
         absurd: 0,
         unknown_key: 0.0,
+        coherent: true,
     },
     Level {
-        absurd: 2,
-        unknown_key: 0.01,
+        absurd: 1,
+        unknown_key: 0.005,
+        coherent: true,
     },
     Level {
         absurd: 25,
         unknown_key: 0.1,
+        coherent: false,
     },
 ];
 
@@ -189,6 +198,12 @@ fn real(lvl: Level, lo: f64, hi: f64) -> BoxedStrategy<String> {
         ]
         .boxed(),
     )
+}
+
+/// A float uniform in `[lo, hi]` (no spread over magnitudes): a value the key accepts, for
+/// coherent cases.
+fn within(lvl: Level, lo: f64, hi: f64) -> BoxedStrategy<String> {
+    or_absurd(lvl, (lo..=hi).prop_map(float).boxed())
 }
 
 fn boolean(lvl: Level) -> BoxedStrategy<String> {
@@ -495,6 +510,10 @@ fn prefix(lvl: Level) -> BoxedStrategy<Vec<String>> {
 }
 
 fn slo(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    slo_keys(lvl)
+}
+
+fn slo_keys(lvl: Level) -> BoxedStrategy<Vec<String>> {
     keys(
         lvl,
         vec![
@@ -607,13 +626,15 @@ fn scenario_text_at(lvl: Level) -> impl Strategy<Value = String> {
         (
             section("deployment.prefill", 0.15, pool(lvl)),
             section("deployment.decode", 0.15, pool(lvl)),
+            section("autoscale", 0.1, autoscale(lvl)),
+            section("faults", 0.1, faults(lvl)),
         ),
         damage(lvl),
     )
         .prop_map(
-            |((t, d, sc, w, a, i), (o, p, sl, l, pr, pl), (pp, dp), dmg)| {
+            |((t, d, sc, w, a, i), (o, p, sl, l, pr, pl), (pp, dp, au, fa), dmg)| {
                 let mut text = format!(
-                    "{}\n{d}{sc}{w}{a}{i}{o}{p}{sl}{l}{pr}{pl}{pp}{dp}",
+                    "{}\n{d}{sc}{w}{a}{i}{o}{p}{sl}{l}{pr}{pl}{pp}{dp}{au}{fa}",
                     t.join("\n")
                 );
                 if let Some((how, at)) = dmg {
@@ -630,10 +651,468 @@ fn scenario_text_at(lvl: Level) -> impl Strategy<Value = String> {
         )
 }
 
-/// A random scenario text at a random [`Level`] of wildness.
+/// A random scenario text at a random [`Level`] of wildness: clean 50%, mild 30%, wild 20%.
 fn scenario_text() -> impl Strategy<Value = String> {
-    prop_oneof![2 => Just(LEVELS[0]), 2 => Just(LEVELS[1]), 1 => Just(LEVELS[2])]
-        .prop_flat_map(scenario_text_at)
+    prop_oneof![5 => Just(LEVELS[0]), 3 => Just(LEVELS[1]), 2 => Just(LEVELS[2])].prop_flat_map(
+        |lvl| {
+            if lvl.coherent {
+                coherent_text(lvl).boxed()
+            } else {
+                scenario_text_at(lvl).boxed()
+            }
+        },
+    )
+}
+
+// ---- coherent scenarios ------------------------------------------------------------------
+
+/// Models with the TP degrees that divide their heads and fit them on any of the GPUs below
+/// (bf16), for coherent cases. Small ones first: a disaggregated deployment takes those.
+const MODELS: [(&str, &[u32]); 8] = [
+    ("llama-3.1-8b", &[1, 2, 4, 8]),
+    ("llama-2-7b", &[1, 2, 4, 8]),
+    ("qwen2.5-7b", &[1, 2, 4]),
+    ("mistral-nemo-12b", &[1, 2, 4, 8]),
+    ("llama-3.1-70b", &[4, 8]),
+    ("mixtral-8x7b", &[2, 4, 8]),
+    ("codellama-34b", &[2, 4, 8]),
+    ("qwen2.5-72b", &[4, 8]),
+];
+const SMALL_MODELS: usize = 4;
+
+/// `(model, tp)` of a coherent case; `small` keeps to the models a pool of TP <= 4 holds.
+fn model_tp(small: bool) -> BoxedStrategy<(&'static str, u32)> {
+    let n = if small { SMALL_MODELS } else { MODELS.len() };
+    (0..n)
+        .prop_flat_map(|i| {
+            let (m, tps) = MODELS[i];
+            let tps: Vec<u32> = tps
+                .iter()
+                .copied()
+                .filter(|&t| t <= 4 || i >= SMALL_MODELS)
+                .collect();
+            proptest::sample::select(tps).prop_map(move |t| (m, t))
+        })
+        .boxed()
+}
+
+/// The deployment sections of a coherent case: `[deployment]` (colocated, or disaggregated
+/// with both pools and the link keys) and the pool sections.
+fn coherent_deployment(lvl: Level) -> BoxedStrategy<String> {
+    let gpus = &["h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "h100-pcie"];
+    let shared = move |disagg: bool| {
+        (
+            model_tp(disagg),
+            proptest::sample::select(&gpus[..]),
+            prop_oneof![3 => Just("bf16"), 1 => Just("fp16"), 1 => Just("fp8")],
+            prop_oneof![3 => Just("auto"), 1 => Just("fp8")],
+            keys(
+                lvl,
+                vec![
+                    ("engine", s(lvl, &["vllm", "trtllm", "sglang"])),
+                    (
+                        "router",
+                        s(
+                            lvl,
+                            &[
+                                "round-robin",
+                                "least-outstanding",
+                                "least-kv",
+                                "power-of-two",
+                            ],
+                        ),
+                    ),
+                    ("step_time_scale", within(lvl, 0.5, 2.0)),
+                ],
+                0.4,
+            ),
+        )
+            .prop_map(move |((model, tp), gpu, dtype, kv, extra)| {
+                // FP8 needs FP8 tensor cores (not the A100's).
+                let fp8_ok = gpu != "a100-sxm-80gb";
+                let dtype = if fp8_ok { dtype } else { "bf16" };
+                let kv = if fp8_ok { kv } else { "auto" };
+                let mut lines = vec![
+                    format!("model = \"{model}\""),
+                    format!("gpu = \"{gpu}\""),
+                    format!("tp = {tp}"),
+                    format!("dtype = \"{dtype}\""),
+                    format!("kv_cache_dtype = \"{kv}\""),
+                ];
+                lines.extend(extra);
+                (lines, tp)
+            })
+    };
+    let colocated = (
+        shared(false),
+        or_absurd(lvl, (1u32..=8).prop_map(|r| r.to_string()).boxed()),
+    )
+        .prop_map(|((mut lines, _), replicas)| {
+            lines.push(format!("replicas = {replicas}"));
+            format!("[deployment]\n{}\n", lines.join("\n"))
+        });
+    let pool = move |tp: u32| {
+        (
+            or_absurd(lvl, (1u32..=3).prop_map(|r| r.to_string()).boxed()),
+            proptest::sample::select(&["h100-sxm", "h200-sxm", "b200"][..]),
+            maybe(0.3, int(lvl, 1, 512)),
+        )
+            .prop_map(move |(replicas, gpu, seqs)| {
+                let mut l = vec![
+                    format!("replicas = {replicas}"),
+                    format!("tp = {tp}"),
+                    format!("gpu = \"{gpu}\""),
+                ];
+                if let Some(n) = seqs {
+                    l.push(format!("max_num_seqs = {n}"));
+                }
+                l.join("\n")
+            })
+    };
+    let disaggregated = shared(true)
+        .prop_flat_map(move |(lines, tp)| {
+            (
+                Just(lines),
+                pool(tp),
+                pool(tp),
+                keys(
+                    lvl,
+                    vec![
+                        ("kv_transfer_bandwidth_gb_s", within(lvl, 0.1, 1000.0)),
+                        ("kv_transfer_latency_us", within(lvl, 0.0, 1000.0)),
+                        ("kv_transfer_layerwise", boolean(lvl)),
+                    ],
+                    0.3,
+                ),
+            )
+        })
+        .prop_map(|(mut lines, p, d, link)| {
+            lines.push("mode = \"disaggregated\"".into());
+            lines.extend(link);
+            format!(
+                "[deployment]\n{}\n[deployment.prefill]\n{p}\n[deployment.decode]\n{d}\n",
+                lines.join("\n")
+            )
+        });
+    prop_oneof![3 => colocated, 1 => disaggregated].boxed()
+}
+
+/// Request lengths of a coherent case: small enough that a prompt and its output fit every
+/// model's context (and a `max_model_len` of 2048).
+fn coherent_lengths(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    let tokens = || int(lvl, 1, 1000);
+    let mean = || within(lvl, 1.0, 1000.0);
+    prop_oneof![
+        3 => with_kind(lvl, "fixed", vec![("tokens", 1.0, tokens())]),
+        2 => with_kind(lvl, "uniform", vec![("mean", 1.0, mean()), ("range_ratio", 1.0, within(lvl, 0.0, 0.999))]),
+        2 => (1.0f64..1000.0, 0.01f64..1000.0, maybe(0.4, 1u32..200), maybe(0.4, 1000u32..5000))
+            .prop_map(|(m, sd, lo, hi)| {
+                let mut l = vec!["kind = \"normal\"".to_string(), format!("mean = {}", float(m)), format!("std = {}", float(sd))];
+                l.extend(lo.map(|v| format!("min = {v}")));
+                l.extend(hi.map(|v| format!("max = {v}")));
+                l
+            }),
+        2 => (1.0f64..1000.0, 1.0f64..3.0, maybe(0.4, 1u32..200), maybe(0.4, 1000u32..5000))
+            .prop_map(|(median, k, lo, hi)| {
+                let mut l = vec![
+                    "kind = \"lognormal\"".to_string(),
+                    format!("median = {}", float(median)),
+                    format!("mean = {}", float(median * k)),
+                ];
+                l.extend(lo.map(|v| format!("min = {v}")));
+                l.extend(hi.map(|v| format!("max = {v}")));
+                l
+            }),
+        1 => with_kind(lvl, "empirical", vec![("path", 1.0, s(lvl, &["lengths.txt", "lengths.csv"]))]),
+        1 => with_kind(lvl, "list", vec![(
+            "tokens",
+            1.0,
+            proptest::collection::vec(int(lvl, 1, 1000), 1..6)
+                .prop_map(|v| format!("[{}]", v.join(", ")))
+                .boxed(),
+        )]),
+    ]
+    .boxed()
+}
+
+/// The workload sections of a coherent case: one source of lengths (a dataset, input and
+/// output sections, or a trace) with an arrival process that suits it.
+fn coherent_workload(lvl: Level) -> BoxedStrategy<String> {
+    let rate = || real(lvl, 1e-3, 1e4);
+    let good_points = prop_oneof![
+        3 => proptest::collection::vec((0.0f64..100.0, 0.0f64..50.0), 1..5).prop_map(|v| {
+            let mut t = 0.0;
+            let pts: Vec<String> = v
+                .iter()
+                .enumerate()
+                .map(|(i, (dt, r))| {
+                    if i > 0 {
+                        t += dt.max(0.01);
+                    }
+                    format!("[{}, {}]", float(t), float(if i == 0 { r.max(0.5) } else { *r }))
+                })
+                .collect();
+            format!("[{}]", pts.join(", "))
+        }),
+        1 => Just("[[0, 10], [1, 0]]".to_string()),
+    ];
+    let synthetic = prop_oneof![
+        4 => with_kind(lvl, "poisson", vec![("rate_per_s", 1.0, rate())]),
+        2 => with_kind(lvl, "gamma", vec![("rate_per_s", 1.0, rate()), ("burstiness", 1.0, within(lvl, 0.05, 10.0))]),
+        2 => with_kind(lvl, "constant", vec![("rate_per_s", 1.0, rate())]),
+        2 => with_kind(lvl, "offline", vec![]),
+        2 => with_kind(lvl, "schedule", vec![("points", 1.0, or_absurd(lvl, good_points.boxed())), ("repeat_s", 0.5, within(lvl, 200.0, 1000.0))]),
+    ]
+    .boxed();
+    let trace = with_kind(
+        lvl,
+        "trace",
+        vec![
+            (
+                "path",
+                1.0,
+                s(
+                    lvl,
+                    &["good.trace.csv", "prefix.trace.csv", "azure.trace.csv"],
+                ),
+            ),
+            ("time_scale", 0.3, within(lvl, 1e-3, 100.0)),
+        ],
+    );
+    let common = keys_with(
+        lvl,
+        vec![
+            ("num_requests", 1.0, int(lvl, 1, 1_000_000_000)),
+            ("duration_s", 0.2, real(lvl, 1e-3, 1e6)),
+            ("max_concurrency", 0.2, int(lvl, 1, 300)),
+        ],
+    );
+    let section = |h: &str, lines: Vec<String>| format!("[{h}]\n{}\n", lines.join("\n"));
+    let from_dataset = (
+        common.clone(),
+        s(
+            lvl,
+            &[
+                "sharegpt",
+                "azure-conv-2023",
+                "azure-code-2023",
+                "arxiv-summarization",
+            ],
+        ),
+        synthetic.clone(),
+    )
+        .prop_map(move |(c, d, a)| {
+            format!(
+                "[workload]\ndataset = {d}\n{}\n{}",
+                c.join("\n"),
+                section("workload.arrival", a)
+            )
+        });
+    let from_lengths = (
+        common.clone(),
+        synthetic,
+        coherent_lengths(lvl),
+        coherent_lengths(lvl),
+        maybe(0.15, (1u32..40, 1u32..20)),
+        maybe(0.3, Just("dataset = \"random\"")),
+    )
+        .prop_map(move |(c, a, i, o, prefix, random)| {
+            let mut t = format!("[workload]\n{}\n{}\n", random.unwrap_or(""), c.join("\n"));
+            t += &section("workload.arrival", a);
+            t += &section("workload.input", i);
+            t += &section("workload.output", o);
+            if let Some((tokens, groups)) = prefix {
+                t += &format!("[workload.prefix]\ntokens = {tokens}\ngroups = {groups}\n");
+            }
+            t
+        });
+    let from_trace = (common, trace).prop_map(move |(c, a)| {
+        format!(
+            "[workload]\n{}\n{}",
+            c.join("\n"),
+            section("workload.arrival", a)
+        )
+    });
+    prop_oneof![3 => from_dataset, 4 => from_lengths, 1 => from_trace].boxed()
+}
+
+/// The scheduler of a coherent case (chunked prefill on: off needs a budget above the
+/// model's context).
+fn coherent_scheduler(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    keys(
+        lvl,
+        vec![
+            ("max_num_seqs", int(lvl, 1, 512)),
+            ("max_num_batched_tokens", int(lvl, 2048, 70_000)),
+            ("enable_prefix_caching", boolean(lvl)),
+            (
+                "block_size",
+                s(lvl, &["16", "32"])
+                    .prop_map(|t| t.trim_matches('"').to_string())
+                    .boxed(),
+            ),
+            ("gpu_memory_utilization", within(lvl, 0.6, 0.95)),
+            (
+                "max_model_len",
+                s(lvl, &["2048", "4096"])
+                    .prop_map(|t| t.trim_matches('"').to_string())
+                    .boxed(),
+            ),
+            ("batching", s(lvl, &["continuous", "static"])),
+            ("reserve_output_kv", boolean(lvl)),
+        ],
+        0.3,
+    )
+}
+
+/// SLOs of a coherent case: admission control only with a TTFT threshold.
+fn coherent_slo(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    (
+        coherent_slo_keys(lvl),
+        any::<bool>(),
+        within(lvl, 1.0, 5000.0),
+    )
+        .prop_map(|(mut lines, admission, ttft)| {
+            if admission {
+                lines.retain(|l| !l.starts_with("ttft_ms") && !l.starts_with("admission_control"));
+                lines.push(format!("ttft_ms = {ttft}"));
+                lines.push("admission_control = true".into());
+            } else {
+                lines.retain(|l| !l.starts_with("admission_control"));
+            }
+            lines
+        })
+        .boxed()
+}
+
+fn coherent_slo_keys(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    keys(
+        lvl,
+        vec![
+            ("ttft_ms", within(lvl, 1.0, 5000.0)),
+            ("ttft_percentile", within(lvl, 1.0, 100.0)),
+            ("tpot_ms", within(lvl, 1.0, 200.0)),
+            ("tpot_percentile", within(lvl, 1.0, 100.0)),
+            ("e2e_ms", within(lvl, 10.0, 1e5)),
+            ("e2e_percentile", within(lvl, 1.0, 100.0)),
+            ("queue_timeout_s", within(lvl, 1e-3, 100.0)),
+        ],
+        0.4,
+    )
+}
+
+fn coherent_plan(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    keys(
+        lvl,
+        vec![
+            ("target_rate_per_s", within(lvl, 0.1, 100.0)),
+            ("gpus", Just("[\"h100-sxm\"]".to_string()).boxed()),
+            ("tp", Just("[1, 2]".to_string()).boxed()),
+            ("goodput_threshold", within(lvl, 0.5, 1.0)),
+            ("max_replicas", int(lvl, 1, 64)),
+        ],
+        0.3,
+    )
+}
+
+/// `[autoscale]` (colocated only), each policy with the keys it needs.
+fn autoscale(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    let policy = prop_oneof![
+        Just(vec![
+            "policy = \"utilization\"".to_string(),
+            "capacity_rate_per_replica = 5.0".to_string()
+        ]),
+        Just(vec!["policy = \"queue\"".to_string()]),
+        Just(vec![
+            "policy = \"ttft\"".to_string(),
+            "ttft_high_ms = 500.0".to_string()
+        ]),
+    ];
+    (
+        policy,
+        keys(
+            lvl,
+            vec![
+                ("min_replicas", int(lvl, 1, 2)),
+                ("max_replicas", int(lvl, 2, 8)),
+                ("step", int(lvl, 1, 2)),
+                ("scale_up_delay_s", within(lvl, 0.0, 300.0)),
+                ("scale_down_cooldown_s", within(lvl, 0.0, 600.0)),
+                ("interval_s", within(lvl, 0.1, 60.0)),
+                ("target_utilization", within(lvl, 0.1, 1.0)),
+                ("queue_high", within(lvl, 2.0, 20.0)),
+                ("queue_low", within(lvl, 0.0, 1.0)),
+            ],
+            0.3,
+        ),
+    )
+        .prop_map(|(mut p, k)| {
+            // (interval_s stays below the default 120 s window.)
+            p.extend(k);
+            p
+        })
+        .boxed()
+}
+
+/// `[faults]` (colocated only): scheduled failures and random ones.
+fn faults(lvl: Level) -> BoxedStrategy<Vec<String>> {
+    (
+        proptest::collection::vec((0.0f64..100.0, 1u32..3, 1.0f64..300.0), 0..3),
+        keys(
+            lvl,
+            vec![
+                ("mtbf_hours", within(lvl, 0.001, 10.0)),
+                ("repair_s", within(lvl, 1.0, 900.0)),
+                ("on_failure", s(lvl, &["retry", "fail"])),
+            ],
+            0.5,
+        ),
+    )
+        .prop_map(|(fs, mut k)| {
+            let items: Vec<String> = fs
+                .iter()
+                .map(|(t, n, r)| {
+                    format!(
+                        "{{ time_s = {}, replicas = {n}, repair_s = {} }}",
+                        float(*t),
+                        float(*r)
+                    )
+                })
+                .collect();
+            k.push(format!("failures = [{}]", items.join(", ")));
+            k
+        })
+        .boxed()
+}
+
+/// A coherent scenario: sections that agree, with values from their valid ranges and (mild
+/// level) now and then an absurd value or an unknown key.
+fn coherent_text(lvl: Level) -> impl Strategy<Value = String> {
+    (
+        (
+            top(lvl),
+            coherent_deployment(lvl),
+            section("scheduler", 0.5, coherent_scheduler(lvl)),
+            coherent_workload(lvl),
+            section("slo", 0.5, coherent_slo(lvl)),
+            section("limits", 0.3, limits(lvl)),
+        ),
+        (
+            section("pricing", 0.2, pricing(lvl)),
+            section("plan", 0.1, coherent_plan(lvl)),
+            section("autoscale", 0.1, autoscale(lvl)),
+            section("faults", 0.1, faults(lvl)),
+        ),
+    )
+        .prop_map(|((t, d, sc, w, sl, l), (pr, pl, a, f))| {
+            // The fleet's controllers are not modelled with disaggregated pools.
+            let (a, f) = if d.contains("disaggregated") {
+                (String::new(), String::new())
+            } else {
+                (a, f)
+            };
+            format!("{}\n{d}{sc}{w}{sl}{l}{pr}{pl}{a}{f}", t.join("\n"))
+        })
 }
 
 // ---- the property ------------------------------------------------------------------------
@@ -717,10 +1196,18 @@ fn exercise(text: &str, origin: &str) -> Result<Outcome, String> {
     let s = &result.summary;
     let v = serde_json::to_value(s).map_err(|e| format!("summary does not serialize: {e}"))?;
     check_finite(&v, "")?;
-    if s.completed + s.failed > s.arrived {
+    // Conservation: every request that arrived completed, failed (rejected, timed out, lost)
+    // or is still in flight when a limit stopped the run.
+    if s.completed + s.failed + s.in_flight != s.arrived {
         return Err(format!(
-            "completed {} + failed {} > arrived {}",
-            s.completed, s.failed, s.arrived
+            "completed {} + failed {} + in flight {} != arrived {}",
+            s.completed, s.failed, s.in_flight, s.arrived
+        ));
+    }
+    if s.truncated.is_none() && s.in_flight != 0 {
+        return Err(format!(
+            "{} requests in flight after a complete run",
+            s.in_flight
         ));
     }
     for (q, ms) in result
@@ -775,54 +1262,116 @@ struct Tally {
     ran: u64,
 }
 
-fn fuzz(cases: u32) {
+impl Tally {
+    fn cases(&self) -> u64 {
+        self.parse + self.resolve + self.run + self.ran
+    }
+}
+
+/// Runs `cases` random scenarios on `threads` runners (each with its own seed, drawn at
+/// random unless `PROPTEST_RNG_SEED` fixes them); panics with the first failing scenario.
+/// Returns the tally.
+fn fuzz_on(cases: u32, threads: u32) -> Tally {
+    use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
     use std::sync::Mutex;
     let tally = Mutex::new(Tally::default());
     let t0 = std::time::Instant::now();
-    let mut runner = proptest::test_runner::TestRunner::new(config(cases));
-    let result = runner.run(&scenario_text(), |text| {
-        match exercise_with_timeout(&text) {
-            Ok(o) => {
-                let mut t = tally.lock().unwrap();
-                match o {
-                    Outcome::ParseError => t.parse += 1,
-                    Outcome::ResolveError => t.resolve += 1,
-                    Outcome::RunError => t.run += 1,
-                    Outcome::Ran => t.ran += 1,
+    let base: u64 = std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand_seed);
+    let failure = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for k in 0..threads {
+            let (tally, failure) = (&tally, &failure);
+            let share = cases / threads + u32::from(k < cases % threads);
+            scope.spawn(move || {
+                let mut seed = [0u8; 32];
+                seed[..8].copy_from_slice(&base.wrapping_add(k as u64).to_le_bytes());
+                let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed);
+                let mut runner = TestRunner::new_with_rng(config(share), rng);
+                let result = runner.run(&scenario_text(), |text| {
+                    match exercise_with_timeout(&text) {
+                        Ok(o) => {
+                            let mut t = tally.lock().unwrap();
+                            match o {
+                                Outcome::ParseError => t.parse += 1,
+                                Outcome::ResolveError => t.resolve += 1,
+                                Outcome::RunError => t.run += 1,
+                                Outcome::Ran => t.ran += 1,
+                            }
+                            Ok(())
+                        }
+                        Err(why) => Err(TestCaseError::fail(format!(
+                            "{why}\n--- scenario ---\n{text}"
+                        ))),
+                    }
+                });
+                if let Err(e) = result {
+                    failure
+                        .lock()
+                        .unwrap()
+                        .get_or_insert(format!("seed {}: {e}", base.wrapping_add(k as u64)));
                 }
-                Ok(())
-            }
-            Err(why) => Err(TestCaseError::fail(format!(
-                "{why}\n--- scenario ---\n{text}"
-            ))),
+            });
         }
     });
-    let t = tally.lock().unwrap();
+    let t = tally.into_inner().unwrap();
     eprintln!(
-        "fuzz_scenarios: {} cases in {:.1} s: {} parse errors, {} resolve errors, {} run errors, {} simulated",
-        t.parse + t.resolve + t.run + t.ran,
+        "fuzz_scenarios: {} cases in {:.1} s on {threads} thread(s) (seeds from {base}): {} parse errors, {} resolve errors, {} run errors, {} simulated",
+        t.cases(),
         t0.elapsed().as_secs_f64(),
         t.parse,
         t.resolve,
         t.run,
         t.ran
     );
-    if let Err(e) = result {
+    if let Some(e) = failure.into_inner().unwrap() {
         panic!("{e}");
     }
-    // The generator must reach the simulator, not only the parser.
-    assert!(t.ran > 0 && t.resolve > 0 && t.parse > 0);
+    t
+}
+
+/// A seed from the clock and the process (the runs differ; the seed is printed to replay one).
+fn rand_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ ((std::process::id() as u64) << 32)
+}
+
+fn fuzz(cases: u32, threads: u32) {
+    let t = fuzz_on(cases, threads);
+    // The generator reaches every stage, and the simulator in at least half of the cases.
+    assert!(t.resolve > 0 && t.parse > 0, "no parse or resolve error");
+    assert!(
+        2 * t.ran >= t.cases(),
+        "only {} of {} cases reached the simulator",
+        t.ran,
+        t.cases()
+    );
 }
 
 #[test]
 fn random_scenarios_never_panic_hang_or_produce_nan() {
-    fuzz(256);
+    fuzz(256, 1);
+}
+
+/// Threads of the long runs: every core.
+fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
 #[test]
 #[ignore = "10,000 cases: cargo test --release --test fuzz_scenarios -- --ignored --nocapture"]
 fn random_scenarios_never_panic_hang_or_produce_nan_10k() {
-    fuzz(10_000);
+    fuzz(10_000, cores());
+}
+
+#[test]
+#[ignore = "1,000,000 cases, on every core: cargo test --release --test fuzz_scenarios one_million -- --ignored --nocapture"]
+fn random_scenarios_never_panic_hang_or_produce_nan_one_million() {
+    fuzz(1_000_000, cores());
 }
 
 #[test]
