@@ -669,7 +669,7 @@ fn request_counts_that_would_run_for_minutes_exit_2_at_once() {
     )
     .unwrap();
     let r = limited(d.path(), "", 60, &["validate", "--reference", "ref.csv"]);
-    assert_input_error("validate", &r, &["ref.csv", "num_requests", "100000"]);
+    assert_input_error("validate", &r, &["ref.csv", "num_requests", "10000000"]);
 }
 
 #[test]
