@@ -2,8 +2,9 @@
 //! `src/export/`.
 //!
 //! The building blocks here know nothing of the simulator's types:
-//! - [`atomic`]: every file is written to a temporary file in the destination directory and
-//!   renamed into place, so a report file is never half-written.
+//! - [`atomic`]: every file is written to an exclusive, unpredictably named temporary file in
+//!   the destination directory and renamed into place, so a report file is never half-written;
+//!   a report folder is staged and swapped in whole ([`atomic::ReportDir`]).
 //! - [`Exporter`]: writes one document type `D` in one format; [`export_all`] runs several
 //!   into a directory. [`JsonExporter`] serialises any `D: Serialize` (and refuses NaN and
 //!   infinities, which JSON cannot hold); [`CsvExporter`] writes any `D: ToTable`.
