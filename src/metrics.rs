@@ -11,7 +11,7 @@ pub mod steady_state;
 mod timeseries;
 
 pub use periods::{PeriodBucket, PeriodStats, PeriodSummary};
-pub use request_log::{Outcome, RequestLog, RequestRecord};
+pub use request_log::{Outcome, RequestLog, RequestRecord, STEADY_STATE_RECORDS};
 pub use timeseries::{TimeSeries, TimeSeriesPoint};
 
 use hdrhistogram::Histogram;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 use crate::error::{Error, Result};
-use crate::metrics::steady_state::{analyze, SteadyState};
+use crate::metrics::steady_state::{analyze_sample, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
@@ -497,9 +497,10 @@ impl Resolved {
             truncated: out.truncated.clone(),
             warnings: Vec::new(),
             disaggregation: self.disagg_summary(out, duration),
-            steady_state: (m.log.enabled() && m.log.dropped() == 0).then(|| {
-                analyze(
+            steady_state: m.log.enabled().then(|| {
+                analyze_sample(
                     m.log.records(),
+                    m.log.seen(),
                     &self.targets(),
                     &self.scenario.measure.analysis(),
                 )

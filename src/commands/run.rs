@@ -7,13 +7,12 @@ use anyhow::{Context, Result};
 
 use crate::cli::{Format, RunArgs};
 use servesim::report::atomic::ReportDir;
+use servesim::metrics::steady_state::SteadyState;
+use servesim::metrics::STEADY_STATE_RECORDS;
 use servesim::report::plan::steady_line;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};
 use servesim::summary::{RunResult, RunSummary, TimeSeriesTable};
-
-/// Most requests whose records `run` keeps for its steady-state section (40 bytes each).
-const STEADY_STATE_LOG_CAP: usize = 4_000_000;
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -35,7 +34,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         });
     let mut resolved = sc.resolve(&origin)?;
     if resolved.has_steady_state() {
-        resolved = resolved.with_request_log(STEADY_STATE_LOG_CAP);
+        // The same bound as every measurement of `plan`: a plan's re-run line analyses the
+        // same sample of the same requests.
+        resolved = resolved.with_request_log(STEADY_STATE_RECORDS);
     }
     let result = resolved.run()?;
     emit(&resolved, &result, args.format, out)
@@ -295,54 +296,14 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         }
     }
     match &s.steady_state {
-        Some(st) => {
-            writeln!(
-                w,
-                "Steady state (requests arriving {:.0}-{:.0} s; {} warm-up requests cut by MSER-5, drain excluded):",
-                st.window_start_s, st.window_end_s, st.warmup_requests
-            )?;
-            writeln!(w, "  {}", steady_line(st))?;
-            writeln!(
-                w,
-                "  TTFT p50/p99 {:.1}/{:.1} ms, TPOT p50/p99 {:.2}/{:.2} ms, {:.2} req/s completed in the window",
-                st.ttft.median_ms, st.ttft.p99_ms, st.tpot.median_ms, st.tpot.p99_ms, st.request_throughput
-            )?;
-            writeln!(
-                w,
-                "  verdict: {}{}",
-                if st.sustainable {
-                    "sustainable (every SLO, goodput, stationary queue)".to_string()
-                } else {
-                    format!(
-                        "NOT sustainable: {}",
-                        st.misses
-                            .iter()
-                            .map(|m| m.reason.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    )
-                },
-                if st.converged {
-                    String::new()
-                } else {
-                    "; intervals wider than measure.tolerance: a longer run would be more precise"
-                        .to_string()
-                }
-            )?;
-        }
+        Some(st) => write_steady_state(w, st)?,
         None if !r.has_steady_state() => {
             writeln!(w, "Steady state: not analysed (time-varying arrivals)")?;
-        }
-        None if r.sim.request_log_capacity == 0 => {
-            writeln!(
-                w,
-                "Steady state: not analysed (whole-run figures, as vllm bench serve reports; `servesim run` cuts the warm-up and the drain)"
-            )?;
         }
         None => {
             writeln!(
                 w,
-                "Steady state: not analysed (more than {STEADY_STATE_LOG_CAP} requests)"
+                "Steady state: not analysed (whole-run figures, as vllm bench serve reports; `servesim run` cuts the warm-up and the drain)"
             )?;
         }
     }
@@ -356,5 +317,49 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             s.in_flight
         )?;
     }
+    Ok(())
+}
+
+/// The steady-state section: the window, the judged figures and the verdict, judged as
+/// `servesim plan` judges a fleet (warm-up cut, drain excluded, stationary queue).
+fn write_steady_state(w: &mut impl Write, st: &SteadyState) -> Result<()> {
+    let sample = if st.requests_per_record > 1.0 {
+        format!(
+            "; analysed on a systematic sample of 1 in {:.0} requests (at most {STEADY_STATE_RECORDS} records), counts and rates scaled",
+            st.requests_per_record
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "Steady state ({} requests; those arriving {:.0}-{:.0} s judged; {} warm-up requests cut by MSER-5, drain excluded{sample}):",
+        st.requests, st.window_start_s, st.window_end_s, st.warmup_requests
+    )?;
+    writeln!(w, "  {}", steady_line(st))?;
+    writeln!(
+        w,
+        "  TTFT p50/p99 {:.1}/{:.1} ms, TPOT p50/p99 {:.2}/{:.2} ms, {:.2} req/s completed in the window",
+        st.ttft.median_ms, st.ttft.p99_ms, st.tpot.median_ms, st.tpot.p99_ms, st.request_throughput
+    )?;
+    let verdict = if st.sustainable {
+        "HOLDS: every SLO at its percentile, goodput at or above its threshold, queue stationary"
+            .to_string()
+    } else {
+        format!(
+            "MISSES: {}",
+            st.misses
+                .iter()
+                .map(|m| m.reason.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    let precision = if st.converged {
+        ""
+    } else {
+        " (intervals wider than measure.tolerance: a longer run would be more precise)"
+    };
+    writeln!(w, "  verdict: {verdict}{precision}")?;
     Ok(())
 }

@@ -1,8 +1,13 @@
 //! An opt-in per-request log: one compact record per request that left the system, for the
 //! steady-state analysis ([`super::steady_state`]), which needs requests in arrival order.
 //!
-//! The streaming metrics stay the default; the log costs 40 bytes per request and is bounded
-//! by [`RequestLog::capacity`]: past it, records are no longer kept and the log says so.
+//! The streaming metrics stay the default; the log costs 40 bytes per record and never holds
+//! more than [`RequestLog::capacity`] records: when it fills, it keeps every other record and
+//! from then on every second request that leaves (then every fourth, ...). What it holds is a
+//! systematic sample of the requests in the order they left, 1 in [`RequestLog::stride`], at
+//! least half its capacity once it has thinned; the analysis scales counts by
+//! [`RequestLog::seen`] over the records kept and computes its intervals on the sample, so
+//! they include the sampling error. Memory stays flat whatever the run's length.
 
 use serde::Serialize;
 
@@ -64,23 +69,32 @@ impl RequestRecord {
     }
 }
 
-/// Records of the requests that left the system, in the order they left.
+/// Most records a steady-state analysis keeps (40 bytes each, about 10 MB): `run` and every
+/// measurement of `plan` use this one bound, so a plan's re-run line analyses the same sample.
+pub const STEADY_STATE_RECORDS: usize = 1 << 18;
+
+/// Records of the requests that left the system, in the order they left: all of them, or a
+/// systematic sample of 1 in [`RequestLog::stride`] once more than [`RequestLog::capacity`]
+/// have left.
 #[derive(Debug, Clone, Default)]
 pub struct RequestLog {
     records: Vec<RequestRecord>,
     capacity: usize,
-    /// Records not kept because the log was full.
-    dropped: u64,
+    /// Requests that left (every push, kept or not).
+    seen: u64,
+    /// Every `stride`-th push is kept (a power of two; 1 until the log first fills).
+    stride: u64,
 }
 
 impl RequestLog {
-    /// A log that keeps at most `capacity` records (0: a disabled log that keeps none and
-    /// reports nothing dropped).
+    /// A log that keeps at most `capacity` records (0: a disabled log that keeps and counts
+    /// nothing).
     pub fn with_capacity(capacity: usize) -> Self {
         RequestLog {
             records: Vec::new(),
             capacity,
-            dropped: 0,
+            seen: 0,
+            stride: 1,
         }
     }
 
@@ -95,17 +109,35 @@ impl RequestLog {
         self.capacity
     }
 
-    /// Adds a record (counted as dropped when full; nothing when disabled).
+    /// Adds a request that left: kept when its place in the order of departures is a
+    /// multiple of the stride; a full log first thins to every other record and doubles the
+    /// stride (nothing when disabled).
     #[inline]
     pub fn push(&mut self, r: RequestRecord) {
         if self.capacity == 0 {
             return;
         }
-        if self.records.len() < self.capacity {
-            self.records.push(r);
-        } else {
-            self.dropped += 1;
+        if self.seen % self.stride == 0 {
+            if self.records.len() >= self.capacity {
+                self.thin();
+            }
+            if self.seen % self.stride == 0 {
+                self.records.push(r);
+            }
         }
+        self.seen += 1;
+    }
+
+    /// Keeps every other record (those whose departure index is a multiple of twice the
+    /// stride) and doubles the stride.
+    #[cold]
+    fn thin(&mut self) {
+        let mut i = 0usize;
+        self.records.retain(|_| {
+            i += 1;
+            i % 2 == 1
+        });
+        self.stride = self.stride.saturating_mul(2);
     }
 
     /// The records kept, in the order requests left.
@@ -113,9 +145,14 @@ impl RequestLog {
         &self.records
     }
 
-    /// Records not kept because the log was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
+    /// Requests that left the system, kept or not.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// The log keeps 1 record in `stride` (1: every request).
+    pub fn stride(&self) -> u64 {
+        self.stride
     }
 
     /// Splits an unbounded log into every record and the log a log of `capacity` would have
@@ -125,7 +162,6 @@ impl RequestLog {
         for &r in &self.records {
             capped.push(r);
         }
-        capped.dropped += self.dropped;
         (self.records, capped)
     }
 }
@@ -154,9 +190,47 @@ mod tests {
         let mut direct = RequestLog::with_capacity(3);
         all.iter().for_each(|&r| direct.push(r));
         assert_eq!(capped.records(), direct.records());
-        assert_eq!(capped.dropped(), 2);
+        assert_eq!((capped.seen(), capped.stride()), (5, 2));
         let (all, off) = fill().split_at_capacity(0);
         assert_eq!(all.len(), 5);
-        assert!(!off.enabled() && off.records().is_empty() && off.dropped() == 0);
+        assert!(!off.enabled() && off.records().is_empty() && off.seen() == 0);
+    }
+
+    #[test]
+    fn a_full_log_keeps_a_systematic_sample_of_bounded_size() {
+        let rec = |i: u64| RequestRecord {
+            arrival_ns: i,
+            first_token_ns: i,
+            end_ns: i,
+            input_tokens: 1,
+            output_tokens: 1,
+            outcome: Outcome::Good,
+        };
+        for (cap, n) in [
+            (8usize, 7u64),
+            (8, 8),
+            (8, 9),
+            (8, 1000),
+            (1000, 1_000_000),
+            (1, 5),
+        ] {
+            let mut log = RequestLog::with_capacity(cap);
+            (0..n).for_each(|i| log.push(rec(i)));
+            let s = log.stride();
+            assert!(s.is_power_of_two());
+            // Exactly the departures whose index is a multiple of the stride, in order.
+            let kept: Vec<u64> = log.records().iter().map(|r| r.arrival_ns).collect();
+            let want: Vec<u64> = (0..n).filter(|i| i % s == 0).collect();
+            assert_eq!(kept, want, "capacity {cap}, {n} requests");
+            assert!(kept.len() <= cap, "{} > {cap}", kept.len());
+            if s > 1 {
+                assert!(
+                    2 * kept.len() >= cap,
+                    "{} kept of capacity {cap}",
+                    kept.len()
+                );
+            }
+            assert_eq!(log.seen(), n);
+        }
     }
 }

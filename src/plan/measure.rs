@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::metrics::steady_state::SteadyState;
+use crate::metrics::STEADY_STATE_RECORDS;
 use crate::scenario::Scenario;
 use crate::summary::{RunResult, RunSummary};
 use crate::workload::ArrivalConfig;
@@ -215,14 +216,14 @@ pub fn measure(
         let s = with_load(sc, load, n);
         let run = s
             .resolve(origin)?
-            .with_request_log(n.min(usize::MAX as u64) as usize)
+            .with_request_log(STEADY_STATE_RECORDS)
             .run()?;
         simulations += 1;
         let steady = run
             .summary
             .steady_state
             .as_ref()
-            .expect("the request log holds every request"); // capacity n >= requests
+            .expect("the request log is enabled");
         let done = match rule {
             StopRule::Decided => steady.decided || steady.converged,
             StopRule::Converged => steady.converged,
