@@ -24,6 +24,7 @@ mod export;
 mod fleet;
 pub mod measure;
 pub mod pricing;
+mod rerun;
 mod search;
 mod sweep;
 pub mod week;
@@ -33,6 +34,8 @@ pub use disagg::{DisaggPlan, PoolShape, XpydResult};
 pub use export::CostWorkbookExporter;
 pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
 pub use measure::{Load, Measurement, StopRule};
+pub use rerun::shell_word;
+use rerun::{colocated_run_overrides, length_overrides, load_overrides, run_line};
 pub use search::{Binding, Constraint, Probe, RateSearch, RATE_PRECISION};
 pub use sweep::{
     fingerprint, grid_points, merge_shards, parse_vary, sweep, Shard, ShardManifest, SweepPoint,
@@ -184,18 +187,24 @@ pub struct TpotRow {
 /// Everything measured about the chosen plan beyond the search.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChosenDetail {
-    /// The fleet sizing: R holding, R - 1 failing.
+    /// The fleet sizing: R holding; `one_fewer` is R - 1 run at the verification's length,
+    /// the run the printed line reproduces with one replica fewer.
     pub fleet: FleetSizing,
-    /// A longer run of the fleet at R, until every judged figure is within the tolerance.
+    /// Requests of the verification run, and of the printed line.
+    pub run_requests: u64,
+    /// A longer run of the whole fleet at R, until every judged figure is within the
+    /// tolerance.
     pub verification: Measurement,
+    /// Why R - 1 could not be shown to miss, when it could not (`None`: it misses, or R = 1).
+    pub one_fewer_unresolved: Option<String>,
     /// The step-time slow-down the fleet survives.
     pub headroom: ModelHeadroom,
     /// The batch point and the discount table.
     pub batch: BatchPoint,
     /// The `servesim run` line that re-runs the chosen fleet at the target as the plan
-    /// measured it (with its replica settings one lower it re-runs the one-fewer check);
-    /// `None` where `--set` cannot express it (a base scenario with disaggregated pools or
-    /// fault injection).
+    /// measured it: deployment, load, run length and seed (with its replica settings one
+    /// lower it re-runs the one-fewer check, request for request); `None` where `--set`
+    /// cannot express it (a base scenario with disaggregated pools or fault injection).
     pub run_command: Option<String>,
 }
 
@@ -680,8 +689,16 @@ fn cost_of(gpus: u32, price: f64, m: &Measurement, ratio: f64) -> Cost {
 }
 
 /// Books the fleet of `replicas` measured at `target` onto `r`: GPUs, throughput, cost, and
-/// the per-replica rate that reproduces the fleet linearly.
-fn set_fleet(r: &mut CandidateResult, replicas: u32, target: f64, m: &Measurement, ratio: f64) {
+/// the per-replica rate that reproduces the fleet linearly. `m` is the fleet's measurement,
+/// or a shard's, each of its replicas standing for `factor` of the fleet's.
+fn set_fleet(
+    r: &mut CandidateResult,
+    replicas: u32,
+    target: f64,
+    m: &Measurement,
+    ratio: f64,
+    factor: f64,
+) {
     // In [target / R, target / (R - 1)), a hair inside so that ROUNDUP(target / rate) = R.
     let lo = target / replicas as f64 * (1.0 + 1e-9);
     let mut rate = r.max_rate_per_replica.max(lo);
@@ -691,8 +708,15 @@ fn set_fleet(r: &mut CandidateResult, replicas: u32, target: f64, m: &Measuremen
     r.rate_in_fleet_per_replica = rate;
     r.replicas = replicas;
     r.gpus = replicas.saturating_mul(r.candidate.gpus());
-    (r.fleet_output_tokens_per_s, r.fleet_input_tokens_per_s) = window_tokens_per_s(m);
-    r.cost_at_target = Some(cost_of(r.gpus, r.price_usd_per_gpu_hour, m, ratio));
+    let (out, input) = window_tokens_per_s(m);
+    (r.fleet_output_tokens_per_s, r.fleet_input_tokens_per_s) = (out * factor, input * factor);
+    r.cost_at_target = Some(cost(
+        r.gpus,
+        r.price_usd_per_gpu_hour,
+        out * factor,
+        input * factor,
+        ratio,
+    ));
 }
 
 impl Ctx<'_> {
@@ -814,6 +838,7 @@ impl Ctx<'_> {
             self.target,
             &sizing.holds,
             self.ratio,
+            sizing.fleet_factor(),
         );
         Ok((result, Some(sizing)))
     }
@@ -867,23 +892,28 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     let mut out = plan_steady(&at_peak, origin)?;
     // The re-run lines start from the file as written: Poisson arrivals at the peak, its
     // autoscaler pinned, no faults.
+    let scale = out.plan.method.step_time_scale;
     if let (Some(i), Some(d)) = (out.plan.chosen, out.plan.detail.as_mut()) {
         d.run_command = colocated_run_overrides(
             base,
             &out.plan.candidates[i].candidate,
             d.fleet.replicas,
             peak,
+            scale,
         )
-        .map(|sets| run_line(origin, &sets));
+        .map(|mut sets| {
+            sets.extend(length_overrides(base, &d.verification));
+            run_line(origin, &sets, base.seed)
+        });
     }
     if let Some(x) = out.plan.disaggregated.as_mut() {
         x.run_command = x.best.and_then(|i| {
             let mut sets = x.candidates[i].overrides();
             sets.extend(load_overrides(base, peak, None)?);
-            Some(run_line(origin, &sets))
+            sets.extend(x.evidence.as_ref().map(|e| length_overrides(base, &e.holds))?);
+            Some(run_line(origin, &sets, base.seed))
         });
     }
-    let scale = out.plan.method.step_time_scale;
     let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
     out.plan.week = Some(w);
     out.plan.recommendation = out.plan.recommend();
@@ -1152,175 +1182,86 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     })
 }
 
-/// The chosen plan's verification, headroom, batch point and curve (in parallel); re-sizes
-/// upwards if the longer verification run finds the fleet short.
+/// The chosen plan's evidence, headroom and batch point: the whole fleet at R measured until
+/// its figures converge and R - 1 at the same run length ([`fleet::line_evidence`], which
+/// moves R where that evidence says so), then the headroom (on a shard for a large fleet) and
+/// the batch point in parallel.
 fn chosen_detail(
     ctx: &Ctx<'_>,
     chosen: &mut CandidateResult,
     mut sizing: FleetSizing,
 ) -> Result<(ChosenDetail, u64)> {
     let one = candidate_scenario(ctx.base, &chosen.candidate, ctx.scale);
-    let mut sims = 0u64;
     let capacity = chosen.capacity_rate_per_replica;
-    let verification = loop {
-        let v = fleet::fleet_run(
-            &one,
-            ctx.origin,
-            sizing.replicas,
-            ctx.target,
-            capacity,
-            StopRule::Converged,
-        )?;
-        sims += v.simulations as u64;
-        if v.sustainable() || sizing.replicas >= ctx.max_replicas {
-            break v;
-        }
-        // The longer run misses: size again from one replica more.
-        let again = fleet::size_fleet(
-            &one,
-            ctx.origin,
-            ctx.target,
-            capacity,
-            sizing.replicas + 1,
-            ctx.max_replicas,
-        )?;
-        match again {
-            Some(s) => {
-                sims += s.simulations;
-                sizing = s;
-            }
-            None => break v,
-        }
-    };
+    let ev = fleet::line_evidence(
+        &one,
+        ctx.origin,
+        ctx.target,
+        capacity,
+        sizing.replicas,
+        ctx.max_replicas,
+    )?;
+    let mut sims = ev.simulations;
+    if ev.replicas != sizing.replicas {
+        sizing.probes.push(FleetProbe {
+            replicas: ev.replicas,
+            sustainable: ev.verification.sustainable(),
+        });
+    }
+    sizing.replicas = ev.replicas;
+    sizing.one_fewer = ev.one_fewer.clone();
+    let verification = ev.verification;
     set_fleet(
         chosen,
         sizing.replicas,
         ctx.target,
         &verification,
         ctx.ratio,
+        1.0,
     );
-    let fleet_sc = fleet::with_replicas(&one, sizing.replicas);
+    // A large fleet's headroom is measured on a shard at its share of the target.
+    let r = sizing.replicas;
+    let (headroom_sc, headroom_target, shard) = if r > fleet::FULL_SIZING_MAX {
+        let k = fleet::SHARD_REPLICAS;
+        (
+            fleet::with_replicas(&one, k),
+            ctx.target * k as f64 / r as f64,
+            Some(k),
+        )
+    } else {
+        (fleet::with_replicas(&one, r), ctx.target, None)
+    };
     let (headroom, batch) = rayon::join(
-        || fleet::model_headroom(&fleet_sc, ctx.origin, ctx.target, capacity),
+        || fleet::model_headroom(&headroom_sc, ctx.origin, headroom_target, capacity),
         || batch_point(ctx, chosen, &one),
     );
-    let headroom = headroom?;
+    let mut headroom = headroom?;
+    headroom.shard = shard;
     let (batch, batch_sims) = batch?;
     sims += headroom.simulations + batch_sims;
-    let run_command =
-        colocated_run_overrides(ctx.base, &chosen.candidate, sizing.replicas, ctx.target)
-            .map(|sets| run_line(ctx.origin, &sets));
+    let run_command = colocated_run_overrides(
+        ctx.base,
+        &chosen.candidate,
+        sizing.replicas,
+        ctx.target,
+        ctx.scale,
+    )
+    .map(|mut sets| {
+        sets.extend(length_overrides(ctx.base, &verification));
+        run_line(ctx.origin, &sets, ctx.base.seed)
+    });
     Ok((
         ChosenDetail {
             fleet: sizing,
+            run_requests: verification.requests,
             verification,
+            one_fewer_unresolved: ev.unresolved,
             headroom,
             batch,
             run_command,
         },
         sims,
     ))
-}
-
-/// `servesim run ORIGIN --set S ...`, each override one shell word.
-pub(crate) fn run_line(origin: &str, sets: &[String]) -> String {
-    let mut line = format!("servesim run {origin}");
-    for s in sets {
-        line.push_str(" --set ");
-        line.push_str(&shell_word(s));
-    }
-    line
-}
-
-/// `s` as one shell word: as it is when it holds only safe characters, else single-quoted.
-pub fn shell_word(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "._-/=:,+@%".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The `--set` overrides that make `base` the plan's measurement of `c` with `replicas`
-/// replicas at `target` req/s: the candidate's deployment and [`load_overrides`], with an
-/// autoscaler pinned to the fleet. `None` where `--set` cannot remove what the plan's runs
-/// leave out (disaggregated pools, fault injection).
-fn colocated_run_overrides(
-    base: &Scenario,
-    c: &Candidate,
-    replicas: u32,
-    target: f64,
-) -> Option<Vec<String>> {
-    if base.deployment.prefill.is_some() || base.deployment.decode.is_some() {
-        return None;
-    }
-    let mut sets = vec![
-        format!("deployment.gpu={}", c.gpu),
-        format!("deployment.dtype={}", c.dtype),
-        format!("deployment.kv_cache_dtype={}", c.kv_cache_dtype),
-        format!("deployment.tp={}", c.tp),
-        format!("scheduler.max_num_seqs={}", c.max_num_seqs),
-        format!("deployment.replicas={replicas}"),
-    ];
-    if c.dp != 1 || c.ep != 1 || base.deployment.dp != 1 || base.deployment.ep != 1 {
-        sets.insert(4, format!("deployment.ep={}", c.ep));
-        sets.insert(4, format!("deployment.dp={}", c.dp));
-    }
-    if let Some(b) = base.scheduler.max_num_batched_tokens {
-        if b < c.max_num_seqs {
-            sets.push(format!(
-                "scheduler.max_num_batched_tokens={}",
-                c.max_num_seqs
-            ));
-        }
-    }
-    sets.extend(load_overrides(base, target, Some(replicas))?);
-    Some(sets)
-}
-
-/// The `--set` overrides that give `base` the load a plan measures at `target` req/s
-/// (`measure::with_load`): Poisson arrivals at the target where the scenario's are offline or
-/// vary over time, else its rate set to the target; no concurrency cap; an autoscaler pinned
-/// to `pin` replicas. `None` where `--set` cannot express it: fault injection (the plan's
-/// runs have none), or an autoscaler with nothing to pin it to (an xPyD fleet).
-pub(crate) fn load_overrides(
-    base: &Scenario,
-    target: f64,
-    pin: Option<u32>,
-) -> Option<Vec<String>> {
-    use crate::workload::ArrivalConfig as A;
-    if base.faults.is_some() || (base.autoscale.is_some() && pin.is_none()) {
-        return None;
-    }
-    let mut sets = Vec::new();
-    match &base.workload.arrival {
-        A::Offline | A::Schedule { .. } | A::Diurnal { .. } => sets.push(format!(
-            "workload.arrival={{kind=\"poisson\", rate_per_s={target}}}"
-        )),
-        A::Poisson { rate_per_s } | A::Gamma { rate_per_s, .. } | A::Constant { rate_per_s } => {
-            if *rate_per_s != target {
-                sets.push(format!("workload.arrival.rate_per_s={target}"));
-            }
-        }
-        A::Trace { rate_per_s, .. } => {
-            if *rate_per_s != Some(target) {
-                sets.push(format!("workload.arrival.rate_per_s={target}"));
-            }
-        }
-    }
-    if base.workload.max_concurrency.is_some() {
-        sets.push(format!("workload.max_concurrency={}", u32::MAX));
-    }
-    if let (Some(_), Some(r)) = (&base.autoscale, pin) {
-        sets.extend([
-            format!("autoscale.min_replicas={r}"),
-            format!("autoscale.max_replicas={r}"),
-            format!("autoscale.initial_replicas={r}"),
-            "autoscale.capacity_rate_per_replica=1.0".to_string(),
-        ]);
-    }
-    Some(sets)
 }
 
 /// The batch point of the chosen deployment and the discount as the TPOT SLO moves.

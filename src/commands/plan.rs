@@ -61,7 +61,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .as_mut()
         .and_then(|r| r.run_command.as_mut());
     for cmd in colocated.into_iter().chain(xpyd).chain(recommended) {
-        *cmd = rerun_line(cmd, &origin, args);
+        *cmd = rerun_line(cmd, &origin, &set);
     }
     let mut text = Vec::new();
     match args.format {
@@ -80,9 +80,10 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     super::to_stdout(&text)
 }
 
-/// `cmd` (`servesim run ORIGIN --set ...`) naming a file a user can run, with the plan's own
-/// `--set` values (before the deployment's, which win) and `--seed`.
-fn rerun_line(cmd: &str, origin: &str, args: &PlanArgs) -> String {
+/// `cmd` (`servesim run ORIGIN --set ... --seed N`) naming a file a user can run, with the
+/// plan's own `--set` values (`--no-fast-forward` among them) before the deployment's, which
+/// win. The seed is the plan's already (`--seed` or the scenario's).
+fn rerun_line(cmd: &str, origin: &str, set: &[String]) -> String {
     let Some(rest) = cmd.strip_prefix(&format!("servesim run {origin}")) else {
         return cmd.to_string();
     };
@@ -92,11 +93,8 @@ fn rerun_line(cmd: &str, origin: &str, args: &PlanArgs) -> String {
         origin
     };
     let mut line = format!("servesim run {}", shell_word(file));
-    for s in &args.set {
+    for s in set {
         line.push_str(&format!(" --set {}", shell_word(s)));
-    }
-    if let Some(seed) = args.seed {
-        line.push_str(&format!(" --seed {seed}"));
     }
     line.push_str(rest);
     line

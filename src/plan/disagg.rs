@@ -13,7 +13,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::measure::{measure, Load, Measurement, StopRule};
+use super::measure::{measure, run_at, Load, Measurement, StopRule};
 use super::pricing::{cost, PriceCatalog, PriceColumn};
 use super::Status;
 use crate::error::{Error, Result};
@@ -113,9 +113,26 @@ pub struct DisaggPlan {
     /// `colocated` or `disaggregated`: the cheaper kind's best (colocated on a tie: fewer
     /// moving parts), or `none` when neither is feasible.
     pub recommended: String,
-    /// The `servesim run` line that re-runs the best xPyD deployment at the target (`None`
-    /// where `--set` cannot express it: an autoscaler or fault injection in the scenario).
+    /// The `servesim run` line that re-runs the best xPyD deployment at the target as
+    /// measured: pools, load, run length and seed (`None` where `--set` cannot express it:
+    /// an autoscaler or fault injection in the scenario).
     pub run_command: Option<String>,
+    /// The best deployment's evidence at the printed line's run length.
+    pub evidence: Option<XpydEvidence>,
+}
+
+/// The best xPyD deployment measured until its figures converge (n requests), and one
+/// replica fewer in each pool run at exactly n: the runs its printed line reproduces.
+#[derive(Debug, Clone, Serialize)]
+pub struct XpydEvidence {
+    /// The deployment at n requests.
+    pub holds: Measurement,
+    /// One prefill replica fewer at n (`None` with a single prefill replica).
+    pub fewer_prefill: Option<Measurement>,
+    /// One decode replica fewer at n (`None` with a single decode replica).
+    pub fewer_decode: Option<Measurement>,
+    /// Simulations run.
+    pub simulations: u64,
 }
 
 /// The pool shapes to weigh: prefill GPU x TP, decode GPU x TP.
@@ -345,6 +362,12 @@ impl XpydCtx<'_> {
                 break;
             }
         }
+        self.book(r, &holds);
+        Ok(())
+    }
+
+    /// Books a deployment that holds: status, GPUs, cost and the latencies of `holds`.
+    fn book(&self, r: &mut XpydResult, holds: &Measurement) {
         r.status = Status::Feasible;
         r.gpus = r.prefill.replicas * r.prefill.tp + r.decode.replicas * r.decode.tp;
         let usd_per_hour = (r.prefill.replicas * r.prefill.tp) as f64
@@ -377,29 +400,106 @@ impl XpydCtx<'_> {
             .disaggregation
             .as_ref()
             .map_or(0.0, |d| d.mean_backpressure_wait_ms);
-        Ok(())
+    }
+
+    /// Measures the sized deployment `r` until its figures converge (n requests) and each
+    /// pool one replica fewer at exactly n; steps down where one fewer still holds at n, grows
+    /// the binding pool where the longer run misses, and books the result.
+    fn evidence(&self, r: &mut XpydResult) -> Result<XpydEvidence> {
+        let mut n_min = 0u64;
+        let mut simulations = 0u64;
+        for _ in 0..MAX_STEPS {
+            let sc = xpyd_scenario(self.base, r, self.scale);
+            let min = sc.measure.min_requests.max(n_min);
+            let v = measure(
+                &sc,
+                self.origin,
+                Load::Rate(self.target),
+                StopRule::Converged,
+                min,
+                None,
+            )?;
+            simulations += v.simulations as u64;
+            if !v.sustainable() {
+                let (p, d) = binding_pools(&v);
+                r.prefill.replicas += p as u32;
+                r.decode.replicas += d as u32;
+                n_min = v.requests;
+                continue;
+            }
+            let n = v.requests;
+            let mut fewer: [Option<Measurement>; 2] = [None, None];
+            let mut moved = false;
+            for (i, prefill) in [true, false].into_iter().enumerate() {
+                let mut less = r.clone();
+                let pool = if prefill {
+                    &mut less.prefill
+                } else {
+                    &mut less.decode
+                };
+                if pool.replicas <= 1 {
+                    continue;
+                }
+                pool.replicas -= 1;
+                let sc = xpyd_scenario(self.base, &less, self.scale);
+                let f = run_at(&sc, self.origin, Load::Rate(self.target), n, None)?;
+                simulations += 1;
+                if f.sustainable() {
+                    *r = less;
+                    n_min = n;
+                    moved = true;
+                    break;
+                }
+                fewer[i] = Some(f);
+            }
+            if moved {
+                continue;
+            }
+            r.one_fewer_prefill_holds = fewer[0].as_ref().map(|_| false);
+            r.one_fewer_decode_holds = fewer[1].as_ref().map(|_| false);
+            r.simulations += simulations;
+            self.book(r, &v);
+            let [fewer_prefill, fewer_decode] = fewer;
+            return Ok(XpydEvidence {
+                holds: v,
+                fewer_prefill,
+                fewer_decode,
+                simulations,
+            });
+        }
+        Err(Error::Infeasible(format!(
+            "the deployment's evidence did not settle within {MAX_STEPS} measurements"
+        )))
     }
 }
 
+
 /// Weighs every xPyD candidate of the scenario's search space (in parallel) and ranks them;
-/// `colocated_usd_per_hour` is the best colocated fleet's, for the recommendation.
+/// `colocated_usd_per_hour` is the best colocated fleet's, for the recommendation. The best
+/// one's evidence is measured at its printed line's run length; where that moves its pools,
+/// the ranking is redone (a candidate measured so is not measured again).
 pub fn plan_xpyd(ctx: &XpydCtx<'_>, colocated_usd_per_hour: Option<f64>) -> DisaggPlan {
     let mut candidates: Vec<XpydResult> =
         shapes(ctx.base).par_iter().map(|s| ctx.search(s)).collect();
-    candidates.sort_by(|a, b| {
-        let key = |r: &XpydResult| {
-            (
-                r.status != Status::Feasible,
-                if r.status == Status::Feasible {
-                    r.usd_per_hour
-                } else {
-                    f64::INFINITY
-                },
-            )
+    let mut evidence: Vec<Option<XpydEvidence>> = vec![None; candidates.len()];
+    loop {
+        rank(&mut candidates, &mut evidence);
+        let Some(first) = candidates.first().filter(|c| c.status == Status::Feasible) else {
+            break;
         };
-        let (ka, kb) = (key(a), key(b));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
-    });
+        if evidence[0].is_some() {
+            break;
+        }
+        let mut c = first.clone();
+        match ctx.evidence(&mut c) {
+            Ok(e) => evidence[0] = Some(e),
+            Err(e) => {
+                c.status = Status::Infeasible;
+                c.note = Some(e.to_string());
+            }
+        }
+        candidates[0] = c;
+    }
     let best = candidates
         .first()
         .filter(|c| c.status == Status::Feasible)
@@ -412,14 +512,44 @@ pub fn plan_xpyd(ctx: &XpydCtx<'_>, colocated_usd_per_hour: Option<f64>) -> Disa
         (None, None) => "none",
     }
     .to_string();
+    let evidence = best.and_then(|i| evidence[i].take());
     DisaggPlan {
         run_command: best.and_then(|i| {
             let mut sets = candidates[i].overrides();
             sets.extend(super::load_overrides(ctx.base, ctx.target, None)?);
-            Some(super::run_line(ctx.origin, &sets))
+            sets.extend(super::length_overrides(ctx.base, &evidence.as_ref()?.holds));
+            Some(super::run_line(ctx.origin, &sets, ctx.base.seed))
         }),
         candidates,
         best,
         recommended,
+        evidence,
+    }
+}
+
+/// Feasible candidates cheapest first (ties keep their order), then infeasible; each
+/// candidate's evidence moves with it.
+fn rank(candidates: &mut Vec<XpydResult>, evidence: &mut Vec<Option<XpydEvidence>>) {
+    let key = |r: &XpydResult| {
+        (
+            r.status != Status::Feasible,
+            if r.status == Status::Feasible {
+                r.usd_per_hour
+            } else {
+                f64::INFINITY
+            },
+        )
+    };
+    let mut pairs: Vec<(XpydResult, Option<XpydEvidence>)> = candidates
+        .drain(..)
+        .zip(evidence.drain(..))
+        .collect();
+    pairs.sort_by(|(a, _), (b, _)| {
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    });
+    for (c, e) in pairs {
+        candidates.push(c);
+        evidence.push(e);
     }
 }

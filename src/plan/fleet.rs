@@ -1,16 +1,28 @@
 //! Fleet sizing and headroom: the smallest number of replicas whose whole fleet, router
 //! included, sustains the target in steady state (shown by the fleet at R holding and at R - 1
 //! failing), and the largest step-time slow-down at which that fleet still holds.
+//!
+//! Large fleets are sized on a shard: R identical replicas behind a load-balancing router are
+//! exchangeable, so [`SHARD_REPLICAS`] of them carrying the share k / R of the target see
+//! what each replica of the whole sees, except that they pool bursts over fewer replicas. A
+//! shard that holds therefore bounds the fleet from above (the whole pools more), and sizing
+//! on it is conservative; the chosen fleet is then measured whole ([`line_evidence`]): R
+//! holding and R - 1 missing, each a run of the whole fleet that the plan's printed line
+//! reproduces. docs/capacity-planning.md ("Large fleets") states the bound's measured error.
 
 use serde::Serialize;
 
-use super::measure::{measure, Load, Measurement, StopRule};
+use super::measure::{measure, run_at, Load, Measurement, StopRule};
 use crate::error::Result;
 use crate::scenario::Scenario;
 
 /// Fewest requests of a fleet measurement: long enough that its p99s rest on a few hundred
 /// requests above them.
 pub const FLEET_MIN_REQUESTS: u64 = 20_000;
+/// Fleets whose first estimate has more replicas than this are sized on a shard.
+pub const FULL_SIZING_MAX: u32 = 32;
+/// Replicas of the shard that stands for a large fleet.
+pub const SHARD_REPLICAS: u32 = 16;
 
 /// One fleet size tried.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -34,6 +46,18 @@ pub struct FleetSizing {
     pub probes: Vec<FleetProbe>,
     /// Simulations run.
     pub simulations: u64,
+    /// Replicas of the shard the fleet was sized on (`None`: sized whole); `holds` and
+    /// `one_fewer` are then the shard's measurements at the fleet's share of the target.
+    pub shard: Option<u32>,
+}
+
+impl FleetSizing {
+    /// Replicas each replica of `holds` stands for: the fleet over its shard (1 when sized
+    /// whole).
+    pub fn fleet_factor(&self) -> f64 {
+        self.shard
+            .map_or(1.0, |k| self.replicas as f64 / k.max(1) as f64)
+    }
 }
 
 /// `sc` with `replicas` replicas.
@@ -86,6 +110,9 @@ pub fn size_fleet(
         Ok(m)
     };
     let mut r = start.clamp(1, max_replicas.max(1));
+    if r > FULL_SIZING_MAX {
+        return shard_sizing(sc, origin, target, capacity, r, max_replicas);
+    }
     let first = run(r, &mut probes)?;
     let (holds_r, holds, one_fewer) = if first.sustainable() {
         let mut holds = first;
@@ -121,7 +148,198 @@ pub fn size_fleet(
         one_fewer,
         probes,
         simulations,
+        shard: None,
     }))
+}
+
+/// Measures fleet size `r` at `target` for sizing: the whole fleet when it has at most
+/// [`SHARD_REPLICAS`] replicas, else a shard of that many carrying its share of the target.
+fn shard_probe(
+    sc: &Scenario,
+    origin: &str,
+    target: f64,
+    capacity: f64,
+    r: u32,
+) -> Result<Measurement> {
+    let k = SHARD_REPLICAS.min(r);
+    let share = target * k as f64 / r as f64;
+    fleet_run(sc, origin, k, share, capacity, StopRule::Decided)
+}
+
+/// Sizes a large fleet on shards ([`SHARD_REPLICAS`] replicas at the share k / R of the
+/// target): the smallest R whose shard holds, by bisection between a size whose replicas
+/// would each carry their whole capacity or more (it cannot hold) and one whose shard holds.
+fn shard_sizing(
+    sc: &Scenario,
+    origin: &str,
+    target: f64,
+    capacity: f64,
+    start: u32,
+    max_replicas: u32,
+) -> Result<Option<FleetSizing>> {
+    let mut probes = Vec::new();
+    let mut simulations = 0u64;
+    let mut run = |r: u32| -> Result<Measurement> {
+        let m = shard_probe(sc, origin, target, capacity, r)?;
+        simulations += m.simulations as u64;
+        probes.push(FleetProbe {
+            replicas: r,
+            sustainable: m.sustainable(),
+        });
+        Ok(m)
+    };
+    // Below this each replica would carry its capacity or more: it cannot hold.
+    let mut lo = ((target / capacity.max(1e-12)).floor().min(u32::MAX as f64) as u32).min(start - 1);
+    let mut lo_m: Option<Measurement> = None;
+    let mut hi = start;
+    let mut hi_m = run(hi)?;
+    while !hi_m.sustainable() {
+        if hi >= max_replicas {
+            return Ok(None);
+        }
+        lo = hi;
+        lo_m = Some(hi_m);
+        hi = hi.saturating_add((hi / 8).max(1)).min(max_replicas);
+        hi_m = run(hi)?;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let m = run(mid)?;
+        if m.sustainable() {
+            hi = mid;
+            hi_m = m;
+        } else {
+            lo = mid;
+            lo_m = Some(m);
+        }
+    }
+    Ok(Some(FleetSizing {
+        replicas: hi,
+        holds: hi_m,
+        one_fewer: lo_m.filter(|_| lo + 1 == hi),
+        probes,
+        simulations,
+        shard: (hi > SHARD_REPLICAS).then_some(SHARD_REPLICAS),
+    }))
+}
+
+/// The evidence of the chosen fleet that its printed line reproduces: the whole fleet at R,
+/// measured until its figures converge (n requests), and R - 1 run at exactly n.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetEvidence {
+    /// Replicas of the smallest fleet shown to hold.
+    pub replicas: u32,
+    /// The fleet at R, n requests (its figures within the tolerance, or the longest run).
+    pub verification: Measurement,
+    /// R - 1 replicas at exactly the same n requests (`None` when R = 1).
+    pub one_fewer: Option<Measurement>,
+    /// Why R - 1 could not be shown to miss, when it could not: it passed every check of
+    /// the analysis at n, but n is too short to show a steady state at its load.
+    pub unresolved: Option<String>,
+    /// Simulations run.
+    pub simulations: u64,
+}
+
+/// Measures the whole fleet from `start` replicas at `target`: R until its figures converge
+/// (n requests), then R - 1 at exactly n. While R - 1 holds at n (long enough for its load)
+/// it becomes R; while R misses (a longer run than the sizing's), R grows; when R - 1 passes
+/// the analysis but n is too short for its load, n doubles up to the cap, then the evidence
+/// says why it is unresolved. Every step keeps n or lengthens it, so it ends.
+pub fn line_evidence(
+    sc: &Scenario,
+    origin: &str,
+    target: f64,
+    capacity: f64,
+    start: u32,
+    max_replicas: u32,
+) -> Result<FleetEvidence> {
+    let mut r = start.clamp(1, max_replicas.max(1));
+    let mut n_min = FLEET_MIN_REQUESTS;
+    let mut simulations = 0u64;
+    // A run of R at n that converged already (R - 1 of the previous step).
+    let mut ready: Option<Measurement> = None;
+    for _ in 0..4 * max_replicas.max(8) {
+        let v = match ready.take() {
+            Some(m) => m,
+            None => {
+                let m = measure(
+                    &with_replicas(sc, r),
+                    origin,
+                    Load::Rate(target),
+                    StopRule::Converged,
+                    n_min,
+                    Some(capacity * r as f64),
+                )?;
+                simulations += m.simulations as u64;
+                m
+            }
+        };
+        if !v.sustainable() {
+            if r >= max_replicas {
+                return Ok(evidence(r, v, None, None, simulations));
+            }
+            n_min = n_min.max(v.requests);
+            r += 1;
+            continue;
+        }
+        let n = v.requests;
+        if r == 1 {
+            return Ok(evidence(r, v, None, None, simulations));
+        }
+        let fewer = with_replicas(sc, r - 1);
+        let f = run_at(
+            &fewer,
+            origin,
+            Load::Rate(target),
+            n,
+            Some(capacity * (r - 1) as f64),
+        )?;
+        simulations += 1;
+        if !f.steady().sustainable {
+            return Ok(evidence(r, v, Some(f), None, simulations));
+        }
+        if f.long_enough() {
+            // R - 1 holds as printed: R was not the smallest.
+            r -= 1;
+            n_min = n;
+            if f.steady().converged {
+                ready = Some(f);
+            }
+            continue;
+        }
+        let cap = sc.measure.max_requests.saturating_mul(r as u64);
+        if n.saturating_mul(2) <= cap {
+            n_min = n * 2;
+            continue;
+        }
+        let why = format!(
+            "{} replicas pass every check at {n} requests, but at {:.1}% of their capacity showing a steady state takes about {:.0} requests, more than measure.max_requests allows",
+            r - 1,
+            100.0 * f.load_share.unwrap_or(0.0),
+            f.needed_requests()
+        );
+        return Ok(evidence(r, v, Some(f), Some(why), simulations));
+    }
+    Err(crate::error::Error::Infeasible(format!(
+        "the fleet's evidence did not settle within {} runs",
+        4 * max_replicas.max(8)
+    )))
+}
+
+fn evidence(
+    replicas: u32,
+    verification: Measurement,
+    one_fewer: Option<Measurement>,
+    unresolved: Option<String>,
+    simulations: u64,
+) -> FleetEvidence {
+    FleetEvidence {
+        replicas,
+        verification,
+        one_fewer,
+        unresolved,
+        simulations,
+    }
 }
 
 /// How much slower than modelled the GPUs may run before the fleet misses.
@@ -136,6 +354,9 @@ pub struct ModelHeadroom {
     pub probes: Vec<(f64, bool)>,
     /// Simulations run.
     pub simulations: u64,
+    /// Replicas of the shard it was measured on, at the fleet's share of the target (`None`:
+    /// the whole fleet). A shard pools less than the fleet, so its headroom is a lower bound.
+    pub shard: Option<u32>,
 }
 
 /// The largest step-time multiplier (relative to the model, `plan.headroom` included) at which
@@ -193,5 +414,6 @@ pub fn model_headroom(
         slower_pct: 100.0 * (lo - 1.0),
         probes,
         simulations,
+        shard: None,
     })
 }

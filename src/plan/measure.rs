@@ -213,11 +213,7 @@ pub fn measure(
         .min(cap);
     let mut simulations = 0;
     loop {
-        let s = with_load(sc, load, n);
-        let run = s
-            .resolve(origin)?
-            .with_request_log(STEADY_STATE_RECORDS)
-            .run()?;
+        let run = simulate(sc, origin, load, n)?;
         simulations += 1;
         let steady = run
             .summary
@@ -241,4 +237,38 @@ pub fn measure(
         }
         n = (n * 2).min(cap);
     }
+}
+
+/// One run of `sc` under `load` with `requests` requests, its steady state analysed on the
+/// log every measurement and `servesim run` keep.
+fn simulate(sc: &Scenario, origin: &str, load: Load, requests: u64) -> Result<RunResult> {
+    with_load(sc, load, requests)
+        .resolve(origin)?
+        .with_request_log(STEADY_STATE_RECORDS)
+        .run()
+}
+
+/// Measures `sc` under `load` with exactly `requests` requests (not adaptively): the run a
+/// plan's printed re-run line reproduces, request for request. `capacity_rate` (req/s, whole
+/// deployment) sets the load share, as in [`measure`].
+pub fn run_at(
+    sc: &Scenario,
+    origin: &str,
+    load: Load,
+    requests: u64,
+    capacity_rate: Option<f64>,
+) -> Result<Measurement> {
+    let run = simulate(sc, origin, load, requests)?;
+    Ok(Measurement {
+        load,
+        replicas: deployment_replicas(sc).max(1),
+        requests,
+        simulations: 1,
+        load_share: match (load, capacity_rate) {
+            (Load::Rate(r), Some(c)) if c > 0.0 => Some(r / c),
+            _ => None,
+        },
+        summary: run.summary.clone(),
+        result: Some(run),
+    })
 }
