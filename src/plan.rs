@@ -910,7 +910,11 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         x.run_command = x.best.and_then(|i| {
             let mut sets = x.candidates[i].overrides();
             sets.extend(load_overrides(base, peak, None)?);
-            sets.extend(x.evidence.as_ref().map(|e| length_overrides(base, &e.holds))?);
+            sets.extend(
+                x.evidence
+                    .as_ref()
+                    .map(|e| length_overrides(base, &e.holds))?,
+            );
             Some(run_line(origin, &sets, base.seed))
         });
     }

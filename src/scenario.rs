@@ -167,7 +167,7 @@ pub struct SchedulerOverrides {
 pub struct SloConfig {
     /// TTFT threshold, ms.
     pub ttft_ms: Option<f64>,
-    /// Percentile the TTFT threshold applies to, in (0, 100].
+    /// Percentile the TTFT threshold applies to, in (1, 100) (at or below 1 reads as a fraction).
     #[serde(default = "p99")]
     pub ttft_percentile: f64,
     /// TPOT threshold, ms.
@@ -725,13 +725,7 @@ impl Scenario {
             ("slo.tpot_percentile", s.tpot_percentile),
             ("slo.e2e_percentile", s.e2e_percentile),
         ] {
-            if !(p > 0.0 && p <= 100.0) {
-                return Err(Error::config(
-                    origin,
-                    key,
-                    format!("must be in (0, 100], got {p}"),
-                ));
-            }
+            check_percentile(origin, key, p)?;
         }
         let timeout = match s.queue_timeout_s {
             None => None,
@@ -1270,4 +1264,28 @@ impl Scenario {
         }
         resolve_workload_paths(&mut self.workload, dir, origin)
     }
+}
+/// A percentile key's value: strictly between 0 and 100 (p100 is the maximum, which no run
+/// can bound), and above 1, where a value reads as a fraction meant as a percentile
+/// (`0.99` for p99); the error names the key and says what to write.
+fn check_percentile(origin: &str, key: &str, p: f64) -> Result<()> {
+    if p.is_finite() && p > 0.0 && p <= 1.0 {
+        return Err(Error::config(
+            origin,
+            key,
+            format!(
+                "{p} looks like a fraction: percentiles are in (0, 100), write {} for p{}",
+                100.0 * p,
+                100.0 * p
+            ),
+        ));
+    }
+    if !(p > 0.0 && p < 100.0) {
+        return Err(Error::config(
+            origin,
+            key,
+            format!("must be a percentile in (0, 100), such as 99 for p99; got {p}"),
+        ));
+    }
+    Ok(())
 }

@@ -473,7 +473,6 @@ impl XpydCtx<'_> {
     }
 }
 
-
 /// Weighs every xPyD candidate of the scenario's search space (in parallel) and ranks them;
 /// `colocated_usd_per_hour` is the best colocated fleet's, for the recommendation. The best
 /// one's evidence is measured at its printed line's run length; where that moves its pools,
@@ -540,10 +539,8 @@ fn rank(candidates: &mut Vec<XpydResult>, evidence: &mut Vec<Option<XpydEvidence
             },
         )
     };
-    let mut pairs: Vec<(XpydResult, Option<XpydEvidence>)> = candidates
-        .drain(..)
-        .zip(evidence.drain(..))
-        .collect();
+    let mut pairs: Vec<(XpydResult, Option<XpydEvidence>)> =
+        candidates.drain(..).zip(evidence.drain(..)).collect();
     pairs.sort_by(|(a, _), (b, _)| {
         let (ka, kb) = (key(a), key(b));
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))

@@ -189,7 +189,8 @@ fn shard_sizing(
         Ok(m)
     };
     // Below this each replica would carry its capacity or more: it cannot hold.
-    let mut lo = ((target / capacity.max(1e-12)).floor().min(u32::MAX as f64) as u32).min(start - 1);
+    let mut lo =
+        ((target / capacity.max(1e-12)).floor().min(u32::MAX as f64) as u32).min(start - 1);
     let mut lo_m: Option<Measurement> = None;
     let mut hi = start;
     let mut hi_m = run(hi)?;
@@ -241,10 +242,13 @@ pub struct FleetEvidence {
 }
 
 /// Measures the whole fleet from `start` replicas at `target`: R until its figures converge
-/// (n requests), then R - 1 at exactly n. While R - 1 holds at n (long enough for its load)
-/// it becomes R; while R misses (a longer run than the sizing's), R grows; when R - 1 passes
-/// the analysis but n is too short for its load, n doubles up to the cap, then the evidence
-/// says why it is unresolved. Every step keeps n or lengthens it, so it ends.
+/// (n requests; a fleet larger than [`FULL_SIZING_MAX`] until its verdict is certain, as a
+/// full run of hundreds of replicas is costly and its p99s converge slowly near capacity),
+/// then R - 1 at exactly n. While R - 1 holds at n (long enough for its load) it becomes R;
+/// while R misses (a longer run than the sizing's), R grows; when R - 1 passes the analysis
+/// but n is too short to show a steady state at its load, n grows to what that takes when
+/// the cap allows, else the evidence says why it is unresolved. Every step keeps n or
+/// lengthens it, so it ends.
 pub fn line_evidence(
     sc: &Scenario,
     origin: &str,
@@ -262,11 +266,16 @@ pub fn line_evidence(
         let v = match ready.take() {
             Some(m) => m,
             None => {
+                let rule = if r > FULL_SIZING_MAX {
+                    StopRule::Decided
+                } else {
+                    StopRule::Converged
+                };
                 let m = measure(
                     &with_replicas(sc, r),
                     origin,
                     Load::Rate(target),
-                    StopRule::Converged,
+                    rule,
                     n_min,
                     Some(capacity * r as f64),
                 )?;
@@ -302,14 +311,16 @@ pub fn line_evidence(
             // R - 1 holds as printed: R was not the smallest.
             r -= 1;
             n_min = n;
-            if f.steady().converged {
+            let st = f.steady();
+            if st.converged || (r > FULL_SIZING_MAX && st.decided) {
                 ready = Some(f);
             }
             continue;
         }
         let cap = sc.measure.max_requests.saturating_mul(r as u64);
-        if n.saturating_mul(2) <= cap {
-            n_min = n * 2;
+        let needed = f.needed_requests();
+        if needed <= cap as f64 {
+            n_min = (needed.ceil() as u64).max(n + 1);
             continue;
         }
         let why = format!(

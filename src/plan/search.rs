@@ -59,54 +59,61 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The binding constraint of a run that failed: a growing queue first (the SLO misses
-    /// follow from it), else the SLO furthest over its threshold, else goodput; KV capacity
-    /// when preemptions are frequent.
+    /// The binding constraint of a run that failed, with one plain sentence on what failed
+    /// at its load: a growing or unsettled queue first (the SLO misses follow from it), else
+    /// the SLO furthest over its threshold, else goodput; KV capacity when preemptions are
+    /// frequent.
     pub fn of(m: &Measurement) -> Option<Binding> {
         let s = m.steady();
         if m.sustainable() {
             return None;
         }
-        if s.sustainable {
-            // Every check held, but the run could not be long enough for this load.
-            return Some(Binding {
-                constraint: Constraint::Throughput,
-                detail: m.misses().join("; "),
-            });
-        }
-        let queue = s
-            .misses
-            .iter()
-            .find(|x| x.check == "queue")
-            .or_else(|| s.misses.iter().find(|x| x.check == "warmup"));
+        let at = match m.load {
+            Load::Rate(r) => format!("at {r:.2} req/s"),
+            Load::ClosedLoop(c) => format!("with {c} requests outstanding"),
+        };
+        let find = |check: &str| s.misses.iter().find(|x| x.check == check);
         let worst_slo = s.slo.iter().filter(|c| !c.met).max_by(|a, b| {
             (a.value_ms.value / a.threshold_ms).total_cmp(&(b.value_ms.value / b.threshold_ms))
         });
-        let goodput = s.misses.iter().find(|x| x.check == "goodput");
-        let (mut constraint, mut detail) = if let Some(q) = queue {
-            (Constraint::Throughput, q.reason.clone())
+        let (mut constraint, mut detail) = if s.sustainable {
+            // Every check held, but the run could not be long enough for this load.
+            (
+                Constraint::Throughput,
+                format!(
+                    "{at} ({:.1}% of capacity) a steady state takes about {:.0} requests to show, more than the {} measure.max_requests allows",
+                    100.0 * m.load_share.unwrap_or(0.0),
+                    m.needed_requests(),
+                    m.requests
+                ),
+            )
+        } else if let Some(q) = find("queue") {
+            (Constraint::Throughput, format!("{at} the {}", q.reason))
+        } else if find("warmup").is_some() {
+            (
+                Constraint::Throughput,
+                format!(
+                    "{at} latencies still rise after half of a {}-request run: no steady state",
+                    m.requests
+                ),
+            )
         } else if let Some(c) = worst_slo {
-            let miss = s
-                .misses
-                .iter()
-                .find(|x| x.check.eq_ignore_ascii_case(c.metric.name()))
-                .map_or(String::new(), |x| x.reason.clone());
             let k = match c.metric {
                 crate::metrics::steady_state::SloMetric::Ttft => Constraint::Ttft,
                 crate::metrics::steady_state::SloMetric::Tpot => Constraint::Tpot,
                 crate::metrics::steady_state::SloMetric::E2e => Constraint::E2e,
             };
-            (k, miss)
+            let miss = find(&c.metric.name().to_ascii_lowercase())
+                .map_or(String::new(), |x| x.reason.clone());
+            (k, format!("{at} {miss}"))
         } else {
-            (
-                Constraint::Goodput,
-                goodput.map_or(String::new(), |g| g.reason.clone()),
-            )
+            let g = find("goodput").map_or(String::new(), |g| g.reason.clone());
+            (Constraint::Goodput, format!("{at} {g}"))
         };
         let pre = m.preemptions_per_request();
         if pre >= PREEMPTION_SHARE {
             detail = format!(
-                "{:.1} preemptions per 100 requests (KV cache full); {detail}",
+                "{detail}, with {:.1} preemptions per 100 requests (KV cache full)",
                 100.0 * pre
             );
             constraint = Constraint::KvCapacity;

@@ -63,20 +63,41 @@ pub fn steady_line(s: &SteadyState) -> String {
     parts.join(", ")
 }
 
-fn fleet_line(label: &str, m: &Measurement) -> String {
-    let s = m.steady();
-    let verdict = if s.sustainable {
-        "holds".to_string()
+/// A fleet measurement's verdict for people: `holds`, `MISSES: why`, or, for a one-fewer
+/// fleet the plan could not resolve, `UNRESOLVED: why`.
+pub(crate) fn fleet_verdict(m: &Measurement, unresolved: Option<&str>) -> String {
+    match unresolved {
+        Some(why) => format!("UNRESOLVED: {why}"),
+        None if m.sustainable() => "holds".to_string(),
+        None => format!("MISSES: {}", m.misses().join("; ")),
+    }
+}
+
+/// The headroom against model error, for people: how much slower the GPUs may run, where it
+/// was measured, and what a headroom under the search's 1% resolution means.
+pub(crate) fn headroom_text(h: &crate::plan::ModelHeadroom, verification: &Measurement) -> String {
+    let mut t = if h.slower_pct >= 1.0 {
+        format!(
+            "holds if the GPUs run up to {:.0}% slower than modelled (every step x{:.2})",
+            h.slower_pct, h.max_step_time_scale
+        )
     } else {
         format!(
-            "MISSES: {}",
-            s.misses
-                .iter()
-                .map(|x| x.reason.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
+            "under 1%: the fleet runs at {:.1}% of its measured capacity, so GPUs even 1% slower than modelled miss (plan.headroom sizes for slower ones)",
+            100.0 * verification.load_share.unwrap_or(0.0)
         )
     };
+    if let Some(k) = h.shard {
+        t.push_str(&format!(
+            "; measured on {k} replicas at their share of the target, a lower bound for the whole fleet"
+        ));
+    }
+    t
+}
+
+fn fleet_line(label: &str, m: &Measurement, unresolved: Option<&str>) -> String {
+    let s = m.steady();
+    let verdict = fleet_verdict(m, unresolved);
     format!(
         "  {label}: {verdict}\n      {} requests, {} cut as warm-up, window {:.0}-{:.0} s: {}",
         m.requests,
@@ -200,6 +221,107 @@ fn light_load_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
 /// Candidates the terminal table shows; candidates.csv has them all.
 const TABLE_ROWS: usize = 15;
 
+/// The candidate table's columns: header, narrowest width, right-aligned.
+const TABLE_COLUMNS: [(&str, usize, bool); 13] = [
+    ("rank", 4, true),
+    ("gpu", 13, false),
+    ("dtype", 5, false),
+    ("tp", 2, true),
+    ("seqs", 4, true),
+    ("cap/rep", 8, true),
+    ("max/rep", 8, true),
+    ("binding", 11, false),
+    ("reps", 5, true),
+    ("GPUs", 5, true),
+    ("$/hour", 8, true),
+    ("$/M out", 8, true),
+    ("note", 0, false),
+];
+
+/// One candidate's cells of the terminal table.
+fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
+    let (usd, per_m) = match (c.status, c.cost_at_target) {
+        (Status::Feasible, Some(x)) => (
+            format!("{:.2}", x.usd_per_hour),
+            format!("{:.3}", x.usd_per_million_output_tokens),
+        ),
+        (Status::Pruned, Some(x)) => (format!(">={:.2}", x.usd_per_hour), "-".into()),
+        _ => ("-".into(), "-".into()),
+    };
+    let reps = match c.status {
+        Status::Feasible => c.replicas.to_string(),
+        Status::Pruned => format!(">={}", c.replicas),
+        Status::Infeasible => "-".into(),
+    };
+    let max = match c.status {
+        Status::Pruned => "-".to_string(),
+        _ => format!("{:.2}", c.max_rate_per_replica),
+    };
+    [
+        (i + 1).to_string(),
+        c.candidate.gpu.clone(),
+        c.candidate.dtype.clone(),
+        // With data or expert parallelism, `TPxDP` and `e` for expert parallelism.
+        match (c.candidate.dp, c.candidate.ep) {
+            (1, 1) => c.candidate.tp.to_string(),
+            (dp, ep) => format!("{}x{}{}", c.candidate.tp, dp, if ep > 1 { "e" } else { "" }),
+        },
+        c.candidate.max_num_seqs.to_string(),
+        format!("{:.2}", c.capacity_rate_per_replica),
+        max,
+        c.binding
+            .as_ref()
+            .map_or("-", |b| b.constraint.label())
+            .to_string(),
+        reps,
+        if c.status == Status::Infeasible {
+            "-".into()
+        } else {
+            c.gpus.to_string()
+        },
+        usd,
+        per_m,
+        c.note.clone().unwrap_or_default(),
+    ]
+}
+
+/// Writes the header and `rows` in columns as wide as their widest cell, one space apart, so
+/// no two columns run together whatever the figures.
+fn write_columns(t: &mut String, rows: &[[String; 13]]) {
+    let widths: Vec<usize> = TABLE_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(j, (h, min, _))| {
+            rows.iter()
+                .map(|r| r[j].chars().count())
+                .chain([h.len(), *min])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let header: [String; 13] = TABLE_COLUMNS.map(|(h, _, _)| h.to_string());
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (j, cell) in row.iter().enumerate() {
+            let (_, _, right) = TABLE_COLUMNS[j];
+            if j > 0 {
+                line.push(' ');
+            }
+            let pad = widths[j].saturating_sub(cell.chars().count());
+            if j + 1 == row.len() {
+                line.push_str(cell);
+            } else if right {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        let _ = writeln!(t, "{}", line.trim_end());
+    }
+}
+
 /// Writes the plan as a table and its chosen deployment with the evidence, for people.
 pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Result<()> {
     let mut t = String::new();
@@ -223,81 +345,14 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         if slos.is_empty() { "none".into() } else { slos.join(", ") },
         100.0 * p.goodput_threshold
     );
-    // Data-parallel candidates write their TP column as `TPxDP` (`e`: expert parallel).
-    let tp_w = if p
+    let rows: Vec<[String; 13]> = p
         .candidates
         .iter()
-        .any(|c| c.candidate.dp != 1 || c.candidate.ep != 1)
-    {
-        6
-    } else {
-        3
-    };
-    let _ = writeln!(
-        t,
-        "{:>4} {:<14}{:<6}{:>tp_w$}{:>5} {:>9}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  note",
-        "rank",
-        "gpu",
-        "dtype",
-        "tp",
-        "seqs",
-        "cap/rep",
-        "max/rep",
-        "binding",
-        "reps",
-        "GPUs",
-        "$/hour",
-        "$/M out"
-    );
-    for (i, c) in p.candidates.iter().enumerate().take(TABLE_ROWS) {
-        let (usd, per_m) = match (c.status, c.cost_at_target) {
-            (Status::Feasible, Some(x)) => (
-                format!("{:.2}", x.usd_per_hour),
-                format!("{:.3}", x.usd_per_million_output_tokens),
-            ),
-            (Status::Pruned, Some(x)) => (format!(">={:.2}", x.usd_per_hour), "-".into()),
-            _ => ("-".into(), "-".into()),
-        };
-        let reps = match c.status {
-            Status::Feasible => c.replicas.to_string(),
-            Status::Pruned => format!(">={}", c.replicas),
-            Status::Infeasible => "-".into(),
-        };
-        let max = match c.status {
-            Status::Pruned => "-".to_string(),
-            _ => format!("{:.2}", c.max_rate_per_replica),
-        };
-        let _ = writeln!(
-            t,
-            "{:>4} {:<14}{:<6}{:>tp_w$}{:>5} {:>9.2}{:>9}  {:<12}{:>5}{:>5}{:>9}{:>9}  {}",
-            i + 1,
-            // A profile given as a long path keeps a space before the next column.
-            if c.candidate.gpu.len() >= 14 {
-                format!("{} ", c.candidate.gpu)
-            } else {
-                c.candidate.gpu.clone()
-            },
-            c.candidate.dtype,
-            // With data or expert parallelism, `TPxDP` and `e` for expert parallelism.
-            match (c.candidate.dp, c.candidate.ep) {
-                (1, 1) => c.candidate.tp.to_string(),
-                (dp, ep) => format!("{}x{}{}", c.candidate.tp, dp, if ep > 1 { "e" } else { "" }),
-            },
-            c.candidate.max_num_seqs,
-            c.capacity_rate_per_replica,
-            max,
-            c.binding.as_ref().map_or("-", |b| b.constraint.label()),
-            reps,
-            if c.status == Status::Infeasible {
-                "-".into()
-            } else {
-                c.gpus.to_string()
-            },
-            usd,
-            per_m,
-            c.note.as_deref().unwrap_or("")
-        );
-    }
+        .enumerate()
+        .take(TABLE_ROWS)
+        .map(|(i, c)| table_row(i, c))
+        .collect();
+    write_columns(&mut t, &rows);
     if p.candidates.len() > TABLE_ROWS {
         let _ = writeln!(
             t,
@@ -357,7 +412,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 c.binding
                     .as_ref()
                     .map_or("none found".to_string(), |b| format!(
-                        "{} ({})",
+                        "{}: {}",
                         b.constraint.label(),
                         b.detail
                     ))
@@ -370,7 +425,8 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                         "fleet of {} at {:.2} req/s",
                         d.fleet.replicas, p.target_rate_per_s
                     ),
-                    &d.verification
+                    &d.verification,
+                    None
                 )
             );
             match &d.fleet.one_fewer {
@@ -378,7 +434,11 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                     let _ = writeln!(
                         t,
                         "{}",
-                        fleet_line(&format!("fleet of {} (one fewer)", m.replicas), m)
+                        fleet_line(
+                            &format!("fleet of {} (one fewer)", m.replicas),
+                            m,
+                            d.one_fewer_unresolved.as_deref()
+                        )
                     );
                 }
                 None => {
@@ -393,12 +453,10 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                     d.fleet.replicas
                 );
             }
-            let h = &d.headroom;
             let _ = writeln!(
                 t,
-                "  headroom: holds if the GPUs run up to {:.0}% slower than modelled (every step x{:.2}){}",
-                h.slower_pct,
-                h.max_step_time_scale,
+                "  headroom: {}{}",
+                headroom_text(&d.headroom, &d.verification),
                 match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
                     (Some(v), _) => format!(
                         "; sized {:.1}% slower than modelled (the model's error on the reference rows at plan.headroom_coverage: {:+.1}%)",

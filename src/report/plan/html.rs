@@ -116,15 +116,15 @@ fn evidence(s: &SteadyState) -> String {
     parts.join(", ")
 }
 
-fn fleet_row(out: &mut String, label: &str, m: &Measurement) {
+fn fleet_row(out: &mut String, label: &str, m: &Measurement, unresolved: Option<&str>) {
     let s = m.steady();
-    let verdict = if m.sustainable() {
-        "<span class=\"ok\">holds</span>".to_string()
-    } else {
-        format!(
-            "<span class=\"miss\">misses</span>: {}",
-            escape(&m.misses().join("; "))
-        )
+    let verdict = match super::fleet_verdict(m, unresolved).split_once(": ") {
+        None => "<span class=\"ok\">holds</span>".to_string(),
+        Some((word, why)) => format!(
+            "<span class=\"miss\">{}</span>: {}",
+            word.to_lowercase(),
+            escape(why)
+        ),
     };
     let _ = write!(
         out,
@@ -406,7 +406,11 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
             }
             kpi(
                 &mut h,
-                &format!("{:.0}%", d.headroom.slower_pct),
+                &if d.headroom.slower_pct >= 1.0 {
+                    format!("{:.0}%", d.headroom.slower_pct)
+                } else {
+                    "under 1%".to_string()
+                },
                 "headroom: GPUs may run this much slower",
             );
             kpi(
@@ -422,9 +426,15 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
                     d.fleet.replicas, p.target_rate_per_s
                 ),
                 &d.verification,
+                None,
             );
             match &d.fleet.one_fewer {
-                Some(m) => fleet_row(&mut h, &format!("{} replica(s), one fewer", m.replicas), m),
+                Some(m) => fleet_row(
+                    &mut h,
+                    &format!("{} replica(s), one fewer", m.replicas),
+                    m,
+                    d.one_fewer_unresolved.as_deref(),
+                ),
                 None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
             }
             if let Some(cmd) = &d.run_command {
