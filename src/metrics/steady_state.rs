@@ -550,6 +550,17 @@ fn slo_checks(
     slo
 }
 
+/// `value` and `threshold` printed with as few decimals (1 to 4) as tell them apart.
+fn distinct(value: f64, threshold: f64) -> (String, String) {
+    for d in 1..4 {
+        let (v, t) = (format!("{value:.d$}"), format!("{threshold:.d$}"));
+        if v != t {
+            return (v, format!("{threshold}"));
+        }
+    }
+    (format!("{value:.4}"), format!("{threshold}"))
+}
+
 /// What failed, one plain sentence each.
 fn misses_of(
     slo: &[SloCheck],
@@ -564,13 +575,8 @@ fn misses_of(
         misses.push(Miss {
             check: c.metric.name().to_ascii_lowercase(),
             reason: if any_completed {
-                format!(
-                    "p{} {} {:.1} ms > {} ms",
-                    c.percentile,
-                    c.metric.name(),
-                    c.value_ms.value,
-                    c.threshold_ms
-                )
+                let (v, t) = distinct(c.value_ms.value, c.threshold_ms);
+                format!("p{} {} {v} ms > {t} ms", c.percentile, c.metric.name())
             } else {
                 format!(
                     "no request completed, so p{} {} is unknown",

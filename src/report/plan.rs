@@ -75,17 +75,14 @@ pub(crate) fn fleet_verdict(m: &Measurement, unresolved: Option<&str>) -> String
 
 /// The headroom against model error, for people: how much slower the GPUs may run, where it
 /// was measured, and what a headroom under the search's 1% resolution means.
-pub(crate) fn headroom_text(h: &crate::plan::ModelHeadroom, verification: &Measurement) -> String {
+pub(crate) fn headroom_text(h: &crate::plan::ModelHeadroom) -> String {
     let mut t = if h.slower_pct >= 1.0 {
         format!(
             "holds if the GPUs run up to {:.0}% slower than modelled (every step x{:.2})",
             h.slower_pct, h.max_step_time_scale
         )
     } else {
-        format!(
-            "under 1%: the fleet runs at {:.1}% of its measured capacity, so GPUs even 1% slower than modelled miss (plan.headroom sizes for slower ones)",
-            100.0 * verification.load_share.unwrap_or(0.0)
-        )
+        "under 1% (the search resolves 1%): the smallest fleet sits at its binding limit, so GPUs even slightly slower than modelled miss; plan.headroom = 0.1 sizes for GPUs 10% slower".to_string()
     };
     if let Some(k) = h.shard {
         t.push_str(&format!(
@@ -456,7 +453,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             let _ = writeln!(
                 t,
                 "  headroom: {}{}",
-                headroom_text(&d.headroom, &d.verification),
+                headroom_text(&d.headroom),
                 match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
                     (Some(v), _) => format!(
                         "; sized {:.1}% slower than modelled (the model's error on the reference rows at plan.headroom_coverage: {:+.1}%)",
