@@ -862,8 +862,8 @@ fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
 }
 
 /// Runs the capacity plan for a base scenario: in steady state at its target load, or, for
-/// time-varying traffic (a schedule, the diurnal shape, a trace), at its peak hour and then
-/// over its whole period with the autoscaler ([`week`]).
+/// time-varying traffic (a schedule, the diurnal shape, a trace), at its busiest window
+/// (`plan.peak_window_s`) and then over its whole period, static and autoscaled ([`week`]).
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     if !week::is_time_varying(base) {
         let mut out = plan_steady(base, origin)?;
@@ -876,8 +876,9 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         a.capacity_rate_per_replica.get_or_insert(1.0);
     }
     check.resolve(origin)?;
-    let rates = week::hourly_rates(base, origin)?;
-    let peak = rates.iter().copied().fold(0.0, f64::max);
+    let window_s = base.plan.peak_window_s.unwrap_or(week::PEAK_WINDOW_S);
+    let load = week::period_load(base, origin, window_s)?;
+    let peak = load.peak_rate_per_s;
     if peak <= 0.0 {
         return Err(Error::config(
             origin,
@@ -918,7 +919,13 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             Some(run_line(origin, &sets, base.seed))
         });
     }
-    let w = week::plan_week(base, origin, &out.plan.candidates, &rates, scale)?;
+    let mut w = week::plan_week(base, origin, &out.plan.candidates, &load, scale)?;
+    // The static fleet over the period as written (its arrivals, its autoscaler pinned).
+    for c in &mut w.candidates {
+        c.static_run_command =
+            rerun::static_overrides(base, &c.candidate, c.static_replicas, scale)
+                .map(|sets| run_line(origin, &sets, base.seed));
+    }
     out.plan.week = Some(w);
     out.plan.recommendation = out.plan.recommend();
     Ok(out)

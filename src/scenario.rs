@@ -286,6 +286,11 @@ pub struct PlanConfig {
     /// Search every candidate fully (default: skip those whose steady-state capacity alone
     /// already costs more than the best plan found).
     pub exhaustive: Option<bool>,
+    /// Time-varying traffic: the length of the busiest window the static fleet is sized for,
+    /// seconds, in whole minutes from 60 to 3600 (default 300: the busiest 5 minutes, not
+    /// the busiest hour's mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_window_s: Option<f64>,
     /// Size for the model's measured error: the step-time headroom that covers this share of
     /// the reference rows' errors (`servesim validate`'s prediction interval, e.g. 0.9), in
     /// (0, 1); the larger of it and `headroom` applies.
@@ -659,6 +664,14 @@ impl Scenario {
         if let Some(h) = self.plan.headroom {
             if !(h.is_finite() && (0.0..=10.0).contains(&h)) {
                 return Err(err("plan.headroom", format!("must be in [0, 10], got {h}")));
+            }
+        }
+        if let Some(w) = self.plan.peak_window_s {
+            if !((60.0..=3600.0).contains(&w) && w % 60.0 == 0.0) {
+                return Err(err(
+                    "plan.peak_window_s",
+                    format!("must be whole minutes from 60 to 3600 s, got {w}"),
+                ));
             }
         }
         self.measure.validate(origin)?;

@@ -258,3 +258,115 @@ fn bad_autoscale_and_faults_values_exit_2_naming_the_key() {
         );
     }
 }
+
+/// A day at 30 req/s with a 10-minute spike to 120 req/s (Llama-3.1-70B FP8, TP 2 on H100).
+/// Its busiest hour averages 45 req/s, which hides the spike.
+const SPIKE_DAY: &str = r#"
+name = "day-with-a-spike"
+seed = 7
+[deployment]
+model = "llama-3.1-70b"
+gpu = "h100-sxm"
+tp = 2
+dtype = "fp8"
+router = "least-outstanding"
+[workload]
+dataset = "sharegpt"
+duration_s = 86400.0
+[workload.arrival]
+kind = "schedule"
+points = [[0.0, 30.0], [36000.0, 30.0], [36000.0, 120.0], [36600.0, 120.0], [36600.0, 30.0], [86400.0, 30.0]]
+[slo]
+ttft_ms = 2000.0
+tpot_ms = 80.0
+[plan]
+gpus = ["h100-sxm"]
+dtypes = ["fp8"]
+tp = [2]
+max_num_seqs = [256]
+"#;
+
+/// `servesim run` of a printed line's words after `servesim`, exactly as printed, with
+/// `replicas` in place of its `deployment.replicas` when given.
+fn run_line(line: &str, replicas: Option<u64>) -> Value {
+    assert!(!line.contains('\''), "plain words: {line}");
+    let mut args: Vec<String> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|w| match (w.split_once('='), replicas) {
+            (Some(("deployment.replicas", _)), Some(r)) => format!("deployment.replicas={r}"),
+            _ => w.to_string(),
+        })
+        .collect();
+    args.extend(["--format".into(), "json".into()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = servesim(&refs);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_ten_minute_spike_sizes_the_static_fleet_that_meets_the_slos_over_the_whole_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spike.toml");
+    std::fs::write(&path, SPIKE_DAY).unwrap();
+    let out = dir.path().join("report");
+    let (code, stdout, err) = servesim(&[
+        "plan",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p: Value = serde_json::from_str(&stdout).unwrap();
+    let w = &p["week"];
+    // The plan is made at the busiest five minutes, not the busiest hour's mean.
+    let (window, hour) = (
+        w["peak_rate_per_s"].as_f64().unwrap(),
+        w["peak_hour_rate_per_s"].as_f64().unwrap(),
+    );
+    assert_eq!(w["peak_window_s"], 300.0);
+    assert!(
+        window > 2.0 * hour,
+        "busiest window {window}, busiest hour {hour}"
+    );
+    assert!((p["target_rate_per_s"].as_f64().unwrap() - window).abs() < 1e-9);
+    // The static fleet it reports meets every SLO over the whole day, in `servesim run`
+    // without an autoscaler, exactly as printed.
+    let c = chosen(&p);
+    let r = c["static_replicas"].as_u64().unwrap();
+    assert_eq!(
+        c["static_period"]["meets_slos"], true,
+        "{}",
+        c["static_period"]
+    );
+    let line = c["static_run_command"].as_str().expect("a static line");
+    assert!(
+        line.contains(&format!("deployment.replicas={r}")) && !line.contains("autoscale"),
+        "{line}"
+    );
+    let threshold = p["goodput_threshold"].as_f64().unwrap();
+    let day = run_line(line, None);
+    assert_eq!(day["slo"]["all_met"], true, "{line}: {}", day["slo"]);
+    assert!(day["goodput_share"].as_f64().unwrap() >= threshold, "{day}");
+    assert_eq!(
+        day["goodput_share"], c["static_period"]["slo_attainment"],
+        "the run is the plan's period simulation"
+    );
+    // A fleet sized for the busiest hour's mean (what one replica sustains, scaled) misses
+    // over the day: the spike is what sizes the fleet.
+    let i = p["chosen"].as_u64().unwrap() as usize;
+    let per_replica = p["candidates"][i]["max_rate_per_replica"].as_f64().unwrap();
+    let hourly = (hour / per_replica).ceil() as u64;
+    assert!(
+        hourly < r,
+        "{hourly} replicas for the hour's mean, {r} for the spike"
+    );
+    let short = run_line(line, Some(hourly));
+    assert_eq!(short["slo"]["all_met"], false, "{}", short["slo"]);
+    // The period section reports the static fleet's attainment beside the autoscaled one's.
+    assert!(w["static_slo_attainment"].as_f64().unwrap() >= threshold);
+    assert!(w["slo_attainment"].is_number());
+}

@@ -60,7 +60,17 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .recommendation
         .as_mut()
         .and_then(|r| r.run_command.as_mut());
-    for cmd in colocated.into_iter().chain(xpyd).chain(recommended) {
+    let period = p
+        .week
+        .iter_mut()
+        .flat_map(|w| w.candidates.iter_mut())
+        .filter_map(|c| c.static_run_command.as_mut());
+    for cmd in colocated
+        .into_iter()
+        .chain(xpyd)
+        .chain(recommended)
+        .chain(period)
+    {
         *cmd = rerun_line(cmd, &origin, &set);
     }
     let mut text = Vec::new();

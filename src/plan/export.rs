@@ -189,6 +189,7 @@ impl ToTable for super::week::WeekPlan {
             "planned_replicas",
             "ready_replicas",
             "p99_ttft_ms",
+            "static_slo_attainment",
         ];
         let rows = self
             .chosen_candidate()
@@ -206,6 +207,7 @@ impl ToTable for super::week::WeekPlan {
                             h.planned_replicas as f64,
                             h.ready_replicas,
                             h.p99_ttft_ms,
+                            h.static_slo_attainment,
                         ]
                         .into_iter()
                         .map(CellValue::Number)

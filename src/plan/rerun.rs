@@ -55,6 +55,19 @@ pub(crate) fn colocated_run_overrides(
     target: f64,
     scale: f64,
 ) -> Option<Vec<String>> {
+    let mut sets = deployment_overrides(base, c, replicas, scale)?;
+    sets.extend(load_overrides(base, target, Some(replicas))?);
+    Some(sets)
+}
+
+/// The `--set` overrides that make `base`'s deployment `replicas` of candidate `c`, every
+/// step `scale` times the model's (`None` with disaggregated pools in the base).
+fn deployment_overrides(
+    base: &Scenario,
+    c: &Candidate,
+    replicas: u32,
+    scale: f64,
+) -> Option<Vec<String>> {
     if base.deployment.prefill.is_some() || base.deployment.decode.is_some() {
         return None;
     }
@@ -89,7 +102,6 @@ pub(crate) fn colocated_run_overrides(
             ));
         }
     }
-    sets.extend(load_overrides(base, target, Some(replicas))?);
     Some(sets)
 }
 
@@ -127,12 +139,37 @@ pub(crate) fn load_overrides(
         sets.push(format!("workload.max_concurrency={}", u32::MAX));
     }
     if let (Some(_), Some(r)) = (&base.autoscale, pin) {
-        sets.extend([
-            format!("autoscale.min_replicas={r}"),
-            format!("autoscale.max_replicas={r}"),
-            format!("autoscale.initial_replicas={r}"),
-            "autoscale.capacity_rate_per_replica=1.0".to_string(),
-        ]);
+        sets.extend(autoscale_pin(r));
+    }
+    Some(sets)
+}
+
+/// An autoscaler pinned to `r` replicas: a static fleet.
+fn autoscale_pin(r: u32) -> [String; 4] {
+    [
+        format!("autoscale.min_replicas={r}"),
+        format!("autoscale.max_replicas={r}"),
+        format!("autoscale.initial_replicas={r}"),
+        "autoscale.capacity_rate_per_replica=1.0".to_string(),
+    ]
+}
+
+/// The `--set` overrides that make `base` a static fleet of `replicas` of `c` over its own
+/// period (its arrivals as written, an autoscaler pinned to the fleet), every step `scale`
+/// times the model's: what the period plan simulates for the static fleet. `None` where
+/// `--set` cannot remove what that simulation leaves out (disaggregated pools, faults).
+pub(crate) fn static_overrides(
+    base: &Scenario,
+    c: &Candidate,
+    replicas: u32,
+    scale: f64,
+) -> Option<Vec<String>> {
+    if base.faults.is_some() {
+        return None;
+    }
+    let mut sets = deployment_overrides(base, c, replicas, scale)?;
+    if base.autoscale.is_some() {
+        sets.extend(autoscale_pin(replicas));
     }
     Some(sets)
 }

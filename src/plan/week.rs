@@ -1,12 +1,17 @@
-//! Plans over a period (a day, a week) of time-varying traffic: the steady-state plan at the
-//! peak hour picks the candidates and the static fleet; each candidate's fleets of 1..N
-//! replicas are measured for the highest rate they sustain, which sizes the fleet hour by
-//! hour; then the whole period is simulated, every request, with the scenario's autoscaler
-//! (and its faults), and its cost and SLO attainment per hour are set against the static fleet.
+//! Plans over a period (a day, a week) of time-varying traffic. SLOs are judged over minutes,
+//! not hourly means, so the steady-state plan is made at the busiest window of
+//! `plan.peak_window_s` (5 minutes by default): it picks the candidates and the static fleet.
+//! The static fleet is then checked by simulating the whole period with it, every request, no
+//! autoscaler: it must meet every SLO at its percentile and the goodput threshold over the
+//! period, else it grows until it does. Each candidate's fleets of 1..N replicas are measured
+//! for the highest rate they sustain, which sizes the fleet hour by hour (for each hour's
+//! busiest window); and the whole period is simulated with the scenario's autoscaler (and its
+//! faults), its cost and SLO attainment per hour set beside the static fleet's.
 
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::fleet::FULL_SIZING_MAX;
 use super::{candidate_scenario, search, CandidateResult, Status};
 use crate::error::{Error, Result};
 use crate::metrics::PeriodSummary;
@@ -16,8 +21,10 @@ use crate::workload::{ArrivalConfig, RequestGenerator};
 
 /// Seconds in a period of the week plan (an hour).
 pub const PERIOD_S: f64 = 3600.0;
-/// [`PERIOD_S`] on the clock, ns.
-const PERIOD_NS: u64 = 3600 * 1_000_000_000;
+/// Seconds of one bin of the period's arrival counts (a minute).
+const BIN_S: f64 = 60.0;
+/// Default length of the busiest window the static fleet is sized for, s.
+pub const PEAK_WINDOW_S: f64 = 300.0;
 /// Candidates (the cheapest at the peak) whose whole period is simulated.
 const CANDIDATES: usize = 2;
 /// Default share of the period's requests that must meet every SLO.
@@ -34,27 +41,86 @@ pub fn is_time_varying(sc: &Scenario) -> bool {
     )
 }
 
-/// The arrival rate of each hour of the period, req/s, counted from the request stream itself
-/// (so a trace, a schedule and the diurnal shape are treated alike).
-pub fn hourly_rates(sc: &Scenario, origin: &str) -> Result<Vec<f64>> {
+/// The load of a period, counted from its request stream (so a trace, a schedule and the
+/// diurnal shape are treated alike): hourly means and the busiest windows.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeriodLoad {
+    /// Arrival rate of each hour, req/s.
+    pub hourly: Vec<f64>,
+    /// Length of the windows, s.
+    pub window_s: f64,
+    /// The busiest window's arrival rate, req/s.
+    pub peak_rate_per_s: f64,
+    /// Where the busiest window starts, s.
+    pub peak_start_s: f64,
+    /// The busiest window starting in each hour, req/s.
+    pub hourly_peak: Vec<f64>,
+}
+
+/// Counts the period's arrivals per minute and per hour: the hourly means and the busiest
+/// windows of `window_s` (whole minutes, sliding by a minute).
+pub fn period_load(sc: &Scenario, origin: &str, window_s: f64) -> Result<PeriodLoad> {
     let mut gen = RequestGenerator::new(&sc.workload, sc.seed, origin)?;
-    let mut counts: Vec<u64> = Vec::new();
-    let period_ns = PERIOD_NS;
+    let mut bins: Vec<u32> = Vec::new();
+    let bin_ns = (BIN_S * 1e9) as u64;
+    let per_hour = (PERIOD_S / BIN_S) as usize;
     while let Some(r) = gen.next_request() {
-        let h = (r.arrival_ns / period_ns) as usize;
-        if h >= counts.len() {
-            if h > 100_000 {
+        let b = (r.arrival_ns / bin_ns) as usize;
+        if b >= bins.len() {
+            if b / per_hour > 100_000 {
                 return Err(Error::config(
                     origin,
                     "workload",
                     "a period plan covers at most 100,000 hours",
                 ));
             }
-            counts.resize(h + 1, 0);
+            bins.resize(b + 1, 0);
         }
-        counts[h] += 1;
+        bins[b] = bins[b].saturating_add(1);
     }
-    Ok(counts.iter().map(|&c| c as f64 / PERIOD_S).collect())
+    let hours = bins.len().div_ceil(per_hour);
+    let hourly: Vec<f64> = (0..hours)
+        .map(|h| {
+            let c: u64 = bins[h * per_hour..((h + 1) * per_hour).min(bins.len())]
+                .iter()
+                .map(|&x| x as u64)
+                .sum();
+            c as f64 / PERIOD_S
+        })
+        .collect();
+    // Sliding sums of `w` minutes, each window starting at a minute.
+    let w = ((window_s / BIN_S).round() as usize).max(1);
+    let mut sum: u64 = bins.iter().take(w).map(|&x| x as u64).sum();
+    let mut starts = vec![sum];
+    for i in 1..bins.len() {
+        sum += bins.get(i + w - 1).map_or(0, |&x| x as u64);
+        sum -= bins[i - 1] as u64;
+        starts.push(sum);
+    }
+    let span_s = w as f64 * BIN_S;
+    let (peak_i, peak) =
+        starts
+            .iter()
+            .enumerate()
+            .fold((0, 0u64), |b, (i, &c)| if c > b.1 { (i, c) } else { b });
+    let hourly_peak = (0..hours)
+        .map(|h| {
+            let end = ((h + 1) * per_hour).min(starts.len());
+            starts[h * per_hour..end].iter().copied().max().unwrap_or(0) as f64 / span_s
+        })
+        .collect();
+    Ok(PeriodLoad {
+        hourly,
+        window_s: span_s,
+        peak_rate_per_s: peak as f64 / span_s,
+        peak_start_s: peak_i as f64 * BIN_S,
+        hourly_peak,
+    })
+}
+
+/// The arrival rate of each hour of the period, req/s, counted from the request stream itself.
+pub fn hourly_rates(sc: &Scenario, origin: &str) -> Result<Vec<f64>> {
+    Ok(period_load(sc, origin, PEAK_WINDOW_S)?.hourly)
 }
 
 /// The highest rate a fleet of each size sustains in steady state.
@@ -84,6 +150,8 @@ pub struct HourRow {
     pub gpus: f64,
     /// Share of the hour's requests that met every SLO.
     pub slo_attainment: f64,
+    /// The same under the static fleet.
+    pub static_slo_attainment: f64,
     /// p99 TTFT of the hour's requests, ms.
     pub p99_ttft_ms: f64,
     /// What the autoscaled fleet cost in the hour, $.
@@ -97,8 +165,15 @@ pub struct WeekCandidate {
     pub candidate: super::Candidate,
     /// $/GPU-hour.
     pub price_usd_per_gpu_hour: f64,
-    /// Replicas of the static fleet, sized for the peak hour.
+    /// Replicas of the static fleet: sized in steady state for the busiest window, grown
+    /// until the whole period simulated with it meets the SLOs.
     pub static_replicas: u32,
+    /// The static fleet over the whole period, no autoscaler: every static size tried, the
+    /// last one's figures.
+    pub static_period: StaticPeriod,
+    /// The `servesim run` line of the static fleet over the period as the scenario writes it
+    /// (its autoscaler pinned to the fleet); `None` where `--set` cannot express it (faults).
+    pub static_run_command: Option<String>,
     /// The highest rate each fleet size sustains.
     pub fleet_capacity: Vec<FleetCapacity>,
     /// The static fleet over the period, $.
@@ -117,6 +192,27 @@ pub struct WeekCandidate {
     pub summary: RunSummary,
     /// Hour by hour.
     pub hours: Vec<HourRow>,
+}
+
+/// A static fleet over the whole period, simulated with every request and no autoscaler.
+#[derive(Debug, Clone, Serialize)]
+pub struct StaticPeriod {
+    /// Replicas.
+    pub replicas: u32,
+    /// Whether it meets every SLO at its percentile over the period's requests and the
+    /// goodput threshold (what `servesim run` of the period reports).
+    pub meets_slos: bool,
+    /// Share of the period's requests within every SLO.
+    pub slo_attainment: f64,
+    /// p99 TTFT over the period, ms.
+    pub p99_ttft_ms: f64,
+    /// p99 TPOT over the period, ms.
+    pub p99_tpot_ms: f64,
+    /// Every size simulated: (replicas, meets the SLOs).
+    pub tried: Vec<(u32, bool)>,
+    /// Share of each hour's requests within every SLO.
+    #[serde(skip)]
+    pub hourly_attainment: Vec<f64>,
 }
 
 /// Attainment with and without spare replicas when replicas fail.
@@ -139,12 +235,20 @@ pub struct SpareCheck {
 pub struct WeekPlan {
     /// Hours in the period.
     pub hours: u32,
-    /// The peak hour's rate, req/s (the static fleet's target).
+    /// The busiest window's rate, req/s (the steady-state plan's target).
     pub peak_rate_per_s: f64,
+    /// Length of that window, s.
+    pub peak_window_s: f64,
+    /// Where it starts, s since the start of the period.
+    pub peak_start_s: f64,
+    /// The busiest hour's mean rate, req/s.
+    pub peak_hour_rate_per_s: f64,
     /// Share of requests that must meet every SLO over the period.
     pub attainment_target: f64,
     /// The chosen candidate's static fleet over the period, $.
     pub static_cost_usd: f64,
+    /// Its share of requests within every SLO over the period.
+    pub static_slo_attainment: f64,
     /// The chosen candidate's autoscaled fleet over the period, $.
     pub autoscaled_cost_usd: f64,
     /// Its share of requests within every SLO.
@@ -168,14 +272,17 @@ impl WeekPlan {
     }
 }
 
-/// The highest rate fleets of 1..=`n` replicas of `one` sustain (each a steady-state search).
+/// The highest rate fleets of 1..=`n` replicas of `one` sustain: a steady-state search of each
+/// up to [`FULL_SIZING_MAX`] replicas; a larger fleet is credited with the per-replica rate of
+/// the largest one searched (a lower bound: pooling only grows with the fleet).
 fn fleet_capacities(
     one: &Scenario,
     origin: &str,
     capacity: f64,
     n: u32,
 ) -> Result<Vec<FleetCapacity>> {
-    (1..=n.max(1))
+    let searched = n.clamp(1, FULL_SIZING_MAX);
+    let mut caps = (1..=searched)
         .into_par_iter()
         .map(|r| {
             let mut s = one.clone();
@@ -186,7 +293,15 @@ fn fleet_capacities(
                 max_rate_per_s: rs.max_rate_per_s,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let per_replica = caps
+        .last()
+        .map_or(0.0, |c| c.max_rate_per_s / searched as f64);
+    caps.extend((searched + 1..=n).map(|r| FleetCapacity {
+        replicas: r,
+        max_rate_per_s: per_replica * r as f64,
+    }));
+    Ok(caps)
 }
 
 /// The smallest fleet in `caps` that sustains `rate` (the largest when none does).
@@ -197,17 +312,59 @@ fn replicas_for(caps: &[FleetCapacity], rate: f64) -> u32 {
         .map_or(1, |c| c.replicas)
 }
 
-/// Simulates the whole period for candidate `c`.
-#[allow(clippy::too_many_arguments)]
+/// The static fleet of candidate `c` over the whole period, no autoscaler, no faults: from
+/// `start` replicas, one more while the period misses an SLO at its percentile or the goodput
+/// `threshold` (at most `max_replicas`).
+fn static_period(
+    base: &Scenario,
+    origin: &str,
+    c: &CandidateResult,
+    scale: f64,
+    start: u32,
+    max_replicas: u32,
+    threshold: f64,
+) -> Result<StaticPeriod> {
+    let mut tried = Vec::new();
+    let mut r = start.max(1);
+    loop {
+        let mut sc = candidate_scenario(base, &c.candidate, scale);
+        sc.plan = Default::default();
+        sc.deployment.replicas = r;
+        let run = sc
+            .resolve(origin)?
+            .with_periods((PERIOD_S * 1e9) as u64)
+            .run()?;
+        let s = &run.summary;
+        let meets = s.slo.all_met && s.goodput_share >= threshold;
+        tried.push((r, meets));
+        if meets || r >= max_replicas {
+            return Ok(StaticPeriod {
+                replicas: r,
+                meets_slos: meets,
+                slo_attainment: s.goodput_share,
+                p99_ttft_ms: s.p99_ttft_ms,
+                p99_tpot_ms: s.p99_tpot_ms,
+                tried,
+                hourly_attainment: run.periods.iter().map(|p| p.slo_attainment).collect(),
+            });
+        }
+        r += 1;
+    }
+}
+
+/// Simulates the whole period for candidate `c` with the autoscaler; `sp` is its static
+/// fleet over the same period.
 fn simulate_period(
     base: &Scenario,
     origin: &str,
     c: &CandidateResult,
     scale: f64,
-    rates: &[f64],
+    load: &PeriodLoad,
     caps: Vec<FleetCapacity>,
-    static_replicas: u32,
+    sp: StaticPeriod,
 ) -> Result<WeekCandidate> {
+    let static_replicas = sp.replicas;
+    let rates = &load.hourly;
     let mut sc = candidate_scenario(base, &c.candidate, scale);
     sc.plan = Default::default();
     sc.faults = base.faults.clone();
@@ -248,14 +405,14 @@ fn simulate_period(
     let run = resolved.run()?;
     let price = c.price_usd_per_gpu_hour;
     let tp = c.candidate.gpus() as f64;
-    let hours_n = rates.len();
-    let period_hours = hours_n as f64 * PERIOD_S / 3600.0;
-    let per: Vec<PeriodSummary> = run.periods.clone();
-    let mut hours = Vec::with_capacity(hours_n);
+    let period_hours = rates.len() as f64 * PERIOD_S / 3600.0;
+    let per: &[PeriodSummary] = &run.periods;
+    let mut hours = Vec::with_capacity(rates.len());
     let mut planned_cost = 0.0;
     for (h, &rate) in rates.iter().enumerate() {
         let p = per.get(h);
-        let planned = replicas_for(&caps, rate);
+        // Each hour sized for its busiest window, as the static fleet is for the period's.
+        let planned = replicas_for(&caps, load.hourly_peak.get(h).copied().unwrap_or(rate));
         planned_cost += planned as f64 * tp * price * PERIOD_S / 3600.0;
         let billed = p.map_or(0.0, |p| p.billed_replicas);
         hours.push(HourRow {
@@ -266,6 +423,7 @@ fn simulate_period(
             ready_replicas: p.map_or(0.0, |p| p.ready_replicas),
             gpus: billed * tp,
             slo_attainment: p.map_or(1.0, |p| p.slo_attainment),
+            static_slo_attainment: sp.hourly_attainment.get(h).copied().unwrap_or(1.0),
             p99_ttft_ms: p.map_or(0.0, |p| p.p99_ttft_ms),
             cost_usd: billed * tp * price * PERIOD_S / 3600.0,
         });
@@ -275,6 +433,8 @@ fn simulate_period(
         candidate: c.candidate.clone(),
         price_usd_per_gpu_hour: price,
         static_replicas,
+        static_period: sp,
+        static_run_command: None,
         fleet_capacity: caps,
         static_cost_usd: static_replicas as f64 * tp * price * period_hours,
         planned_cost_usd: planned_cost,
@@ -293,16 +453,18 @@ fn default_autoscale() -> AutoscaleSection {
     toml::from_str("").expect("every [autoscale] key has a default or is optional")
 }
 
-/// Plans the period of a time-varying scenario from its steady-state plan at the peak hour
-/// (`peak`: candidates ranked as the plan ranked them).
+/// Plans the period of a time-varying scenario from its steady-state plan at the busiest
+/// window (`peak`: candidates ranked as the plan ranked them).
 pub fn plan_week(
     base: &Scenario,
     origin: &str,
     peak: &[CandidateResult],
-    rates: &[f64],
+    load: &PeriodLoad,
     scale: f64,
 ) -> Result<WeekPlan> {
-    let peak_rate = rates.iter().copied().fold(0.0, f64::max);
+    let rates = &load.hourly;
+    let threshold = base.plan.goodput_threshold.unwrap_or(0.9);
+    let max_replicas = base.plan.max_replicas.unwrap_or(1024).max(1);
     let attainment_target = base
         .plan
         .goodput_threshold
@@ -315,12 +477,14 @@ pub fn plan_week(
     let candidates: Vec<WeekCandidate> = chosen_at_peak
         .par_iter()
         .map(|c| {
-            let one = candidate_scenario(base, &c.candidate, scale);
-            let mut one = one;
+            let mut one = candidate_scenario(base, &c.candidate, scale);
             one.autoscale = None;
             one.faults = None;
-            let caps = fleet_capacities(&one, origin, c.capacity_rate_per_replica, c.replicas)?;
-            simulate_period(base, origin, c, scale, rates, caps, c.replicas)
+            let (sp, caps) = rayon::join(
+                || static_period(base, origin, c, scale, c.replicas, max_replicas, threshold),
+                || fleet_capacities(&one, origin, c.capacity_rate_per_replica, c.replicas),
+            );
+            simulate_period(base, origin, c, scale, load, caps?, sp?)
         })
         .collect::<Result<Vec<_>>>()?;
     // The cheapest autoscaled fleet that meets the attainment target, else the best one.
@@ -366,6 +530,20 @@ pub fn plan_week(
         _ => None,
     };
     if let Some(w) = chosen.map(|i| &candidates[i]) {
+        let sp = &w.static_period;
+        let at_peak = sp.tried.first().map_or(sp.replicas, |t| t.0);
+        if !sp.meets_slos {
+            notes.push(format!(
+                "the static fleet misses the SLOs over the period even at {} replicas (plan.max_replicas)",
+                sp.replicas
+            ));
+        } else if sp.replicas > at_peak {
+            notes.push(format!(
+                "the static fleet needs {} replicas over the period, {} more than the steady state at the busiest window: the load changes faster than the queue settles",
+                sp.replicas,
+                sp.replicas - at_peak
+            ));
+        }
         let missing: Vec<String> = w
             .hours
             .iter()
@@ -403,9 +581,13 @@ pub fn plan_week(
     let pick = |f: fn(&WeekCandidate) -> f64| chosen.map_or(0.0, |i| f(&candidates[i]));
     Ok(WeekPlan {
         hours: rates.len() as u32,
-        peak_rate_per_s: peak_rate,
+        peak_rate_per_s: load.peak_rate_per_s,
+        peak_window_s: load.window_s,
+        peak_start_s: load.peak_start_s,
+        peak_hour_rate_per_s: rates.iter().copied().fold(0.0, f64::max),
         attainment_target,
         static_cost_usd: pick(|w| w.static_cost_usd),
+        static_slo_attainment: pick(|w| w.static_period.slo_attainment),
         autoscaled_cost_usd: pick(|w| w.autoscaled_cost_usd),
         slo_attainment: pick(|w| w.slo_attainment),
         lost_requests: chosen.map_or(0, |i| candidates[i].lost_requests),

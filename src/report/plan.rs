@@ -622,6 +622,17 @@ fn write_xpyd_text(t: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) 
     }
 }
 
+/// `s` seconds since the start of a period as `day D hh:mm` (`hh:mm` within the first day).
+fn clock(s: f64) -> String {
+    let m = (s / 60.0).round() as u64;
+    let (d, h, m) = (m / 1440, (m / 60) % 24, m % 60);
+    if d == 0 {
+        format!("{h:02}:{m:02}")
+    } else {
+        format!("day {d} {h:02}:{m:02}")
+    }
+}
+
 /// The period plan, for people.
 fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPlan) {
     let peak_hour = w
@@ -635,8 +646,12 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
         .map_or(0, |h| h.hour);
     let _ = writeln!(
         t,
-        "\nPeriod: {} hours; the plan above is for the peak hour ({:.2} req/s, hour {peak_hour}); every request of the period simulated:",
-        w.hours, w.peak_rate_per_s
+        "\nPeriod: {} hours; the plan above is for the busiest {:.0} minutes ({:.2} req/s from {}); the busiest hour (hour {peak_hour}) averages {:.2} req/s; every request of the period simulated:",
+        w.hours,
+        w.peak_window_s / 60.0,
+        w.peak_rate_per_s,
+        clock(w.peak_start_s),
+        w.peak_hour_rate_per_s
     );
     for (i, c) in w.candidates.iter().enumerate() {
         let worst = c
@@ -648,9 +663,10 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
             let hi = c.hours.iter().map(f).max().unwrap_or(0);
             format!("{lo}-{hi}")
         };
+        let sp = &c.static_period;
         let _ = writeln!(
             t,
-            "{} {} {} TP{} seqs {}: static fleet {} replicas ${:.0}; hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
+            "{} {} {} TP{} seqs {}: static fleet {} replicas ${:.0}, {} over the period (p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, SLO attainment {:.3}%); hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
             if Some(i) == w.chosen { "  CHOSEN" } else { "        " },
             c.candidate.gpu,
             c.candidate.dtype,
@@ -658,6 +674,10 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
             c.candidate.max_num_seqs,
             c.static_replicas,
             c.static_cost_usd,
+            if sp.meets_slos { "meets every SLO" } else { "MISSES the SLOs" },
+            sp.p99_ttft_ms,
+            sp.p99_tpot_ms,
+            100.0 * sp.slo_attainment,
             range(|h| h.planned_replicas),
             c.planned_cost_usd,
             c.autoscaled_cost_usd,
@@ -669,6 +689,12 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
             100.0 * worst.map_or(1.0, |h| h.slo_attainment),
             c.lost_requests
         );
+    }
+    if let Some(cmd) = w
+        .chosen_candidate()
+        .and_then(|c| c.static_run_command.as_ref())
+    {
+        let _ = writeln!(t, "  re-run the static fleet over the period: {cmd}");
     }
     if let Some(s) = &w.spares {
         let _ = writeln!(

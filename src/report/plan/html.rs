@@ -221,15 +221,24 @@ fn table(out: &mut String, p: &PlanResult) {
 fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
     let _ = write!(
         h,
-        "<div class=\"card\" id=\"week\"><h2 style=\"margin-top:0;border:0\">The period: {} hours, peak {:.2} req/s</h2>",
-        w.hours, w.peak_rate_per_s
+        "<div class=\"card\" id=\"week\"><h2 style=\"margin-top:0;border:0\">The period: {} hours, busiest {:.0} minutes {:.2} req/s</h2>",
+        w.hours, w.peak_window_s / 60.0, w.peak_rate_per_s
     );
     if let Some(c) = w.chosen_candidate() {
         h.push_str("<div class=\"kpis\">");
         kpi(
             h,
             &format!("${:.0}", c.static_cost_usd),
-            "static fleet for the peak",
+            "static fleet for the busiest window",
+        );
+        kpi(
+            h,
+            &format!("{:.3}%", 100.0 * c.static_period.slo_attainment),
+            if c.static_period.meets_slos {
+                "static: SLO attainment, every SLO met over the period"
+            } else {
+                "static: SLO attainment, SLOs MISSED over the period"
+            },
         );
         kpi(
             h,
@@ -247,7 +256,7 @@ fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
         kpi(
             h,
             &format!("{:.3}%", 100.0 * c.slo_attainment),
-            "SLO attainment over the period",
+            "autoscaled: SLO attainment over the period",
         );
         kpi(h, &c.lost_requests.to_string(), "requests failed");
         let _ = write!(
@@ -262,6 +271,13 @@ fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
             c.cold_start_s,
             c.planned_cost_usd
         );
+        if let Some(cmd) = &c.static_run_command {
+            let _ = write!(
+                h,
+                "<p>Re-run the static fleet over the period: <code>{}</code></p>",
+                escape(cmd)
+            );
+        }
     }
     if let Some(s) = &w.spares {
         let _ = write!(
