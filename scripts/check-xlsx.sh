@@ -2,6 +2,7 @@
 # Checks the cost workbook as a user would, with LibreOffice (headless) recalculating it.
 #
 #   scripts/check-xlsx.sh [WORKBOOK.xlsx]
+#   scripts/check-xlsx.sh WORKBOOK.xlsx --price GPU VALUE
 #
 # Without an argument, builds the sample with `cargo run --release --example cost_workbook`.
 # 1. Recalculates the workbook as written and compares every formula cell, on every sheet,
@@ -10,6 +11,9 @@
 #    result, recalculates, and checks that no poisoned value survives and that the chosen
 #    fleet's replicas and $/hour grow by 1.5-2.5x (a plan that scales; prints both, and the
 #    candidate LibreOffice chose).
+# With --price, step 2 instead sets GPU's $/GPU-hour in the price column in use to VALUE,
+#    poisons every cached result, recalculates, and prints the candidate LibreOffice chooses
+#    and its status (feasible: sized by simulation; pruned: a capacity bound).
 # Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -21,6 +25,12 @@ command -v python3 >/dev/null || { echo "check-xlsx: python3 not found" >&2; exi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+price_gpu=""
+if [[ $# -eq 4 && "$2" == "--price" ]]; then
+    price_gpu="$3"; price_value="$4"
+elif [[ $# -gt 1 ]]; then
+    echo "usage: scripts/check-xlsx.sh [WORKBOOK.xlsx [--price GPU VALUE]]" >&2; exit 2
+fi
 if [[ $# -ge 1 ]]; then
     cp "$1" "$work/base.xlsx"
 else
@@ -50,6 +60,24 @@ to_csv() { # $1 = xlsx; writes every sheet next to it as <name>-<sheet>.csv, raw
 echo "== 1. workbook as written: LibreOffice's recalculation against servesim's cached values"
 to_csv "$work/base.xlsx"
 python3 "$here/xlsx_check.py" compare "$work/base.xlsx" "$work" base
+
+if [[ -n "$price_gpu" ]]; then
+    echo "== 2. $price_gpu at \$$price_value/GPU-hour, cached results poisoned"
+    inputs="$work/base-Inputs.csv"
+    row=$(python3 "$here/xlsx_check.py" row "$inputs" "$price_gpu")
+    col=$(python3 "$here/xlsx_check.py" label "$inputs" "Price column (on_demand, reserved, spot)")
+    case "$col" in on_demand) letter=B;; reserved) letter=C;; spot) letter=D;; *) echo "check-xlsx: price column '$col'" >&2; exit 1;; esac
+    python3 "$here/xlsx_check.py" edit "$work/base.xlsx" "$work/edited.xlsx" Inputs "$letter$row" "$price_value"
+    to_csv "$work/edited.xlsx"
+    if grep -l -- "-999999" "$work"/edited-*.csv >/dev/null; then
+        echo "MISMATCH: a poisoned cached result was shown: LibreOffice did not recalculate"; exit 1
+    fi
+    echo "chosen candidate (LibreOffice): $(python3 "$here/xlsx_check.py" label "$work/edited-Inputs.csv" Candidate)"
+    echo "chosen status (LibreOffice): $(python3 "$here/xlsx_check.py" field "$work/edited-Inputs.csv" Candidate C)"
+    echo "Fleet \$/hour (LibreOffice): $(python3 "$here/xlsx_check.py" label "$work/edited-Inputs.csv" "Fleet \$/hour")"
+    echo "check-xlsx: OK"
+    exit 0
+fi
 
 echo "== 2. target load doubled, cached results poisoned"
 target=$(python3 "$here/xlsx_check.py" label "$work/base-Inputs.csv" "Target load (req/s)")

@@ -11,6 +11,8 @@
                                       CSVDIR/BASENAME-<sheet>.csv; numbers to a relative 1e-9
   cell CSV REF                        print one cell of a CSV export (e.g. B3)
   label CSV LABEL                     print column B of the row whose column A is LABEL
+  field CSV LABEL COLUMN              print column COLUMN (A, B, C, ...) of that row
+  row CSV LABEL                       print the number (1-based) of that row
 """
 import csv
 import os
@@ -160,8 +162,27 @@ def cmd_label(path, label):
     sys.exit("label: no row %r in %s" % (label, path))
 
 
+def find_row(path, label):
+    for i, row in enumerate(read_csv(path)):
+        if row and row[0] == label:
+            return i, row
+    sys.exit("no row %r in %s" % (label, path))
+
+
+def cmd_field(path, label, column):
+    _, row = find_row(path, label)
+    c, _ = col_index(column + "1")
+    print(row[c] if c < len(row) else "")
+
+
+def cmd_row(path, label):
+    print(find_row(path, label)[0] + 1)
+
+
 def main(argv):
     cmds = {
+        "field": (cmd_field, 3),
+        "row": (cmd_row, 2),
         "label": (cmd_label, 2),
         "sheets": (cmd_sheets, 1),
         "edit": (cmd_edit, 5),

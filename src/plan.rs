@@ -263,7 +263,8 @@ pub struct PlanResult {
     /// When nothing is feasible: the nearest SLOs some candidate meets at light load.
     pub nearest_slo: Option<String>,
     /// $/GPU-hour of every GPU type in the search space, by price column (the workbook's
-    /// price table; every column holds the override when `pricing.price_usd_per_gpu_hour` is
+    /// price table; every column holds the override when `pricing.price_usd_per_gpu_hour` or
+    /// `pricing.gpus.<gpu>` is
     /// set).
     pub gpu_prices: Vec<GpuPriceRow>,
     /// Mean prompt tokens per request of the workload (the chosen fleet's steady window).
@@ -581,11 +582,8 @@ fn entry_check(
     column: PriceColumn,
 ) -> Result<(f64, u64)> {
     let resolved = candidate_scenario(base, c, 1.0).resolve(origin)?;
-    let price = match base.pricing.price_usd_per_gpu_hour {
-        Some(p) => p,
-        // A profile given as a path is priced by the GPU type it names.
-        None => prices.price(&resolved.deployment.gpu.name, column)?,
-    };
+    // A profile given as a path is priced by the GPU type it names.
+    let price = prices.price_with(&base.pricing, &resolved.deployment.gpu.name, column)?;
     Ok((price, resolved.memory.kv_tokens))
 }
 
@@ -846,18 +844,20 @@ impl Ctx<'_> {
 
 /// The order candidates are ranked in: feasible by $/hour, then more spare capacity first
 /// (the rate its replicas sustain together: it carries load spikes better); then pruned by
-/// their bound; then infeasible. Every feasible fleet serves the same target, so its $/M
-/// output tokens follows its $/hour; the measured figure differs only by noise.
+/// their bound, more capacity first (the same tie-break on what is known of them, so the
+/// workbook, which ranks rows in this order, picks among equal bounds as a search would);
+/// then infeasible. Every feasible fleet serves the same target, so its $/M output tokens
+/// follows its $/hour; the measured figure differs only by noise.
 fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
-    let status = match r.status {
-        Status::Feasible => 0,
-        Status::Pruned => 1,
-        Status::Infeasible => 2,
+    let (status, rate) = match r.status {
+        Status::Feasible => (0, r.max_rate_per_replica),
+        Status::Pruned => (1, r.capacity_rate_per_replica),
+        Status::Infeasible => (2, r.max_rate_per_replica),
     };
     (
         status,
         r.cost_at_target.map_or(f64::INFINITY, |c| c.usd_per_hour),
-        -(r.replicas as f64 * r.max_rate_per_replica),
+        -(r.replicas as f64 * rate),
     )
 }
 
@@ -1365,10 +1365,7 @@ fn price_table(base: &Scenario, space: &[Candidate], prices: &PriceCatalog) -> V
     gpus.dedup();
     gpus.into_iter()
         .filter_map(|g| {
-            let at = |col| match base.pricing.price_usd_per_gpu_hour {
-                Some(p) => Some(p),
-                None => prices.price(g, col).ok(),
-            };
+            let at = |col| prices.price_with(&base.pricing, g, col).ok();
             Some(GpuPriceRow {
                 gpu: g.to_string(),
                 on_demand: at(PriceColumn::OnDemand)?,

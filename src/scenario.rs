@@ -252,6 +252,25 @@ pub struct PricingConfig {
     pub column: Option<String>,
     /// Price of an input token relative to an output token (for blended $/M tokens).
     pub input_output_price_ratio: Option<f64>,
+    /// $/GPU-hour by GPU type (catalog names or aliases), overriding the catalog's every
+    /// column for that type: `[pricing.gpus] h100-sxm = 4.5`, or `--set
+    /// pricing.gpus.h100-sxm=4.5`. `price_usd_per_gpu_hour`, when set, wins over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<std::collections::BTreeMap<String, f64>>,
+}
+
+impl PricingConfig {
+    /// The `pricing.gpus` price of `gpu` (a catalog name or alias), if one is set.
+    pub fn gpu_price(&self, gpu: &str) -> Option<f64> {
+        let name =
+            |g: &str| crate::catalog::canonical(crate::catalog::Kind::Gpu, g).map(str::to_string);
+        let want = name(gpu).unwrap_or_else(|| gpu.to_string());
+        self.gpus
+            .iter()
+            .flatten()
+            .find(|(k, _)| name(k).unwrap_or_else(|| k.to_string()) == want)
+            .map(|(_, &p)| p)
+    }
 }
 
 /// The search space of `servesim plan`.
@@ -618,6 +637,21 @@ impl Scenario {
                     "pricing.price_usd_per_gpu_hour",
                     format!("must be >= 0, got {p}"),
                 ));
+            }
+        }
+        for (gpu, &p) in self.pricing.gpus.iter().flatten() {
+            let key = format!("pricing.gpus.{gpu}");
+            if crate::catalog::canonical(crate::catalog::Kind::Gpu, gpu).is_none() {
+                return Err(err(
+                    &key,
+                    format!(
+                        "not a GPU of the catalog; known: {}",
+                        crate::gpu::gpu_names().join(", ")
+                    ),
+                ));
+            }
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(err(&key, format!("must be >= 0, got {p}")));
             }
         }
         if let Some(r) = self.pricing.input_output_price_ratio {

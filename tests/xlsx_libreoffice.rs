@@ -120,3 +120,114 @@ fn without_soffice_the_workbook_test_fails_in_ci() {
     );
     assert!(!passed && out.contains(common::CI_VAR), "{out}");
 }
+
+#[test]
+fn a_price_change_switches_the_winner_to_a_pruned_candidate_as_a_new_plan_does() {
+    if !has_soffice() {
+        return;
+    }
+    // The default plan chooses one GPU type; raising its price in the sheet must let a
+    // candidate the search pruned (its rate a capacity bound) win, and `servesim plan` with
+    // that price must choose the same candidate.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let (code, out, err) = servesim(&[
+        "plan",
+        "--format",
+        "json",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let candidates = p["candidates"].as_array().unwrap();
+    let g = candidates[p["chosen"].as_u64().unwrap() as usize]["candidate"]["gpu"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let price = |c: &serde_json::Value| c["price_usd_per_gpu_hour"].as_f64().unwrap();
+    let cost = |c: &serde_json::Value| c["cost_at_target"]["usd_per_hour"].as_f64();
+    let label = |c: &serde_json::Value| {
+        let k = &c["candidate"];
+        format!(
+            "{} {} TP{} seqs{}",
+            k["gpu"].as_str().unwrap(),
+            k["dtype"].as_str().unwrap(),
+            k["tp"],
+            k["max_num_seqs"]
+        )
+    };
+    let rows: Vec<&serde_json::Value> = candidates
+        .iter()
+        .filter(|c| c["status"] != "infeasible" && cost(c).is_some())
+        .collect();
+    let (mine, others): (Vec<_>, Vec<_>) = rows.iter().partition(|c| c["candidate"]["gpu"] == g);
+    let cheapest = |v: &[&&serde_json::Value]| {
+        v.iter()
+            .map(|c| cost(c).unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    // Every row of the chosen GPU type 25% dearer than the cheapest other row.
+    let factor = 1.25 * cheapest(&others) / cheapest(&mine);
+    assert!(factor > 1.0, "another GPU type is already cheaper");
+    let new_price = (price(mine[0]) * factor * 100.0).ceil() / 100.0;
+    // The sheet's winner: the first other row at the lowest cost (rows keep the plan's order).
+    let low = cheapest(&others);
+    let winner = others
+        .iter()
+        .find(|c| cost(c).unwrap() <= low * (1.0 + 1e-12))
+        .unwrap();
+    assert_eq!(
+        winner["status"], "pruned",
+        "the switch goes to a pruned candidate"
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-xlsx.sh");
+    let out = Command::new("bash")
+        .args([
+            script,
+            report.join("cost.xlsx").to_str().unwrap(),
+            "--price",
+            &g,
+        ])
+        .arg(format!("{new_price}"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(
+        out.status.success() && text.contains("check-xlsx: OK"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "chosen candidate (LibreOffice): {}",
+            label(winner)
+        )),
+        "{}: {text}",
+        label(winner)
+    );
+    assert!(
+        text.contains("chosen status (LibreOffice): pruned"),
+        "{text}"
+    );
+    // The plan, re-run with that price, searches the candidate and chooses it.
+    let set = format!("pricing.gpus.{g}={new_price}");
+    let (code, out, err) = servesim(&[
+        "plan",
+        "--set",
+        &set,
+        "--format",
+        "json",
+        "--out",
+        dir.path().join("again").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let q: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let chosen = &q["candidates"][q["chosen"].as_u64().expect("a plan") as usize];
+    assert_eq!(label(chosen), label(winner), "{set}");
+    assert_eq!(chosen["status"], "feasible");
+}

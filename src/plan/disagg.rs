@@ -227,13 +227,9 @@ pub struct XpydCtx<'a> {
 
 impl XpydCtx<'_> {
     fn price(&self, gpu: &str) -> Result<f64> {
-        match self.base.pricing.price_usd_per_gpu_hour {
-            Some(p) => Ok(p),
-            None => {
-                let name = crate::gpu::GpuProfile::load(gpu)?.name;
-                self.prices.price(&name, self.column)
-            }
-        }
+        let name = crate::gpu::GpuProfile::load(gpu)?.name;
+        self.prices
+            .price_with(&self.base.pricing, &name, self.column)
     }
 
     fn measure(&self, r: &XpydResult) -> Result<Measurement> {

@@ -254,9 +254,20 @@ impl CostWorkbookExporter {
                 status: status_name(c.status).to_string(),
                 rate_alone_per_s: (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
                     .then_some(c.max_rate_per_replica),
-                rate_in_fleet_per_s: (c.status == Status::Feasible)
-                    .then_some(c.rate_in_fleet_per_replica),
-                note: c.note.clone().unwrap_or_default(),
+                // A pruned candidate's capacity bounds its rate: its replicas and cost in the
+                // sheet are lower bounds, so a price change can still make it win.
+                rate_in_fleet_per_s: match c.status {
+                    Status::Feasible => Some(c.rate_in_fleet_per_replica),
+                    Status::Pruned => Some(c.capacity_rate_per_replica),
+                    Status::Infeasible => None,
+                },
+                note: match c.status {
+                    Status::Pruned => format!(
+                        "capacity bound, not searched: its rate is one replica's steady-state capacity, so its replicas and cost are lower bounds; when it wins, rerun servesim plan with these prices to size it by simulation ({})",
+                        c.note.as_deref().unwrap_or("")
+                    ),
+                    _ => c.note.clone().unwrap_or_default(),
+                },
                 pools: None,
             })
             .chain(plan.disaggregated.iter().flat_map(|x| {

@@ -108,6 +108,23 @@ impl PriceCatalog {
         Ok(PriceCatalog { gpus: f.gpus })
     }
 
+    /// $/GPU-hour of `gpu` in `column` under a scenario's `[pricing]`:
+    /// `price_usd_per_gpu_hour` for every GPU, else `pricing.gpus.<gpu>`, else the catalog.
+    pub fn price_with(
+        &self,
+        overrides: &crate::scenario::PricingConfig,
+        gpu: &str,
+        column: PriceColumn,
+    ) -> Result<f64> {
+        match overrides
+            .price_usd_per_gpu_hour
+            .or_else(|| overrides.gpu_price(gpu))
+        {
+            Some(p) => Ok(p),
+            None => self.price(gpu, column),
+        }
+    }
+
     /// $/GPU-hour of `gpu` (a catalog name or alias, [`crate::catalog`]) in `column` (falls
     /// back to on-demand when the column has no price for it).
     pub fn price(&self, gpu: &str, column: PriceColumn) -> Result<f64> {

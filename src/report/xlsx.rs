@@ -450,6 +450,9 @@ fn check(m: &CostModel, name: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The chosen mark of a row whose rate is a capacity bound (a candidate the search pruned).
+const BOUND_CHOSEN: &str = "chosen (a bound: rerun servesim plan)";
+
 /// The longest text an Excel cell holds.
 const MAX_TEXT: usize = 32_767;
 /// What a formula shows where it has no number (no eligible candidate, zero throughput).
@@ -714,6 +717,14 @@ fn write_inputs(
         ws.write_string(row, 0, *label)?;
         ws.write_formula_with_format(row, 1, Formula::new(f).set_result(cached(v)), fmt)?;
     }
+    // Beside the candidate: whether its figures were verified by simulation (feasible) or
+    // are a capacity bound (pruned).
+    ws.write_formula(
+        at + 1,
+        2,
+        Formula::new(pick("F"))
+            .set_result(chosen.map_or(NA.to_string(), |(i, _)| m.candidates[i].status.clone())),
+    )?;
     // Blended prices and the batch tier, from the chosen row.
     let usd3 = Format::new().set_num_format("$#,##0.000");
     let hour = at + 5; // the $/hour row
@@ -765,6 +776,7 @@ fn write_inputs(
         "Scaling linearly from those rates is the spreadsheet's approximation; rerun servesim plan with --set plan.target_rate_per_s=... to size and verify a new target by simulation.",
         "Prefill/decode-disaggregated (P/D) rows: each pool's replicas = ROUNDUP(replicas at the load servesim sized them at x target x (1 + headroom) / that load) (columns T..W); $/hour adds both pools at their GPUs' prices.",
         "$ per 1M output tokens = fleet $/hour / (target x output tokens per request x 3600) x 1,000,000.",
+        "Pruned rows (status pruned: the search did not size them, their capacity alone cost more) carry one replica's steady-state capacity as their rate, so their replicas and cost are lower bounds; when one wins (the status beside the chosen candidate says pruned), rerun servesim plan with these prices (pricing.gpus.<gpu>) to size it by simulation.",
     ];
     for (k, t) in notes.iter().enumerate() {
         ws.write_string_with_format(at + 11 + k as u32, 0, *t, &note)?;
@@ -905,12 +917,16 @@ fn write_candidates(
         for (col, f, v, fmt) in cells {
             ws.write_formula_with_format(row, col, num_formula(f, v), fmt)?;
         }
-        let mark = if r.chosen == Some(i) { "chosen" } else { "-" };
+        let mark = match (r.chosen == Some(i), c.status == "pruned") {
+            (true, true) => BOUND_CHOSEN,
+            (true, false) => "chosen",
+            _ => "-",
+        };
         ws.write_formula(
             row,
             16,
             Formula::new(format!(
-                "IF(ROW()-1=MATCH(MIN({elig}),{elig},0),\"chosen\",\"-\")"
+                "IF(ROW()-1=MATCH(MIN({elig}),{elig},0),IF($F{n}=\"pruned\",\"{BOUND_CHOSEN}\",\"chosen\"),\"-\")"
             ))
             .set_result(mark),
         )?;
