@@ -24,6 +24,7 @@ mod export;
 mod fleet;
 pub mod measure;
 pub mod pricing;
+mod progress;
 mod rerun;
 mod search;
 mod sweep;
@@ -34,6 +35,7 @@ pub use disagg::{DisaggPlan, PoolShape, XpydResult};
 pub use export::CostWorkbookExporter;
 pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
 pub use measure::{Load, Measurement, StopRule};
+pub use progress::{NoProgress, Progress};
 pub use rerun::shell_word;
 use rerun::{colocated_run_overrides, length_overrides, load_overrides, run_line};
 pub use search::{Binding, Constraint, Probe, RateSearch, RATE_PRECISION};
@@ -618,6 +620,7 @@ impl Candidate {
 struct Ctx<'a> {
     base: &'a Scenario,
     origin: &'a str,
+    progress: &'a dyn Progress,
     target: f64,
     ratio: f64,
     max_replicas: u32,
@@ -865,8 +868,17 @@ fn rank_key(r: &CandidateResult) -> (u8, f64, f64) {
 /// time-varying traffic (a schedule, the diurnal shape, a trace), at its busiest window
 /// (`plan.peak_window_s`) and then over its whole period, static and autoscaled ([`week`]).
 pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
+    plan_with_progress(base, origin, &NoProgress)
+}
+
+/// [`plan`], reporting its stages and steps to `progress` as it goes.
+pub fn plan_with_progress(
+    base: &Scenario,
+    origin: &str,
+    progress: &dyn Progress,
+) -> Result<PlanOutput> {
     if !week::is_time_varying(base) {
-        let mut out = plan_steady(base, origin)?;
+        let mut out = plan_steady(base, origin, progress)?;
         out.plan.recommendation = out.plan.recommend();
         return Ok(out);
     }
@@ -890,7 +902,7 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     at_peak.plan.target_rate_per_s = Some(peak);
     at_peak.autoscale = None;
     at_peak.faults = None;
-    let mut out = plan_steady(&at_peak, origin)?;
+    let mut out = plan_steady(&at_peak, origin, progress)?;
     // The re-run lines start from the file as written: Poisson arrivals at the peak, its
     // autoscaler pinned, no faults.
     let scale = out.plan.method.step_time_scale;
@@ -919,7 +931,10 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             Some(run_line(origin, &sets, base.seed))
         });
     }
+    progress.stage("the whole period, static and autoscaled");
+    progress.add(1);
     let mut w = week::plan_week(base, origin, &out.plan.candidates, &load, scale)?;
+    progress.done(1);
     // The static fleet over the period as written (its arrivals, its autoscaler pinned).
     for c in &mut w.candidates {
         c.static_run_command =
@@ -932,7 +947,7 @@ pub fn plan(base: &Scenario, origin: &str) -> Result<PlanOutput> {
 }
 
 /// The steady-state plan at the scenario's target load.
-fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
+fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result<PlanOutput> {
     let target = match base
         .plan
         .target_rate_per_s
@@ -993,6 +1008,7 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     let ctx = Ctx {
         base,
         origin,
+        progress,
         target,
         ratio: base.pricing.input_output_price_ratio.unwrap_or(0.25),
         max_replicas: base.plan.max_replicas.unwrap_or(1024).max(1),
@@ -1005,11 +1021,18 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     };
 
     // Phase 1: every candidate's capacity, in parallel.
+    progress.stage("capacity of each candidate");
+    progress.add(space.len() as u64);
     let prelim: Vec<Phase1> = space
         .par_iter()
         .zip(entries.into_par_iter())
-        .map(|(c, e)| ctx.prelim(c, e))
+        .map(|(c, e)| {
+            let p = ctx.prelim(c, e);
+            progress.done(1);
+            p
+        })
         .collect();
+    progress.stage("rate search and fleet sizing");
     let mut done: Vec<CandidateResult> = Vec::new();
     let mut sizings: Vec<Option<FleetSizing>> = Vec::new();
     let mut queue: Vec<Prelim> = Vec::new();
@@ -1042,8 +1065,15 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         if batch.is_empty() {
             break;
         }
-        let searched: Vec<Result<(CandidateResult, Option<FleetSizing>)>> =
-            batch.into_par_iter().map(|p| ctx.search(p)).collect();
+        progress.add(batch.len() as u64);
+        let searched: Vec<Result<(CandidateResult, Option<FleetSizing>)>> = batch
+            .into_par_iter()
+            .map(|p| {
+                let r = ctx.search(p);
+                progress.done(1);
+                r
+            })
+            .collect();
         for s in searched {
             let (r, sz) = s?;
             if let Some(c) = r.cost_at_target.filter(|_| r.status == Status::Feasible) {
@@ -1095,7 +1125,9 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
     };
 
     // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
-    // cheapest feasible candidates, in parallel.
+    // cheapest feasible candidates.
+    progress.stage("the chosen fleet: whole-fleet evidence, headroom, batch point, curves");
+    progress.add(2);
     let mut detail = None;
     let mut verification_run = None;
     let curves: Vec<Result<(usize, Vec<CurvePoint>, u64)>> = candidates
@@ -1119,12 +1151,14 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
             Ok((i, curve, sims))
         })
         .collect();
+    progress.done(1);
     if let (Some(i), Some(sizing)) = (chosen, chosen_sizing) {
         let (d, sims) = chosen_detail(&ctx, &mut candidates[i], sizing)?;
         simulations += sims;
         verification_run = d.verification.result.clone();
         detail = Some(d);
     }
+    progress.done(1);
     for c in curves {
         let (i, curve, sims) = c?;
         candidates[i].curve = curve;
@@ -1145,6 +1179,7 @@ fn plan_steady(base: &Scenario, origin: &str) -> Result<PlanOutput> {
         .disaggregated
         .unwrap_or(base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated);
     let disaggregated = wants_xpyd.then(|| {
+        progress.stage("prefill/decode-disaggregated candidates");
         let x = disagg::plan_xpyd(
             &disagg::XpydCtx {
                 base,
@@ -1204,6 +1239,10 @@ fn chosen_detail(
 ) -> Result<(ChosenDetail, u64)> {
     let one = candidate_scenario(ctx.base, &chosen.candidate, ctx.scale);
     let capacity = chosen.capacity_rate_per_replica;
+    ctx.progress.stage(&format!(
+        "the whole fleet of {} replicas at {:.0} req/s, and one fewer",
+        sizing.replicas, ctx.target
+    ));
     let ev = fleet::line_evidence(
         &one,
         ctx.origin,

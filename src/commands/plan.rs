@@ -5,7 +5,8 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, PlanArgs};
-use servesim::plan::{plan, shell_word};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use servesim::plan::{plan_with_progress, shell_word, Progress};
 use servesim::report::plan::{write_plan_report, write_plan_text};
 use servesim::report::{CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
@@ -37,17 +38,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     if let Some(seed) = args.seed {
         sc.seed = seed;
     }
-    if std::io::stderr().is_terminal() {
-        note!(
-            "planning {} ...",
-            if sc.name.is_empty() {
-                &origin
-            } else {
-                &sc.name
-            }
-        );
-    }
-    let mut out = plan(&sc, &origin)?;
+    let bar = Bar::new(if sc.name.is_empty() {
+        &origin
+    } else {
+        &sc.name
+    });
+    let out = plan_with_progress(&sc, &origin, &bar);
+    bar.0.finish_and_clear();
+    let mut out = out?;
     // The re-run lines must reproduce this plan's scenario: the shipped file for the embedded
     // one, and the user's own --set and --seed.
     let p = &mut out.plan;
@@ -108,4 +106,38 @@ fn rerun_line(cmd: &str, origin: &str, set: &[String]) -> String {
     }
     line.push_str(rest);
     line
+}
+
+/// The plan's progress bar on stderr, drawn only when stderr is a terminal.
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new(name: &str) -> Self {
+        let bar = ProgressBar::new(0);
+        if std::io::stderr().is_terminal() {
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} steps: {prefix}: {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_prefix(format!("planning {name}"));
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        } else {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        Bar(bar)
+    }
+}
+
+impl Progress for Bar {
+    fn add(&self, n: u64) {
+        self.0.inc_length(n);
+    }
+    fn done(&self, n: u64) {
+        self.0.inc(n);
+    }
+    fn stage(&self, what: &str) {
+        self.0.set_message(what.to_string());
+    }
 }
