@@ -33,7 +33,10 @@ pub mod week;
 pub use curve::{rate_curve, CurvePoint};
 pub use disagg::{DisaggPlan, PoolShape, XpydResult};
 pub use export::CostWorkbookExporter;
-pub use fleet::{FleetProbe, FleetSizing, ModelHeadroom, FLEET_MIN_REQUESTS};
+pub use fleet::{
+    size_on_shards, size_whole, FleetEvidence, FleetProbe, FleetSizing, ModelHeadroom,
+    FLEET_MIN_REQUESTS, FULL_SIZING_MAX, SHARD_REPLICAS,
+};
 pub use measure::{Load, Measurement, StopRule};
 pub use progress::{NoProgress, Progress};
 pub use rerun::shell_word;
@@ -197,8 +200,10 @@ pub struct ChosenDetail {
     /// A longer run of the whole fleet at R, until every judged figure is within the
     /// tolerance.
     pub verification: Measurement,
-    /// Why R - 1 could not be shown to miss, when it could not (`None`: it misses, or R = 1).
-    pub one_fewer_unresolved: Option<String>,
+    /// What the whole-fleet evidence could not resolve, and why (`None`: R holds and R - 1
+    /// misses, or R = 1): R - 1 too close to capacity to show a steady state at the line's
+    /// length, or R still missing after growing by a few replicas.
+    pub unresolved: Option<String>,
     /// The step-time slow-down the fleet survives.
     pub headroom: ModelHeadroom,
     /// The batch point and the discount table.
@@ -1011,7 +1016,11 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
         progress,
         target,
         ratio: base.pricing.input_output_price_ratio.unwrap_or(0.25),
-        max_replicas: base.plan.max_replicas.unwrap_or(1024).max(1),
+        max_replicas: base
+            .plan
+            .max_replicas
+            .unwrap_or(DEFAULT_MAX_REPLICAS)
+            .max(1),
         scale: 1.0
             + base
                 .plan
@@ -1305,7 +1314,7 @@ fn chosen_detail(
             fleet: sizing,
             run_requests: verification.requests,
             verification,
-            one_fewer_unresolved: ev.unresolved,
+            unresolved: ev.unresolved,
             headroom,
             batch,
             run_command,
@@ -1392,6 +1401,10 @@ fn validated_headroom(base: &Scenario) -> Result<Option<f64>> {
     let comps = crate::validate::compare(&rows, None)?;
     Ok(crate::validate::step_time_headroom(&comps, coverage).map(|h| h.max(0.0)))
 }
+
+/// Most replicas a plan may use unless `plan.max_replicas` says otherwise: as many as a
+/// simulation takes.
+pub const DEFAULT_MAX_REPLICAS: u32 = 100_000;
 
 /// Feasible candidates whose one-replica curve is measured (the cheapest first).
 const CURVES: usize = 10;

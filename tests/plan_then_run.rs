@@ -131,11 +131,7 @@ fn check_line(p: &Value, kind: &str) {
     );
     let (evidence, fewer): (&Value, Vec<(Vec<String>, &Value)>) = if kind == "colocated" {
         let d = &p["detail"];
-        assert!(
-            d["one_fewer_unresolved"].is_null(),
-            "{}",
-            d["one_fewer_unresolved"]
-        );
+        assert!(d["unresolved"].is_null(), "{}", d["unresolved"]);
         let keys = [
             "deployment.replicas",
             "autoscale.min_replicas",

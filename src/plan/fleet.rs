@@ -23,6 +23,9 @@ pub const FLEET_MIN_REQUESTS: u64 = 20_000;
 pub const FULL_SIZING_MAX: u32 = 32;
 /// Replicas of the shard that stands for a large fleet.
 pub const SHARD_REPLICAS: u32 = 16;
+/// Most replicas the whole-fleet evidence adds to the sizing's fleet before it reports the
+/// fleet as missing instead.
+const MAX_GROWTH: u32 = 4;
 
 /// One fleet size tried.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -88,9 +91,35 @@ pub fn fleet_run(
 }
 
 /// Sizes the fleet of `sc`'s deployment (one replica's capacity `capacity` req/s) for
-/// `target` req/s: starting from `start` replicas, down while the fleet still holds, up until
-/// it does; at most `max_replicas`. `None` when even `max_replicas` do not hold.
+/// `target` req/s from a first estimate of `start` replicas: whole ([`size_whole`]) up to
+/// [`FULL_SIZING_MAX`] replicas, else on shards of [`SHARD_REPLICAS`] ([`size_on_shards`]);
+/// at most `max_replicas`. `None` when even `max_replicas` do not hold.
 pub fn size_fleet(
+    sc: &Scenario,
+    origin: &str,
+    target: f64,
+    capacity: f64,
+    start: u32,
+    max_replicas: u32,
+) -> Result<Option<FleetSizing>> {
+    if start.clamp(1, max_replicas.max(1)) > FULL_SIZING_MAX {
+        size_on_shards(
+            sc,
+            origin,
+            target,
+            capacity,
+            start,
+            max_replicas,
+            SHARD_REPLICAS,
+        )
+    } else {
+        size_whole(sc, origin, target, capacity, start, max_replicas)
+    }
+}
+
+/// Sizes the fleet by simulating it whole: starting from `start` replicas, down while the
+/// fleet still holds, up until it does; at most `max_replicas`.
+pub fn size_whole(
     sc: &Scenario,
     origin: &str,
     target: f64,
@@ -110,9 +139,6 @@ pub fn size_fleet(
         Ok(m)
     };
     let mut r = start.clamp(1, max_replicas.max(1));
-    if r > FULL_SIZING_MAX {
-        return shard_sizing(sc, origin, target, capacity, r, max_replicas);
-    }
     let first = run(r, &mut probes)?;
     let (holds_r, holds, one_fewer) = if first.sustainable() {
         let mut holds = first;
@@ -152,35 +178,37 @@ pub fn size_fleet(
     }))
 }
 
-/// Measures fleet size `r` at `target` for sizing: the whole fleet when it has at most
-/// [`SHARD_REPLICAS`] replicas, else a shard of that many carrying its share of the target.
+/// Measures fleet size `r` at `target` for sizing: the whole fleet when it has at most `k`
+/// replicas, else a shard of `k` carrying its share of the target.
 fn shard_probe(
     sc: &Scenario,
     origin: &str,
     target: f64,
     capacity: f64,
     r: u32,
+    k: u32,
 ) -> Result<Measurement> {
-    let k = SHARD_REPLICAS.min(r);
+    let k = k.clamp(1, r);
     let share = target * k as f64 / r as f64;
     fleet_run(sc, origin, k, share, capacity, StopRule::Decided)
 }
 
-/// Sizes a large fleet on shards ([`SHARD_REPLICAS`] replicas at the share k / R of the
-/// target): the smallest R whose shard holds, by bisection between a size whose replicas
-/// would each carry their whole capacity or more (it cannot hold) and one whose shard holds.
-fn shard_sizing(
+/// Sizes a large fleet on shards of `k` replicas at the share k / R of the target: the
+/// smallest R whose shard holds, by bisection between a size whose replicas would each carry
+/// their whole capacity or more (it cannot hold) and one whose shard holds (from `start` up).
+pub fn size_on_shards(
     sc: &Scenario,
     origin: &str,
     target: f64,
     capacity: f64,
     start: u32,
     max_replicas: u32,
+    k: u32,
 ) -> Result<Option<FleetSizing>> {
     let mut probes = Vec::new();
     let mut simulations = 0u64;
     let mut run = |r: u32| -> Result<Measurement> {
-        let m = shard_probe(sc, origin, target, capacity, r)?;
+        let m = shard_probe(sc, origin, target, capacity, r, k)?;
         simulations += m.simulations as u64;
         probes.push(FleetProbe {
             replicas: r,
@@ -220,7 +248,7 @@ fn shard_sizing(
         one_fewer: lo_m.filter(|_| lo + 1 == hi),
         probes,
         simulations,
-        shard: (hi > SHARD_REPLICAS).then_some(SHARD_REPLICAS),
+        shard: (hi > k).then_some(k),
     }))
 }
 
@@ -234,21 +262,22 @@ pub struct FleetEvidence {
     pub verification: Measurement,
     /// R - 1 replicas at exactly the same n requests (`None` when R = 1).
     pub one_fewer: Option<Measurement>,
-    /// Why R - 1 could not be shown to miss, when it could not: it passed every check of
-    /// the analysis at n, but n is too short to show a steady state at its load.
+    /// What the evidence could not resolve, when it could not: R - 1 passed every check of
+    /// the analysis at n but n is too short to show a steady state at its load; or R still
+    /// misses after growing by a few replicas (then `verification` is that miss).
     pub unresolved: Option<String>,
     /// Simulations run.
     pub simulations: u64,
 }
 
-/// Measures the whole fleet from `start` replicas at `target`: R until its figures converge
-/// (n requests; a fleet larger than [`FULL_SIZING_MAX`] until its verdict is certain, as a
-/// full run of hundreds of replicas is costly and its p99s converge slowly near capacity),
-/// then R - 1 at exactly n. While R - 1 holds at n (long enough for its load) it becomes R;
-/// while R misses (a longer run than the sizing's), R grows; when R - 1 passes the analysis
-/// but n is too short to show a steady state at its load, n grows to what that takes when
-/// the cap allows, else the evidence says why it is unresolved. Every step keeps n or
-/// lengthens it, so it ends.
+/// Measures the whole fleet from `start` replicas at `target`: R until its verdict is sure
+/// (n requests; up to [`FULL_SIZING_MAX`] replicas until its figures converge, as its
+/// figures are reported), then R - 1 at exactly n. Where R - 1 holds at n (long enough for
+/// its load), the smallest size that holds at n is found by galloping down, then bisection
+/// ([`Whole::smallest`]), and becomes R; where R misses (a longer run than the sizing's), R
+/// grows, a few replicas at most; where R - 1 passes the analysis but n is too short to show a
+/// steady state at its load, n grows to what that takes when the cap allows, else the
+/// evidence says why it is unresolved. Every step keeps n or lengthens it, so it ends.
 pub fn line_evidence(
     sc: &Scenario,
     origin: &str,
@@ -257,63 +286,59 @@ pub fn line_evidence(
     start: u32,
     max_replicas: u32,
 ) -> Result<FleetEvidence> {
-    let mut r = start.clamp(1, max_replicas.max(1));
+    let start = start.clamp(1, max_replicas.max(1));
+    let mut w = Whole {
+        sc,
+        origin,
+        target,
+        capacity,
+        simulations: 0,
+    };
+    let mut r = start;
     let mut n_min = FLEET_MIN_REQUESTS;
-    let mut simulations = 0u64;
-    // A run of R at n that converged already (R - 1 of the previous step).
+    // A run of R at n whose verdict is sure already, and one of R - 1 at the same n.
     let mut ready: Option<Measurement> = None;
-    for _ in 0..4 * max_replicas.max(8) {
+    let mut fewer_known: Option<Measurement> = None;
+    for _ in 0..256 {
         let v = match ready.take() {
             Some(m) => m,
-            None => {
-                let rule = if r > FULL_SIZING_MAX {
-                    StopRule::Decided
-                } else {
-                    StopRule::Converged
-                };
-                let m = measure(
-                    &with_replicas(sc, r),
-                    origin,
-                    Load::Rate(target),
-                    rule,
-                    n_min,
-                    Some(capacity * r as f64),
-                )?;
-                simulations += m.simulations as u64;
-                m
-            }
+            None => w.measure(r, n_min)?,
         };
         if !v.sustainable() {
-            if r >= max_replicas {
-                return Ok(evidence(r, v, None, None, simulations));
+            // A longer run than the sizing's misses: one replica more, a few times at most
+            // (the sizing's own runs said R held); past that the evidence says so.
+            if r >= max_replicas || r >= start.saturating_add(MAX_GROWTH) {
+                let why = format!(
+                    "{r} replicas miss at {} requests though the sizing found {start} to hold: the load sits at the edge the sizing's shorter runs could not see",
+                    v.requests
+                );
+                return Ok(evidence(r, v, None, Some(why), w.simulations));
             }
             n_min = n_min.max(v.requests);
             r += 1;
+            fewer_known = None;
             continue;
         }
         let n = v.requests;
         if r == 1 {
-            return Ok(evidence(r, v, None, None, simulations));
+            return Ok(evidence(r, v, None, None, w.simulations));
         }
-        let fewer = with_replicas(sc, r - 1);
-        let f = run_at(
-            &fewer,
-            origin,
-            Load::Rate(target),
-            n,
-            Some(capacity * (r - 1) as f64),
-        )?;
-        simulations += 1;
+        let f = match fewer_known.take().filter(|f| f.requests == n) {
+            Some(f) => f,
+            None => w.at(r - 1, n)?,
+        };
         if !f.steady().sustainable {
-            return Ok(evidence(r, v, Some(f), None, simulations));
+            return Ok(evidence(r, v, Some(f), None, w.simulations));
         }
-        if f.long_enough() {
+        if f.sustainable() {
             // R - 1 holds as printed: R was not the smallest.
-            r -= 1;
+            let ((g, gm), below) = w.smallest((r - 1, f), n)?;
+            r = g;
             n_min = n;
-            let st = f.steady();
+            fewer_known = below;
+            let st = gm.steady();
             if st.converged || (r > FULL_SIZING_MAX && st.decided) {
-                ready = Some(f);
+                ready = Some(gm);
             }
             continue;
         }
@@ -324,17 +349,91 @@ pub fn line_evidence(
             continue;
         }
         let why = format!(
-            "{} replicas pass every check at {n} requests, but at {:.1}% of their capacity showing a steady state takes about {:.0} requests, more than measure.max_requests allows",
+            "{} replicas pass every check at {n} requests, but at {:.1}% of their capacity showing a steady state takes about {needed:.0} requests, more than measure.max_requests allows",
             r - 1,
             100.0 * f.load_share.unwrap_or(0.0),
-            f.needed_requests()
         );
-        return Ok(evidence(r, v, Some(f), Some(why), simulations));
+        return Ok(evidence(r, v, Some(f), Some(why), w.simulations));
     }
-    Err(crate::error::Error::Infeasible(format!(
-        "the fleet's evidence did not settle within {} runs",
-        4 * max_replicas.max(8)
-    )))
+    Err(crate::error::Error::Infeasible(
+        "the fleet's evidence did not settle within 256 steps".into(),
+    ))
+}
+
+/// Runs of the whole fleet at the target, for its evidence.
+struct Whole<'a> {
+    sc: &'a Scenario,
+    origin: &'a str,
+    target: f64,
+    capacity: f64,
+    simulations: u64,
+}
+
+impl Whole<'_> {
+    /// `r` replicas measured until the verdict is sure (fleets up to [`FULL_SIZING_MAX`]:
+    /// until the figures converge), from at least `n_min` requests.
+    fn measure(&mut self, r: u32, n_min: u64) -> Result<Measurement> {
+        let rule = if r > FULL_SIZING_MAX {
+            StopRule::Decided
+        } else {
+            StopRule::Converged
+        };
+        let m = measure(
+            &with_replicas(self.sc, r),
+            self.origin,
+            Load::Rate(self.target),
+            rule,
+            n_min,
+            Some(self.capacity * r as f64),
+        )?;
+        self.simulations += m.simulations as u64;
+        Ok(m)
+    }
+
+    /// `r` replicas with exactly `n` requests.
+    fn at(&mut self, r: u32, n: u64) -> Result<Measurement> {
+        self.simulations += 1;
+        run_at(
+            &with_replicas(self.sc, r),
+            self.origin,
+            Load::Rate(self.target),
+            n,
+            Some(self.capacity * r as f64),
+        )
+    }
+
+    /// From `good` (a size and its run that holds at `n` requests), the smallest size that
+    /// holds at `n`: galloping down (1, 2, 4, ... below) until a size does not, then
+    /// bisection. Gives that size with its run, and the run of one fewer when it was made
+    /// (it does not hold at `n`).
+    fn smallest(
+        &mut self,
+        mut good: (u32, Measurement),
+        n: u64,
+    ) -> Result<((u32, Measurement), Option<Measurement>)> {
+        let mut bad: Option<(u32, Measurement)> = None;
+        let mut step = 1u32;
+        loop {
+            let lo = bad.as_ref().map_or(0, |b| b.0);
+            if good.0 - lo <= 1 {
+                break;
+            }
+            let c = if bad.is_some() {
+                lo + (good.0 - lo) / 2
+            } else {
+                good.0.saturating_sub(step).max(1)
+            };
+            step = step.saturating_mul(2);
+            let m = self.at(c, n)?;
+            if m.sustainable() {
+                good = (c, m);
+            } else {
+                bad = Some((c, m));
+            }
+        }
+        let g = good.0;
+        Ok((good, bad.filter(|b| b.0 + 1 == g).map(|b| b.1)))
+    }
 }
 
 fn evidence(

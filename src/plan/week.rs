@@ -464,7 +464,11 @@ pub fn plan_week(
 ) -> Result<WeekPlan> {
     let rates = &load.hourly;
     let threshold = base.plan.goodput_threshold.unwrap_or(0.9);
-    let max_replicas = base.plan.max_replicas.unwrap_or(1024).max(1);
+    let max_replicas = base
+        .plan
+        .max_replicas
+        .unwrap_or(super::DEFAULT_MAX_REPLICAS)
+        .max(1);
     let attainment_target = base
         .plan
         .goodput_threshold

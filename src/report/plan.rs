@@ -434,13 +434,18 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                         fleet_line(
                             &format!("fleet of {} (one fewer)", m.replicas),
                             m,
-                            d.one_fewer_unresolved.as_deref()
+                            d.unresolved.as_deref()
                         )
                     );
                 }
-                None => {
-                    let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
-                }
+                None => match &d.unresolved {
+                    Some(why) => {
+                        let _ = writeln!(t, "  UNRESOLVED: {why}");
+                    }
+                    None => {
+                        let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
+                    }
+                },
             }
             if let Some(cmd) = &d.run_command {
                 let _ = writeln!(
@@ -522,13 +527,15 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     let m = &p.method;
     let _ = writeln!(
         t,
-        "method: steady state (MSER-5 warm-up cut, drain excluded), {:.0}% batch-means intervals over {} batches, runs extended to ±{:.0}% (up to {} requests per replica; fleets at least {}); rates bisected to {:.0}%",
+        "method: steady state (MSER-5 warm-up cut, drain excluded), {:.0}% batch-means intervals over {} batches, runs extended to ±{:.0}% (up to {} requests per replica; fleets at least {}); rates bisected to {:.0}%; fleets above {} replicas sized on shards of {}; the chosen fleet and one fewer judged whole at the printed line's length and seed",
         100.0 * m.analysis.confidence,
         m.analysis.batches,
         100.0 * m.analysis.tolerance,
         m.max_requests_per_replica,
         m.fleet_min_requests,
-        100.0 * m.rate_precision
+        100.0 * m.rate_precision,
+        crate::plan::FULL_SIZING_MAX,
+        crate::plan::SHARD_REPLICAS
     );
     let _ = writeln!(t, "({} simulations)", p.simulations);
     w.write_all(t.as_bytes()).map_err(io)

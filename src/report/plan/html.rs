@@ -449,9 +449,18 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
                     &mut h,
                     &format!("{} replica(s), one fewer", m.replicas),
                     m,
-                    d.one_fewer_unresolved.as_deref(),
+                    d.unresolved.as_deref(),
                 ),
-                None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
+                None => match &d.unresolved {
+                    Some(why) => {
+                        let _ = write!(
+                            h,
+                            "<li><span class=\"miss\">unresolved</span>: {}</li>",
+                            escape(why)
+                        );
+                    }
+                    None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
+                },
             }
             if let Some(cmd) = &d.run_command {
                 let _ = write!(
