@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::{Format, RunArgs};
-use servesim::report::atomic::ReportDir;
 use servesim::metrics::steady_state::SteadyState;
 use servesim::metrics::STEADY_STATE_RECORDS;
+use servesim::report::atomic::ReportDir;
 use servesim::report::plan::steady_line;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};

@@ -21,8 +21,12 @@ use crate::workload::{ArrivalConfig, RequestGenerator};
 
 /// Seconds in a period of the week plan (an hour).
 pub const PERIOD_S: f64 = 3600.0;
+/// [`PERIOD_S`] on the clock, ns.
+const PERIOD_NS: u64 = 3600 * 1_000_000_000;
 /// Seconds of one bin of the period's arrival counts (a minute).
 const BIN_S: f64 = 60.0;
+/// [`BIN_S`] on the clock, ns.
+const BIN_NS: u64 = 60 * 1_000_000_000;
 /// Default length of the busiest window the static fleet is sized for, s.
 pub const PEAK_WINDOW_S: f64 = 300.0;
 /// Candidates (the cheapest at the peak) whose whole period is simulated.
@@ -62,7 +66,7 @@ pub struct PeriodLoad {
 pub fn period_load(sc: &Scenario, origin: &str, window_s: f64) -> Result<PeriodLoad> {
     let mut gen = RequestGenerator::new(&sc.workload, sc.seed, origin)?;
     let mut bins: Vec<u32> = Vec::new();
-    let bin_ns = (BIN_S * 1e9) as u64;
+    let bin_ns = BIN_NS;
     let per_hour = (PERIOD_S / BIN_S) as usize;
     while let Some(r) = gen.next_request() {
         let b = (r.arrival_ns / bin_ns) as usize;
@@ -330,10 +334,7 @@ fn static_period(
         let mut sc = candidate_scenario(base, &c.candidate, scale);
         sc.plan = Default::default();
         sc.deployment.replicas = r;
-        let run = sc
-            .resolve(origin)?
-            .with_periods((PERIOD_S * 1e9) as u64)
-            .run()?;
+        let run = sc.resolve(origin)?.with_periods(PERIOD_NS).run()?;
         let s = &run.summary;
         let meets = s.slo.all_met && s.goodput_share >= threshold;
         tried.push((r, meets));
