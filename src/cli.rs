@@ -135,6 +135,12 @@ pub struct RunArgs {
     /// Seed (overrides the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Write the run as a Chrome trace to FILE (open it in chrome://tracing or
+    /// ui.perfetto.dev): each replica's iterations (batch, tokens; a fast-forwarded run of
+    /// decode iterations as one span with its count), its queue and its KV use. At most
+    /// 1,000,000 events; a capped trace says so in the file and on stderr.
+    #[arg(long = "trace-events", value_name = "FILE")]
+    pub trace_events: Option<PathBuf>,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -241,6 +247,12 @@ pub struct BenchArgs {
     /// `vllm bench serve --save-detailed` does. `fit-engine` then simulates with them.
     #[arg(long = "save-detailed")]
     pub save_detailed: bool,
+    /// Write the run as a Chrome trace to FILE (open it in chrome://tracing or
+    /// ui.perfetto.dev): each replica's iterations (batch, tokens; a fast-forwarded run of
+    /// decode iterations as one span with its count), its queue and its KV use. At most
+    /// 1,000,000 events; a capped trace says so in the file and on stderr.
+    #[arg(long = "trace-events", value_name = "FILE")]
+    pub trace_events: Option<PathBuf>,
     /// Also write summary.json and timeseries.csv into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,

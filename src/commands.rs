@@ -18,6 +18,7 @@ mod fit_engine;
 mod plan;
 mod run;
 mod sweep;
+mod trace_events;
 mod validate;
 mod validate_kernels;
 

@@ -20,6 +20,7 @@ pub mod report;
 pub mod roofline;
 pub mod scenario;
 pub mod sim;
+pub mod step_time;
 pub mod summary;
 pub mod validate;
 pub mod workload;

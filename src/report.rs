@@ -10,8 +10,10 @@
 //!   infinities, which JSON cannot hold); [`CsvExporter`] writes any `D: ToTable`.
 //! - [`plot`]: typed chart descriptions rendered to PNG or SVG.
 //! - [`xlsx`]: the cost workbook for finance, with live formulas and editable inputs.
+//! - [`chrome_trace`]: a run's iterations and replica states as a Chrome trace.
 
 pub mod atomic;
+pub mod chrome_trace;
 mod finite;
 pub mod plan;
 pub mod plot;

@@ -11,6 +11,7 @@ mod layers;
 mod memory;
 pub mod parallel;
 
+pub use crate::step_time::{BatchShape, DecodeStep};
 pub use deployment::{Deployment, ModuleFormats};
 pub use memory::{plan_memory, MemoryPlan};
 
@@ -20,80 +21,10 @@ use crate::clock::{self, secs_to_ns, BeyondClock};
 use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
 use crate::precision::{GemmMath, KvDtype};
+use crate::step_time::StepTime;
 
 /// Bytes per activation element (activations are 16-bit whatever the weight format).
 pub const ACT_BYTES: f64 = 2.0;
-
-/// The shape of one iteration's batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct BatchShape {
-    /// Requests decoding one token each.
-    pub decode_seqs: u32,
-    /// Sum over decoding requests of the context each attends to (tokens).
-    pub decode_context_tokens: u64,
-    /// Of `decode_context_tokens`: repeat reads of shared-prefix KV blocks, i.e. tokens of a
-    /// cached prefix that more than one decoding request attends to, counted once per request
-    /// after the first. Their KV is the same memory; the repeats hit L2 when the prefix fits.
-    pub decode_prefix_repeat_tokens: u64,
-    /// Distinct shared-prefix tokens read by the decoding requests (each cached prefix once).
-    pub decode_prefix_distinct_tokens: u64,
-    /// Prompt tokens prefilled in this iteration (all chunks).
-    pub prefill_tokens: u32,
-    /// Requests with a prefill chunk in this iteration.
-    pub prefill_seqs: u32,
-    /// Causal-attention work of the prefill chunks: sum of `chunk x prior + chunk^2 / 2`
-    /// (token^2 units).
-    pub prefill_attention_units: f64,
-    /// Requests whose logits are computed (decodes plus prefills that finish their prompt).
-    pub sampled_seqs: u32,
-}
-
-impl BatchShape {
-    /// A pure decode batch of `batch` requests each attending to `context` tokens.
-    pub fn decode(batch: u32, context: u64) -> Self {
-        BatchShape {
-            decode_seqs: batch,
-            decode_context_tokens: batch as u64 * context,
-            sampled_seqs: batch,
-            ..Default::default()
-        }
-    }
-
-    /// Records that the decoding requests share cached prefixes: `per_request` prefix tokens
-    /// summed over the decoding requests that use one, `distinct` tokens over the prefixes.
-    pub fn with_shared_prefixes(mut self, per_request: u64, distinct: u64) -> Self {
-        debug_assert!(distinct <= per_request && per_request <= self.decode_context_tokens);
-        self.decode_prefix_repeat_tokens = per_request.saturating_sub(distinct);
-        self.decode_prefix_distinct_tokens = distinct;
-        self
-    }
-
-    /// A pure decode batch of `batch` requests attending to `total_context` tokens in all.
-    pub fn decode_total(batch: u32, total_context: u64) -> Self {
-        BatchShape {
-            decode_seqs: batch,
-            decode_context_tokens: total_context,
-            sampled_seqs: batch,
-            ..Default::default()
-        }
-    }
-
-    /// Adds one prefill chunk of `chunk` tokens after `prior` already-cached tokens.
-    pub fn add_prefill(&mut self, chunk: u32, prior: u64, finishes_prompt: bool) {
-        let c = chunk as f64;
-        self.prefill_tokens += chunk;
-        self.prefill_seqs += 1;
-        self.prefill_attention_units += c * prior as f64 + c * c / 2.0;
-        if finishes_prompt {
-            self.sampled_seqs += 1;
-        }
-    }
-
-    /// Tokens processed by the weight GEMMs.
-    pub fn tokens(&self) -> u32 {
-        self.decode_seqs + self.prefill_tokens
-    }
-}
 
 /// Time of one iteration by operator class, seconds (per TP group; all GPUs run in lockstep).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -662,79 +593,17 @@ fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
 
-/// Fraction bits of [`DecodeStep`]'s fixed-point lines (units of 2^-24 ns).
-pub const DECODE_STEP_FRACTION_BITS: u32 = 24;
-
-/// The time of a decode-only iteration of a fixed batch as a function of its total context
-/// `c` (tokens): `floor(max_j(a_j + s_j c) / 2^24)` ns with integer intercepts `a_j` (rounding
-/// included) and slopes `s_j` in units of 2^-24 ns. Being integer, a run of iterations whose
-/// context grows by the batch size each time can be timed and summed exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeStep {
-    /// (intercept, slope per context token), 2^-24 ns; slopes are >= 0.
-    lines: [(i128, i128); 4],
-}
-
-impl DecodeStep {
-    /// The envelope of `(intercept_s, slope_s_per_token)` lines, each multiplied by `scale`.
-    /// Every intercept must be a time the clock holds (its magnitude: a line may start below
-    /// zero), and every slope at most 2^38 ns (275 s) per context token, so that no time of the
-    /// envelope at any context overflows the fixed-point arithmetic; otherwise the error says
-    /// which time is beyond the clock.
-    fn new(lines_s: &[(f64, f64); 4], scale: f64) -> Result<Self, BeyondClock> {
-        let unit = scale * 1e9 * (1u64 << DECODE_STEP_FRACTION_BITS) as f64;
-        let fixed = |v: f64| -> Result<i128, BeyondClock> {
-            // The clock's rule first: a finite time within its range.
-            clock::secs_to_ns(v.abs() * scale)?;
-            let x = v * unit;
-            Ok(if x.abs() < 9e18 {
-                // The common case, without the slow float-to-i128 conversion (truncated: a
-                // 2^-24 ns unit is far below the 1 ns the step is rounded to).
-                x as i64 as i128
-            } else {
-                x.round() as i128
-            })
-        };
-        let half = 1i128 << (DECODE_STEP_FRACTION_BITS - 1);
-        let max_slope = (1i128 << 62) - 1;
-        let mut lines = [(0, 0); 4];
-        for (l, &(a, s)) in lines.iter_mut().zip(lines_s.iter()) {
-            let slope = fixed(s)?.max(0);
-            if slope > max_slope {
-                return Err(BeyondClock { seconds: s * scale });
-            }
-            *l = (fixed(a)? + half, slope);
-        }
-        Ok(DecodeStep { lines })
-    }
-
-    /// The lines, (intercept, slope per context token) in 2^-24 ns.
-    pub fn lines(&self) -> &[(i128, i128); 4] {
-        &self.lines
-    }
-
-    /// The envelope at total context `ctx`, 2^-24 ns.
+/// The contract of src/step_time.rs, held by the model's own methods (S2: decode-only
+/// batches are timed by [`StepTimeModel::decode_step`] in both).
+impl StepTime for StepTimeModel {
     #[inline]
-    pub fn fixed_at(&self, ctx: u64) -> i128 {
-        let c = ctx as i128;
-        self.lines
-            .iter()
-            .map(|&(a, s)| a + s * c)
-            .max()
-            .unwrap_or(0)
+    fn step_ns(&self, batch: &BatchShape) -> Result<u64, BeyondClock> {
+        StepTimeModel::step_ns(self, batch)
     }
 
-    /// The iteration time at total context `ctx`, ns (at least 1); an error when it lies
-    /// beyond the clock.
     #[inline]
-    pub fn ns_at(&self, ctx: u64) -> Result<u64, BeyondClock> {
-        let x = self.fixed_at(ctx) >> DECODE_STEP_FRACTION_BITS;
-        if x > clock::MAX_NS as i128 {
-            return Err(BeyondClock {
-                seconds: x as f64 * 1e-9,
-            });
-        }
-        Ok(x.max(1) as u64)
+    fn decode_step(&self, batch: &BatchShape) -> Result<DecodeStep, BeyondClock> {
+        StepTimeModel::decode_step(self, batch)
     }
 }
 

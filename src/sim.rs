@@ -1,23 +1,35 @@
 //! Discrete-event simulation of a serving cluster: arrivals → router → replicas (continuous
 //! batching, paged KV cache, preemption, prefix caching, SLO enforcement) → streaming metrics.
 //!
-//! Time is integer nanoseconds; events are ordered by time, iteration ends before control
-//! events, then by slot or sequence number, so a run is bit-for-bit reproducible for a seed. A decode iteration costs O(1) amortised in the batch
-//! size (DESIGN.md §5): every decoding request gains one token per iteration, so its finishing
-//! iteration is known when it starts decoding, the sum of contexts grows by the batch size, and
-//! the requests that need a new KV block in an iteration are counted by their block phase.
+//! One event loop ([`cluster`]) of typed events ([`event`]) drives every cluster kind: the
+//! colocated replicas, or a prefill pool and a decode pool with the KV links between them
+//! ([`disaggregated`]); the fleet's controllers (autoscaler, failures) are events of the same
+//! loop. Time is integer nanoseconds; events are ordered by time, iteration ends before control
+//! events, then by replica or sequence number, so a run is bit-for-bit reproducible for a
+//! seed. A decode iteration costs O(1) amortised in the batch size: every decoding request
+//! gains one token per iteration, so its finishing iteration is known when it starts decoding,
+//! the sum of contexts grows by the batch size, and the requests that need a new KV block in an
+//! iteration are counted by their block phase; between two events that change a batch, its
+//! iterations are booked in bulk (the fast-forward, src/sim/replica/fast_forward.rs). The
+//! simulator depends on the step-time contract of [`crate::step_time`], not on a model's
+//! internals. The invariants it keeps are numbered in docs/invariants.md and checked in debug
+//! builds as it runs ([`invariants`]).
 
 mod cluster;
 mod disaggregated;
+mod event;
 mod fleet;
+mod invariants;
 mod replica;
 mod request;
 mod router;
+mod trace;
 
-pub use cluster::simulate;
+pub use cluster::{simulate, simulate_traced};
 pub use disaggregated::simulate_disaggregated;
 pub use fleet::{AutoscaleConfig, AutoscalePolicy, FailureAt, FaultConfig, OnFailure};
 pub use router::RouterKind;
+pub use trace::{PoolRole, TraceOccupancy, TraceSink, TraceSpan};
 
 use serde::Serialize;
 
@@ -192,6 +204,9 @@ pub struct SimOutput {
     pub disaggregation: Option<DisaggStats>,
     /// Of the iterations, those booked in bulk by the fast-forward (not events of their own).
     pub fast_forwarded_iterations: u64,
+    /// KV blocks still held by requests on any replica when the run ended, blocks (0 when
+    /// every request has left: INV-4 of docs/invariants.md).
+    pub blocks_held_at_end: u64,
 }
 
 /// What the KV transfers of a disaggregated run did.

@@ -9,7 +9,7 @@ use crate::metrics::steady_state::{analyze_sample, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
 use crate::report::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
-use crate::sim::{simulate, simulate_disaggregated, SimOutput};
+use crate::sim::{simulate_traced, SimOutput, TraceSink};
 use crate::workload::RequestGenerator;
 
 /// One SLO's outcome: the percentile of the metric against its threshold.
@@ -294,12 +294,23 @@ impl Resolved {
     /// system (lengths, times, outcome) in the order they left. The summary is the one
     /// [`Resolved::run`] gives.
     pub fn run_with_requests(&self) -> Result<(RunResult, Vec<RequestRecord>)> {
-        self.simulate_seed(self.scenario.seed, true)
+        self.simulate_seed(self.scenario.seed, true, None)
+    }
+
+    /// As [`Resolved::run`] (with `keep_requests`, as [`Resolved::run_with_requests`]),
+    /// showing every iteration and replica state to `trace` as the run goes.
+    pub fn run_with_trace(
+        &self,
+        keep_requests: bool,
+        trace: Option<&mut dyn TraceSink>,
+    ) -> Result<(RunResult, Vec<RequestRecord>)> {
+        self.simulate_seed(self.scenario.seed, keep_requests, trace)
     }
 
     /// Simulates the scenario with `seed` (for replications).
     pub fn run_with_seed(&self, seed: u64) -> Result<RunResult> {
-        self.simulate_seed(seed, false).map(|(result, _)| result)
+        self.simulate_seed(seed, false, None)
+            .map(|(result, _)| result)
     }
 
     /// Simulates with `seed`; with `keep_requests`, every request's record besides (the
@@ -308,6 +319,7 @@ impl Resolved {
         &self,
         seed: u64,
         keep_requests: bool,
+        trace: Option<&mut dyn TraceSink>,
     ) -> Result<(RunResult, Vec<RequestRecord>)> {
         let mut gen = RequestGenerator::new(&self.scenario.workload, seed, &self.origin).map_err(
             |e| match e {
@@ -322,8 +334,11 @@ impl Resolved {
             sim.request_log_capacity = usize::MAX;
         }
         let mut out = match self.pool_step_models()? {
-            Some((prefill, decode)) => simulate_disaggregated(&sim, &prefill, &decode, &mut gen),
-            None => simulate(&sim, &self.step_model()?, &mut gen),
+            Some((prefill, decode)) => simulate_traced(&sim, &prefill, &decode, &mut gen, trace),
+            None => {
+                let step = self.step_model()?;
+                simulate_traced(&sim, &step, &step, &mut gen, trace)
+            }
         };
         let mut requests = Vec::new();
         if keep_requests {

@@ -1,6 +1,7 @@
 //! The physics of prefill/decode disaggregation (docs/disaggregation.md): the transfer adds
 //! exactly its bytes over the bandwidth to TTFT, nothing else moves when the link is free,
-//! decodes stop stalling behind prefills, and no request or KV block is lost.
+//! decodes stop stalling behind prefills, and no request or KV block is lost (INV-1, INV-4 of
+//! docs/invariants.md).
 
 mod common;
 
@@ -185,7 +186,7 @@ fn assert_conserved(o: &SimOutput) {
     assert_eq!(m.completed + m.rejected + m.timed_out + m.lost, m.arrived);
     let d = o.disaggregation.as_ref().expect("disaggregated");
     assert_eq!(d.in_transfer, 0);
-    assert_eq!(d.blocks_held_at_end, 0, "KV blocks leaked");
+    assert_eq!(d.blocks_held_at_end, 0, "INV-4: KV blocks leaked");
     // Every completed request crossed the link once.
     assert_eq!(d.transfers, m.completed);
 }

@@ -1,11 +1,16 @@
-//! Property test of the fast-forward of decode-only runs (issue #13): over random scenarios
+//! Property test of the fast-forward of decode-only runs (issue #13; INV-7 of
+//! docs/invariants.md): over random scenarios
 //! (every arrival kind, prefix caching, preemption under a small KV cache, queue time-outs,
 //! admission control, several replicas and routers, concurrency caps, replica failures
-//! (scheduled and random), an autoscaler, static batching, reserved output KV, three engines, several GPUs and step-time scales), a
-//! run with `limits.fast_forward = true` and one timing every iteration on its own (the
-//! oracle) report identical counts and token counts, and every other figure within 1e-9
+//! (scheduled and random), an autoscaler, static batching, reserved output KV, three engines,
+//! several GPUs and step-time scales, and disaggregated prefill/decode pools (1-3 replicas
+//! each, every decode router, KV links from 50 MB/s to unlimited, 0-5 ms latency, layer-wise
+//! or not)), a run with `limits.fast_forward = true` and one timing every iteration on its own
+//! (the oracle) report identical counts and token counts, and every other figure within 1e-9
 //! relative (percentiles within one histogram bucket), summary, CDFs, time series and
-//! per-period statistics alike.
+//! per-period statistics alike; a key on one side only is a difference. The runner checks
+//! that most cases ran and a quarter or more were disaggregated. `bench`, `run`, `sweep` and
+//! `plan` give the same figures with and without `--no-fast-forward`.
 //!
 //! The default run has 200 cases; the long run (10,000 cases) is ignored by default:
 //!
@@ -13,6 +18,7 @@
 //!
 //! Cases, time and outcome of the long run are recorded in docs/performance.md.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -22,7 +28,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::Value;
 use servesim::scenario::Scenario;
-use servesim::sim::simulate;
+use servesim::sim::{simulate, simulate_disaggregated};
 use servesim::workload::RequestGenerator;
 
 /// A trace file for the `trace` arrival kind.
@@ -96,6 +102,36 @@ fn length(max_mean: f64) -> impl Strategy<Value = String> {
     ]
 }
 
+/// The keys of a disaggregated deployment (P/D pools, their routers, the KV link).
+fn disaggregation() -> impl Strategy<Value = String> {
+    let router = prop_oneof![
+        Just("round-robin"),
+        Just("least-outstanding"),
+        Just("least-kv"),
+        Just("power-of-two")
+    ];
+    let bandwidth = prop_oneof![
+        Just("inf".to_string()),
+        (0.05f64..400.0).prop_map(|b| b.to_string())
+    ];
+    (
+        1u32..4,
+        1u32..4,
+        router,
+        bandwidth,
+        prop_oneof![Just(0.0f64), 0.0f64..5000.0],
+        any::<bool>(),
+    )
+        .prop_map(|(p, d, router, bw, latency_us, layerwise)| {
+            format!(
+                "mode = \"disaggregated\"\nkv_transfer_bandwidth_gb_s = {bw}\n\
+                 kv_transfer_latency_us = {latency_us}\nkv_transfer_layerwise = {layerwise}\n\
+                 [deployment.prefill]\nreplicas = {p}\n[deployment.decode]\nreplicas = {d}\n\
+                 router = \"{router}\"\n"
+            )
+        })
+}
+
 prop_compose! {
     fn case()(
         seed in 0u64..1_000_000,
@@ -133,9 +169,19 @@ prop_compose! {
         failure in prop::option::of((0.0f64..30.0, 0.1f64..60.0, any::<bool>())),
         mtbf_hours in prop::option::of(0.0005f64..0.01),
         autoscale in prop::option::of((any::<bool>(), 0.2f64..5.0, 0.1f64..10.0, 1u32..4)),
+        pd in prop::option::weighted(0.4, disaggregation()),
     ) -> Case {
         let (model, gpu, tp) = model_gpu;
-        let mut t = format!("seed = {seed}\n[deployment]\nmodel = \"{model}\"\ngpu = \"{gpu}\"\ntp = {tp}\nengine = \"{engine}\"\nreplicas = {replicas}\nrouter = \"{router}\"\nstep_time_scale = {scale}\n[scheduler]\n");
+        let mut t = format!("seed = {seed}\n[deployment]\nmodel = \"{model}\"\ngpu = \"{gpu}\"\ntp = {tp}\nengine = \"{engine}\"\nreplicas = {replicas}\nrouter = \"{router}\"\nstep_time_scale = {scale}\n");
+        // Faults and the autoscaler are not modelled with disaggregated pools.
+        let (failure, mtbf_hours, autoscale) = match &pd {
+            Some(pools) => {
+                t += pools;
+                (None, None, None)
+            }
+            None => (failure, mtbf_hours, autoscale),
+        };
+        t += "[scheduler]\n";
         if small_kv {
             // Just above the weights: a KV cache of a few thousand tokens, so that requests
             // preempt each other.
@@ -229,8 +275,11 @@ fn compare(path: &str, a: &Value, b: &Value, bad: &mut Vec<String>) {
             for (k, va) in x {
                 match y.get(k) {
                     Some(vb) => compare(&format!("{path}.{k}"), va, vb, bad),
-                    None => bad.push(format!("{path}.{k} missing")),
+                    None => bad.push(format!("{path}.{k} missing from the second")),
                 }
+            }
+            for k in y.keys().filter(|k| !x.contains_key(*k)) {
+                bad.push(format!("{path}.{k} missing from the first"));
             }
         }
         (Value::Array(x), Value::Array(y)) => {
@@ -266,10 +315,18 @@ fn compare(path: &str, a: &Value, b: &Value, bad: &mut Vec<String>) {
     }
 }
 
+thread_local! {
+    /// Cases that ran on this thread, and of them disaggregated ones (the runner checks both
+    /// are many).
+    static RAN: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
 fn check(case: &Case) -> bool {
     let Some(fast) = figures(&case.toml, true) else {
         return false;
     };
+    let pd = case.toml.contains("disaggregated") as u64;
+    RAN.with(|r| r.set((r.get().0 + 1, r.get().1 + pd)));
     let oracle = figures(&case.toml, false).expect("the oracle resolves what the fast run did");
     let mut bad = Vec::new();
     compare("", &fast, &oracle, &mut bad);
@@ -285,7 +342,7 @@ fn check(case: &Case) -> bool {
 /// Runs `cases` random scenarios through [`check`], on a thread with a large stack (the
 /// scenario strategy is deep enough to overflow the default one in a debug build).
 fn run_cases(cases: u32) {
-    std::thread::Builder::new()
+    let (ran, pd) = std::thread::Builder::new()
         .stack_size(64 << 20)
         .spawn(move || {
             let mut runner = TestRunner::new(Config {
@@ -299,10 +356,17 @@ fn run_cases(cases: u32) {
             }) {
                 panic!("{e}");
             }
+            RAN.with(Cell::get)
         })
         .expect("a test thread")
         .join()
         .expect("every case matches the oracle");
+    // Most random combinations resolve and run; a quarter or more of them disaggregated.
+    assert!(
+        ran * 4 >= cases as u64 * 3,
+        "only {ran} of {cases} cases ran"
+    );
+    assert!(pd * 4 >= ran, "only {pd} of {ran} cases were disaggregated");
 }
 
 #[test]
@@ -358,6 +422,63 @@ rate_per_s = 0.5
     assert_eq!(fast.metrics.iterations, oracle.metrics.iterations);
 }
 
+/// Disaggregated runs fast-forward too: at 1 req/s the decode replica's iterations are
+/// nearly all booked in bulk, every transfer and hand-off cutting the runs it must, with the
+/// oracle's figures.
+#[test]
+fn a_low_rate_disaggregated_run_is_fast_forwarded_and_exact() {
+    let text = r#"seed = 9
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+mode = "disaggregated"
+[deployment.prefill]
+replicas = 1
+[deployment.decode]
+replicas = 2
+[workload]
+num_requests = 400
+[workload.input]
+kind = "uniform"
+mean = 1200
+range_ratio = 0.8
+[workload.output]
+kind = "uniform"
+mean = 200
+range_ratio = 0.9
+[workload.arrival]
+kind = "poisson"
+rate_per_s = 1.0
+"#;
+    assert!(check(&Case {
+        toml: text.to_string()
+    }));
+    let run = |ff: bool| {
+        let set = [format!("limits.fast_forward={ff}")];
+        let r = Scenario::parse(text, "t", &set)
+            .unwrap()
+            .resolve("t")
+            .unwrap();
+        let (prefill, decode) = r.pool_step_models().unwrap().expect("two pools");
+        let mut gen = RequestGenerator::new(&r.scenario.workload, r.sim.seed, "t").unwrap();
+        simulate_disaggregated(&r.sim, &prefill, &decode, &mut gen)
+    };
+    let (fast, oracle) = (run(true), run(false));
+    assert_eq!(fast.metrics.completed, 400);
+    assert_eq!(fast.events, oracle.events);
+    assert_eq!(fast.metrics.iterations, oracle.metrics.iterations);
+    assert_eq!(oracle.fast_forwarded_iterations, 0);
+    assert!(
+        fast.fast_forwarded_iterations * 10 > fast.metrics.iterations * 8,
+        "{} of {} iterations fast-forwarded",
+        fast.fast_forwarded_iterations,
+        fast.metrics.iterations
+    );
+    let (a, b) = (fast.disaggregation.unwrap(), oracle.disaggregation.unwrap());
+    assert_eq!((a.transfers, a.bytes), (b.transfers, b.bytes));
+    assert_eq!(a.blocks_held_at_end, 0);
+}
+
 /// `--no-fast-forward` selects the oracle on `bench`, `run`, `sweep` and `plan`, and the
 /// figures are the same with and without it.
 #[test]
@@ -394,9 +515,17 @@ fn the_flag_selects_the_oracle_on_every_command() {
         compare("", &fast, &oracle, &mut bad);
         assert!(bad.is_empty(), "{args:?}: {bad:?}");
     }
+    // Sweep and plan write their figures into a folder: sweep.json and plan.json compared.
     let dir = tempfile::tempdir().unwrap();
     let out = |name: &str| dir.path().join(name).display().to_string();
-    let (code, _, err) = common::servesim(&[
+    let folder_json = |args: &[&str], name: &str, file: &str| -> Value {
+        let folder = out(name);
+        let (code, _, err) = common::servesim(&[args, &["--out", &folder][..]].concat());
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let text = std::fs::read_to_string(dir.path().join(name).join(file)).unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}/{file}: {e}"))
+    };
+    let sweep = [
         "sweep",
         "--vary",
         "workload.arrival.rate_per_s=1,3",
@@ -404,11 +533,64 @@ fn the_flag_selects_the_oracle_on_every_command() {
         "measure.min_requests=500",
         "--set",
         "measure.max_requests=1000",
-        "--no-fast-forward",
-        "--out",
-        &out("sweep"),
-    ]);
-    assert_eq!(code, 0, "sweep: {err}");
-    let (code, _, err) = common::servesim(&["plan", "--no-fast-forward", "--out", &out("plan")]);
-    assert_eq!(code, 0, "plan: {err}");
+    ];
+    let plan = ["plan"];
+    for (args, file) in [(&sweep[..], "sweep.json"), (&plan[..], "plan.json")] {
+        let fast = folder_json(args, &format!("{}-ff", args[0]), file);
+        let oracle_args = [args, &["--no-fast-forward"][..]].concat();
+        let mut oracle = folder_json(&oracle_args, &format!("{}-oracle", args[0]), file);
+        // The plan's re-run lines carry the run's overrides as given, the flag's among them:
+        // that word aside, every string is the same too.
+        let flag = " --set limits.fast_forward=false";
+        let lines = without(&mut oracle, flag);
+        assert_eq!(
+            lines > 0,
+            args[0] == "plan",
+            "{args:?}: {lines} lines carry {flag}"
+        );
+        let mut bad = Vec::new();
+        compare("", &fast, &oracle, &mut bad);
+        assert!(bad.is_empty(), "{args:?}: {bad:?}");
+    }
+}
+
+/// Removes `word` from every string in `v`; how many strings held it.
+fn without(v: &mut Value, word: &str) -> usize {
+    match v {
+        Value::String(s) if s.contains(word) => {
+            *s = s.replace(word, "");
+            1
+        }
+        Value::Array(a) => a.iter_mut().map(|x| without(x, word)).sum(),
+        Value::Object(o) => o.values_mut().map(|x| without(x, word)).sum(),
+        _ => 0,
+    }
+}
+
+/// The comparison itself fails on what it must catch: a figure that moved, a key on one
+/// side only (either side), an array of another length.
+#[test]
+fn the_comparison_catches_moved_figures_and_keys_on_one_side() {
+    let base = serde_json::json!({"a": 1, "b": {"c": 2.0, "d": [1, 2]}, "median_x": 10.0});
+    let cases = [
+        serde_json::json!({"a": 2, "b": {"c": 2.0, "d": [1, 2]}, "median_x": 10.0}),
+        serde_json::json!({"a": 1, "b": {"c": 2.000001, "d": [1, 2]}, "median_x": 10.0}),
+        serde_json::json!({"a": 1, "b": {"c": 2.0, "d": [1]}, "median_x": 10.0}),
+        serde_json::json!({"a": 1, "b": {"c": 2.0, "d": [1, 2]}}),
+        serde_json::json!({"a": 1, "b": {"c": 2.0, "d": [1, 2], "e": 0}, "median_x": 10.0}),
+        serde_json::json!({"a": 1, "b": {"c": 2.0, "d": [1, 2]}, "median_x": 10.1}),
+    ];
+    for other in &cases {
+        for (x, y) in [(&base, other), (other, &base)] {
+            let mut bad = Vec::new();
+            compare("", x, y, &mut bad);
+            assert!(!bad.is_empty(), "{x} vs {y}");
+        }
+    }
+    // Within tolerance: a float 1e-12 off, a percentile within its bucket.
+    let close =
+        serde_json::json!({"a": 1, "b": {"c": 2.000000000002, "d": [1, 2]}, "median_x": 10.005});
+    let mut bad = Vec::new();
+    compare("", &base, &close, &mut bad);
+    assert!(bad.is_empty(), "{bad:?}");
 }

@@ -1,6 +1,8 @@
-//! Invariants of the simulator that hold for every scenario: request conservation, no requests
-//! left behind, KV-cache capacity, token accounting, finite metrics, and bit-for-bit
-//! determinism for a seed. Checked over hand-picked scenarios and a proptest of random ones.
+//! Invariants of the simulator that hold for every scenario (numbered in docs/invariants.md):
+//! request conservation (INV-1), no requests left behind, token accounting (INV-2), KV-cache
+//! capacity (INV-3), seats (INV-6), finite metrics, and bit-for-bit determinism for a seed
+//! (INV-9), seen from the run's summary. Checked over hand-picked scenarios and a proptest of
+//! random ones.
 
 mod common;
 
@@ -47,7 +49,8 @@ fn check_finite(prefix: &str, v: &serde_json::Value, bad: &mut Vec<String>) {
     }
 }
 
-/// The invariants every run must satisfy. `fixed_output` is the output length when every
+/// The invariants every run must satisfy, as its summary shows them: INV-1 (conservation),
+/// INV-2 (tokens), INV-3 (peak KV <= 1). `fixed_output` is the output length when every
 /// request has the same one.
 fn check_invariants(s: &RunSummary, fixed_output: Option<u64>, ctx: &str) {
     assert_eq!(
@@ -370,6 +373,7 @@ fn scenarios_exercise_what_they_claim() {
     }
 }
 
+/// INV-9: a seed gives the same bytes.
 #[test]
 fn same_seed_gives_identical_summaries() {
     for (name, text, _) in scenarios() {

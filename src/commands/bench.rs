@@ -247,6 +247,14 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     ]))
 }
 
+/// The files of a bench report folder: a run's, and result.json.
+const BENCH_REPORT_FILES: [&str; 4] = [
+    super::run::REPORT_FILES[0],
+    super::run::REPORT_FILES[1],
+    super::run::REPORT_FILES[2],
+    "result.json",
+];
+
 /// Runs `servesim bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
     let out = args
@@ -254,6 +262,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .as_deref()
         .map(|o| super::begin_out_dir("--out", o))
         .transpose()?;
+    let trace = super::trace_events::begin(
+        args.trace_events.as_deref(),
+        out.as_ref(),
+        &BENCH_REPORT_FILES,
+    )?;
     if args.save_detailed && args.format != Format::Json {
         bail!(servesim::Error::config(
             "--save-detailed",
@@ -264,11 +277,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let origin = "servesim bench flags";
     let sc = Scenario::from_table(scenario_table(args)?, origin)?;
     let resolved = sc.resolve(origin)?;
-    let (result, mut requests) = if args.save_detailed {
-        resolved.run_with_requests()?
-    } else {
-        (resolved.run()?, Vec::new())
-    };
+    let (result, mut requests) = super::trace_events::with_trace(trace.as_deref(), |trace| {
+        resolved.run_with_trace(args.save_detailed, trace)
+    })?;
     if args.format != Format::Json {
         return super::run::emit(&resolved, &result, args.format, out);
     }

@@ -21,6 +21,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .as_deref()
         .map(|o| super::begin_out_dir("--out", o))
         .transpose()?;
+    let trace =
+        super::trace_events::begin(args.trace_events.as_deref(), out.as_ref(), &REPORT_FILES)?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let mut sc = Scenario::load(args.scenario.as_deref(), &set)?;
     if let Some(seed) = args.seed {
@@ -38,7 +40,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         // same sample of the same requests.
         resolved = resolved.with_request_log(STEADY_STATE_RECORDS);
     }
-    let result = resolved.run()?;
+    let result = super::trace_events::with_trace(trace.as_deref(), |trace| {
+        resolved.run_with_trace(false, trace).map(|(r, _)| r)
+    })?;
     emit(&resolved, &result, args.format, out)
 }
 
@@ -72,7 +76,11 @@ pub fn emit(
     super::to_stdout(&text)
 }
 
-/// Writes a run's files (summary.json, summary.csv, timeseries.csv) into `dir`.
+/// The files [`write_outputs`] writes into a report folder.
+pub const REPORT_FILES: [&str; 3] = ["summary.json", "summary.csv", "timeseries.csv"];
+
+/// Writes a run's files ([`REPORT_FILES`]: summary.json, summary.csv, timeseries.csv) into
+/// `dir`.
 pub fn write_outputs(result: &RunResult, dir: &Path) -> Result<()> {
     let s = &result.summary;
     export_all(

@@ -5,8 +5,11 @@
 //! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
 //! and the KV blocks last. The iteration that finishes a prompt produces its first token.
 
+mod check;
 mod fast_forward;
 mod handoff;
+#[cfg(test)]
+mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -18,7 +21,7 @@ use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
 use crate::clock::BeyondClock;
 use crate::metrics::{Metrics, Outcome, RequestRecord, TimeSeries};
-use crate::roofline::{BatchShape, DecodeStep, StepTimeModel};
+use crate::step_time::{BatchShape, DecodeStep, StepTime};
 
 /// A cached shared prefix: its blocks, and the requests using it.
 #[derive(Debug, Clone, Copy)]
@@ -146,9 +149,38 @@ impl Replica {
         self.busy
     }
 
+    /// What is in flight, for a trace: start of the iteration, or of the fast-forwarded run,
+    /// ns; decodes; prefill chunks and their tokens.
+    pub fn in_flight_batch(&self) -> (u64, u32, u32, u64) {
+        let start_ns = self.run_start_ns().unwrap_or(self.cur_start_ns);
+        let tokens = self.cur_chunks.iter().map(|c| c.tokens as u64).sum();
+        (
+            start_ns,
+            self.cur_decodes,
+            self.cur_chunks.len() as u32,
+            tokens,
+        )
+    }
+
+    /// Queue and cache state, for a trace: waiting and running requests, KV blocks in use and
+    /// the capacity (as of the last iteration boundary inside a fast-forwarded run).
+    pub fn occupancy(&self) -> (u64, u64, u64, u64) {
+        (
+            self.waiting.len() as u64,
+            self.running as u64,
+            self.used_blocks,
+            self.cfg.kv_blocks,
+        )
+    }
+
     /// Requests queued or running here.
     pub fn outstanding(&self) -> u64 {
         self.waiting.len() as u64 + self.running as u64 + self.transfers.incoming
+    }
+
+    /// Most requests this replica runs at once.
+    pub fn max_num_seqs(&self) -> u32 {
+        self.cfg.max_num_seqs
     }
 
     /// Requests waiting to be admitted here.
@@ -339,12 +371,12 @@ impl Replica {
     }
 
     /// The step-time function of a decode-only batch shaped like `shape`
-    /// ([`StepTimeModel::decode_step`]), from a small cache: it changes only when a request
+    /// ([`StepTime::decode_step`]), from a small cache: it changes only when a request
     /// joins or leaves the decode set.
     fn decode_step(
         &mut self,
         shape: &BatchShape,
-        step: &StepTimeModel,
+        step: &dyn StepTime,
     ) -> Result<DecodeStep, BeyondClock> {
         let key = (
             shape.decode_prefix_repeat_tokens,
@@ -414,7 +446,7 @@ impl Replica {
     /// the rest of the current iteration plus the iterations needed to prefill everything
     /// queued ahead of it at the current decode load. A prediction beyond the clock is
     /// `u64::MAX` (it only meets a TTFT threshold, which it misses).
-    pub fn predict_ttft_ns(&self, now: u64, prompt: u32, step: &StepTimeModel) -> u64 {
+    pub fn predict_ttft_ns(&self, now: u64, prompt: u32, step: &dyn StepTime) -> u64 {
         let rest = if self.busy {
             self.cur_end_ns.saturating_sub(now)
         } else {
@@ -520,17 +552,27 @@ impl Replica {
         slab: &mut Slab,
         metrics: &mut Metrics,
         slo: &SloPolicy,
-        step: &StepTimeModel,
+        step: &dyn StepTime,
         horizon: &Horizon,
     ) -> Option<u64> {
         debug_assert!(!self.busy);
         self.purge_timeouts(slab, metrics, now, slo);
-        let b = self.block();
-        let mut budget = self.cfg.max_num_batched_tokens;
         self.cur_chunks.clear();
+        let decodes = self.schedule_decodes(slab, metrics, now);
+        let budget = self.cfg.max_num_batched_tokens.saturating_sub(decodes);
+        let budget = self.schedule_partial_prefills(budget, slab, metrics, now);
+        self.admit_waiting(budget, slab, metrics, now, slo);
+        if decodes == 0 && self.cur_chunks.is_empty() {
+            return None;
+        }
+        self.start_iteration(now, decodes, slab, metrics, slo, step, horizon)
+    }
 
-        // 1. Running decodes: one token each; the ones at a block boundary need a new block.
-        let phase = (self.iter % b) as usize;
+    /// Step 1 of an iteration: every running decode gains one token; those at a block
+    /// boundary need a new block, and a decode short of one preempts the most recently
+    /// admitted request. Returns the decodes.
+    fn schedule_decodes(&mut self, slab: &mut Slab, metrics: &mut Metrics, now: u64) -> u32 {
+        let phase = (self.iter % self.block()) as usize;
         let mut need = self.phase_counts[phase] as u64;
         if self.cfg.reserve_output_kv {
             // Every decoding request holds a reservation that covers its growth.
@@ -545,10 +587,19 @@ impl Replica {
             }
             self.allocate(need);
         }
-        let decodes = self.n_decoding;
-        budget = budget.saturating_sub(decodes);
+        self.n_decoding
+    }
 
-        // 2. Partial prefills, in admission order.
+    /// Step 2: the partial prefills continue, in admission order, within `budget` tokens;
+    /// returns the budget left.
+    fn schedule_partial_prefills(
+        &mut self,
+        mut budget: u32,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        now: u64,
+    ) -> u32 {
+        let b = self.block();
         let mut i = 0;
         while i < self.prefilling.len() && budget > 0 {
             let id = self.prefilling[i];
@@ -584,8 +635,19 @@ impl Replica {
             budget -= chunk;
             i += 1;
         }
+        budget
+    }
 
-        // 3. Waiting requests, FCFS.
+    /// Step 3: waiting requests are admitted first come, first served while the seats, the
+    /// `budget` and the KV blocks last (static batching: only into an empty replica).
+    fn admit_waiting(
+        &mut self,
+        mut budget: u32,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        now: u64,
+        slo: &SloPolicy,
+    ) {
         let may_admit = !self.cfg.static_batching || self.running == 0;
         let seat_cap = self.cfg.max_num_seqs;
         while may_admit && self.running < seat_cap && (budget > 0 || self.cfg.static_batching) {
@@ -596,73 +658,103 @@ impl Replica {
                 self.purge_timeouts(slab, metrics, now, slo);
                 continue;
             }
-            let r = slab.get(id).clone();
-            let (cached, shared) = self.prefix_hit(&r);
-            let to_compute = r.prefill_len - cached;
-            let chunk = if self.cfg.chunked_prefill || self.cfg.static_batching {
-                to_compute.min(budget)
-            } else if to_compute <= budget {
-                to_compute
-            } else {
-                0
-            };
-            let now_tokens = if self.cfg.static_batching {
-                r.prefill_len
-            } else {
-                cached + chunk
-            };
-            let blocks = div_ceil(now_tokens as u64, b).saturating_sub(shared as u64);
-            let reserve = if self.cfg.reserve_output_kv {
-                let life = r.prefill_len as u64 + (r.output - r.generated) as u64;
-                div_ceil(life, b).saturating_sub(shared as u64).max(blocks)
-            } else {
-                0
-            };
-            if (chunk == 0 && !self.cfg.static_batching)
-                || self.available_blocks() < blocks.max(reserve)
-            {
-                // Undo the prefix reference taken by the lookup.
-                if shared > 0 {
-                    if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
-                        e.refs -= 1;
-                        if e.refs == 0 {
-                            self.evictable_blocks += e.blocks as u64;
-                        }
+            match self.admit_head(id, budget, slab, metrics, now) {
+                Some(chunk) => budget -= chunk,
+                None => break,
+            }
+        }
+    }
+
+    /// Admits request `id`, the head of the queue, with its first chunk within `budget`
+    /// tokens: its cached prefix, its blocks (and reservation); returns the chunk, or `None`
+    /// when it does not fit now (it stays at the head).
+    fn admit_head(
+        &mut self,
+        id: u32,
+        budget: u32,
+        slab: &mut Slab,
+        metrics: &mut Metrics,
+        now: u64,
+    ) -> Option<u32> {
+        let b = self.block();
+        let r = slab.get(id).clone();
+        let (cached, shared) = self.prefix_hit(&r);
+        let to_compute = r.prefill_len - cached;
+        let chunk = if self.cfg.chunked_prefill || self.cfg.static_batching {
+            to_compute.min(budget)
+        } else if to_compute <= budget {
+            to_compute
+        } else {
+            0
+        };
+        let now_tokens = if self.cfg.static_batching {
+            r.prefill_len
+        } else {
+            cached + chunk
+        };
+        let blocks = div_ceil(now_tokens as u64, b).saturating_sub(shared as u64);
+        let reserve = if self.cfg.reserve_output_kv {
+            let life = r.prefill_len as u64 + (r.output - r.generated) as u64;
+            div_ceil(life, b).saturating_sub(shared as u64).max(blocks)
+        } else {
+            0
+        };
+        if (chunk == 0 && !self.cfg.static_batching)
+            || self.available_blocks() < blocks.max(reserve)
+        {
+            // Undo the prefix reference taken by the lookup.
+            if shared > 0 {
+                if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
+                    e.refs -= 1;
+                    if e.refs == 0 {
+                        self.evictable_blocks += e.blocks as u64;
                     }
                 }
-                break;
             }
-            self.waiting.pop_front();
-            let mut r = r;
-            r.own_blocks = 0;
-            r.reserve = reserve as u32;
-            self.reserved_blocks += reserve;
-            self.take_blocks(&mut r, blocks);
-            r.shared_blocks = shared;
-            r.computed = cached + chunk;
-            r.phase = Phase::Prefilling;
-            if r.first_scheduled_ns == NO_TIME {
-                r.first_scheduled_ns = now;
-            }
-            self.maybe_publish_prefix(&mut r);
-            let done = r.computed == r.prefill_len;
-            *slab.get_mut(id) = r;
-            self.pending_prefill_tokens -= (cached + chunk) as u64;
-            metrics.prefix_cache_hit_tokens += cached as u64;
-            metrics.prefill_tokens_computed += chunk as u64;
-            self.run_push_back(slab, id);
-            if !done {
-                self.prefilling.push(id);
-            }
-            if chunk > 0 {
-                self.cur_chunks.push(Chunk { id, tokens: chunk });
-            }
-            budget -= chunk;
-        }
-
-        if decodes == 0 && self.cur_chunks.is_empty() {
             return None;
         }
+        self.waiting.pop_front();
+        let mut r = r;
+        r.own_blocks = 0;
+        r.reserve = reserve as u32;
+        self.reserved_blocks += reserve;
+        self.take_blocks(&mut r, blocks);
+        r.shared_blocks = shared;
+        r.computed = cached + chunk;
+        r.phase = Phase::Prefilling;
+        if r.first_scheduled_ns == NO_TIME {
+            r.first_scheduled_ns = now;
+        }
+        self.maybe_publish_prefix(&mut r);
+        let done = r.computed == r.prefill_len;
+        *slab.get_mut(id) = r;
+        self.pending_prefill_tokens -= (cached + chunk) as u64;
+        metrics.prefix_cache_hit_tokens += cached as u64;
+        metrics.prefill_tokens_computed += chunk as u64;
+        self.run_push_back(slab, id);
+        if !done {
+            self.prefilling.push(id);
+        }
+        if chunk > 0 {
+            self.cur_chunks.push(Chunk { id, tokens: chunk });
+        }
+        Some(chunk)
+    }
+
+    /// Times the iteration planned (its `decodes` and chunks) and starts it at `now`; a
+    /// decode-only one may extend into a fast-forwarded run up to `horizon`. Returns the time
+    /// until its event, ns.
+    #[allow(clippy::too_many_arguments)]
+    fn start_iteration(
+        &mut self,
+        now: u64,
+        decodes: u32,
+        slab: &Slab,
+        metrics: &mut Metrics,
+        slo: &SloPolicy,
+        step: &dyn StepTime,
+        horizon: &Horizon,
+    ) -> Option<u64> {
         let mut shape = self.decode_shape(decodes);
         for c in &self.cur_chunks {
             let r = slab.get(c.id);

@@ -1,5 +1,7 @@
 //! In-flight requests: a slab with a free list, so memory is bounded by the requests in flight.
 
+use crate::workload::RequestSpec;
+
 /// Sentinel for "no request" in links and "no time" in timestamps.
 pub const NONE: u32 = u32::MAX;
 /// Sentinel for an unset timestamp.
@@ -68,6 +70,43 @@ pub struct Req {
     pub next: u32,
 }
 
+impl Req {
+    /// A new request, waiting, its latency counted from `start_ns` (lengths of at least one
+    /// token; a shared prefix shorter than the prompt).
+    pub fn waiting(spec: &RequestSpec, start_ns: u64) -> Req {
+        let input = spec.input_tokens.max(1);
+        let output = spec.output_tokens.max(1);
+        Req {
+            arrival_ns: start_ns,
+            first_token_ns: NO_TIME,
+            last_token_ns: NO_TIME,
+            first_scheduled_ns: NO_TIME,
+            input,
+            output,
+            generated: 0,
+            prefill_len: input,
+            computed: 0,
+            own_blocks: 0,
+            shared_blocks: 0,
+            reserve: 0,
+            prefix_group: if spec.prefix_tokens > 0 {
+                spec.prefix_group
+            } else {
+                NONE
+            },
+            prefix_tokens: spec.prefix_tokens.min(input.saturating_sub(1)),
+            dec_iter0: 0,
+            dec_kv0: 0,
+            dec_gen0: 0,
+            finish_iter: 0,
+            epoch: 0,
+            phase: Phase::Waiting,
+            prev: NONE,
+            next: NONE,
+        }
+    }
+}
+
 /// A slab of requests addressed by `u32` ids.
 #[derive(Debug, Default)]
 pub struct Slab {
@@ -87,6 +126,11 @@ impl Slab {
             self.items.push(r);
             (self.items.len() - 1) as u32
         }
+    }
+
+    /// Requests stored (in flight).
+    pub(crate) fn len(&self) -> usize {
+        self.items.len() - self.free.len()
     }
 
     /// Frees an id for reuse.

@@ -64,6 +64,11 @@ impl Router {
         Router { kind, next: 0, rng }
     }
 
+    /// The routing policy.
+    pub fn kind(&self) -> RouterKind {
+        self.kind
+    }
+
     /// Picks a replica for the next request among the slots in `active` (ascending, not
     /// empty); returns its slot index.
     pub fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
@@ -103,5 +108,117 @@ impl Router {
             }
         };
         active[k]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::sim::fleet::SlotState;
+    use crate::sim::replica::Replica;
+    use crate::sim::request::{Req, Slab};
+    use crate::sim::SchedulerConfig;
+    use crate::workload::{RequestSpec, NO_PREFIX_GROUP};
+
+    /// Ready replicas, replica `i` holding `prompts[i]` queued requests of the given prompt
+    /// lengths.
+    fn replicas(prompts: &[&[u32]]) -> Vec<Slot> {
+        let cfg = SchedulerConfig {
+            max_num_seqs: 64,
+            max_num_batched_tokens: 2048,
+            chunked_prefill: true,
+            prefix_caching: false,
+            block_size: 16,
+            kv_blocks: 1_000,
+            max_model_len: 1 << 20,
+            static_batching: false,
+            reserve_output_kv: false,
+        };
+        let mut slab = Slab::default();
+        prompts
+            .iter()
+            .map(|lens| {
+                let mut replica = Replica::new(cfg.clone());
+                for &input_tokens in lens.iter() {
+                    let spec = RequestSpec {
+                        arrival_ns: 0,
+                        input_tokens,
+                        output_tokens: 1,
+                        prefix_group: NO_PREFIX_GROUP,
+                        prefix_tokens: 0,
+                    };
+                    let id = slab.insert(Req::waiting(&spec, 0));
+                    replica.enqueue(&mut slab, id);
+                }
+                Slot {
+                    replica,
+                    state: SlotState::Ready,
+                    pending_seq: u64::MAX,
+                }
+            })
+            .collect()
+    }
+
+    fn router(kind: RouterKind) -> Router {
+        Router::new(kind, ChaCha8Rng::seed_from_u64(7))
+    }
+
+    #[test]
+    fn round_robin_takes_the_ready_replicas_in_turn() {
+        let slots = replicas(&[&[], &[], &[], &[]]);
+        let mut r = router(RouterKind::RoundRobin);
+        let picks: Vec<usize> = (0..5).map(|_| r.pick(&slots, &[0, 2, 3])).collect();
+        assert_eq!(picks, vec![0, 2, 3, 0, 2]);
+    }
+
+    #[test]
+    fn least_outstanding_takes_the_fewest_requests_and_the_lowest_index_on_a_tie() {
+        let slots = replicas(&[&[9, 9, 9], &[9], &[9], &[9, 9]]);
+        let mut r = router(RouterKind::LeastOutstanding);
+        assert_eq!(r.pick(&slots, &[0, 1, 2, 3]), 1);
+        assert_eq!(r.pick(&slots, &[0, 2, 3]), 2);
+        assert_eq!(r.pick(&slots, &[0, 3]), 3);
+    }
+
+    #[test]
+    fn least_kv_takes_the_lowest_kv_load_then_the_fewest_requests() {
+        // Replica 0: one 800-token prompt (50 blocks); 1: two 16-token ones (2 blocks);
+        // 2: one 32-token one (2 blocks, fewer requests); 3: one 1600-token one.
+        let slots = replicas(&[&[800], &[16, 16], &[32], &[1600]]);
+        let mut r = router(RouterKind::LeastKv);
+        assert_eq!(r.pick(&slots, &[0, 1, 2, 3]), 2);
+        assert_eq!(r.pick(&slots, &[0, 1, 3]), 1);
+        assert_eq!(r.pick(&slots, &[0, 3]), 0);
+    }
+
+    #[test]
+    fn power_of_two_takes_the_less_loaded_of_two_random_replicas() {
+        let slots = replicas(&[&[], &[9; 3], &[9; 3], &[9; 3]]);
+        let mut r = router(RouterKind::PowerOfTwo);
+        let mut counts = [0u32; 4];
+        for _ in 0..6_000 {
+            counts[r.pick(&slots, &[0, 1, 2, 3])] += 1;
+        }
+        // Of the 6 pairs, 3 hold the idle replica 0; among equals the lower index wins, so
+        // replica 1 wins {1, 2} and {1, 3}, replica 2 wins {2, 3}, replica 3 never.
+        assert_eq!(counts[3], 0, "{counts:?}");
+        for (got, share) in counts.iter().zip([0.5, 2.0 / 6.0, 1.0 / 6.0, 0.0]) {
+            assert!((*got as f64 / 6_000.0 - share).abs() < 0.03, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn one_ready_replica_is_every_routers_choice() {
+        let slots = replicas(&[&[9; 5], &[]]);
+        for kind in [
+            RouterKind::RoundRobin,
+            RouterKind::LeastOutstanding,
+            RouterKind::LeastKv,
+            RouterKind::PowerOfTwo,
+        ] {
+            assert_eq!(router(kind).pick(&slots, &[0]), 0, "{kind}");
+        }
     }
 }

@@ -17,8 +17,8 @@ use std::cmp::Reverse;
 
 use super::Replica;
 use crate::metrics::{Metrics, TimeSeries};
-use crate::roofline::{BatchShape, DecodeStep, StepTimeModel, DECODE_STEP_FRACTION_BITS};
 use crate::sim::SloPolicy;
+use crate::step_time::{BatchShape, DecodeStep, StepTime};
 
 use super::super::request::{Slab, NO_TIME};
 
@@ -58,6 +58,8 @@ pub(super) struct Run {
     ctx0: u64,
     /// Blocks in use while the first iteration runs.
     used0: u64,
+    /// The deadline it stops at (a client giving up), ns.
+    deadline_ns: u64,
 }
 
 /// The bookings of a run's iterations, gathered in one pass over them: what each iteration's
@@ -220,7 +222,7 @@ impl Replica {
         let mut itl_top = itl_hist.bucket_top_ns(w.dur_ns);
         let (mut pm, mut next_pm) = book.permille_step(used);
         let mut pm_m = 0u64;
-        let mut steps = Steps::new(w.step, w.ctx0, batch, 1);
+        let mut steps = w.step.times(w.ctx0, batch, 1);
         let (mut start, mut dur) = (w.start_ns, w.dur_ns);
         let mut last_need = 0;
         let mut prev_dur = 0;
@@ -303,100 +305,46 @@ impl Replica {
     }
 }
 
-/// The iteration times of a run, one after the other, in integers: the active line of the
-/// envelope is stepped by the batch size each iteration and recomputed where another line
-/// overtakes it (the step function's regime changes).
-struct Steps<'a> {
-    step: &'a DecodeStep,
-    ctx0: u64,
-    batch: u64,
-    /// Index of the next iteration.
-    m: u64,
-    /// Its time on the active line, 2^-24 ns.
-    x: u64,
-    /// Growth of the active line per iteration, 2^-24 ns.
-    d: u64,
-    /// Iteration at which the active line must be found again.
-    switch_at: u64,
-}
-
-impl<'a> Steps<'a> {
-    fn new(step: &'a DecodeStep, ctx0: u64, batch: u64, m: u64) -> Self {
-        let mut s = Steps {
-            step,
-            ctx0,
-            batch,
-            m,
-            x: 0,
-            d: 0,
-            switch_at: m,
-        };
-        s.segment();
-        s
-    }
-
-    /// Finds the line that is the maximum at iteration `m` and the first iteration at which a
-    /// steeper line exceeds it.
-    fn segment(&mut self) {
-        let c = (self.ctx0 + self.batch * self.m) as i128;
-        let lines = self.step.lines();
-        let (mut best, mut best_v) = (0, lines[0].0 + lines[0].1 * c);
-        for (j, &(a, s)) in lines.iter().enumerate().skip(1) {
-            let v = a + s * c;
-            if v > best_v || (v == best_v && s > lines[best].1) {
-                best = j;
-                best_v = v;
-            }
-        }
-        let slope = lines[best].1;
-        let mut until = u64::MAX;
-        for &(a, s) in lines {
-            if s > slope {
-                let gap = best_v - (a + s * c);
-                let per = (s - slope) * self.batch as i128;
-                let q = if gap <= u64::MAX as i128 && per <= u64::MAX as i128 {
-                    // Both non-negative: the cheap 64-bit division.
-                    ((gap as u64) / (per as u64)) as i128
-                } else {
-                    gap / per
-                };
-                let t = (q + 1).min(u64::MAX as i128) as u64;
-                until = until.min(self.m.saturating_add(t));
-            }
-        }
-        // The caller checked that the run's times fit (see `fits`).
-        self.x = best_v as u64;
-        self.d = (slope * self.batch as i128) as u64;
-        self.switch_at = until;
-    }
-
-    /// The time of the next iteration, ns.
-    #[inline]
-    fn next_ns(&mut self) -> u64 {
-        if self.m == self.switch_at {
-            self.segment();
-        }
-        let ns = self.x >> DECODE_STEP_FRACTION_BITS;
-        self.x += self.d;
-        self.m += 1;
-        ns
-    }
-}
-
-/// Whether the fixed-point times of a run up to total context `ctx_max` fit the 64-bit loop.
-fn fits(step: &DecodeStep, ctx_max: u64) -> bool {
-    step.fixed_at(ctx_max) < (1i128 << 62)
-}
-
 impl Replica {
     /// Whether a planned run is in flight.
     pub fn in_run(&self) -> bool {
         self.run.is_some()
     }
 
+    /// When the first client waiting here gives up, ns (`u64::MAX`: none will): the head of
+    /// the queue, or of the incoming transfers (the cluster looks at those after each
+    /// iteration starts).
+    fn deadline_ns(&self, slab: &Slab, slo: &SloPolicy) -> u64 {
+        let gives_up = |id: Option<&u32>| match (id, slo.queue_timeout_ns) {
+            (Some(&id), Some(t)) => {
+                let r = slab.get(id);
+                if r.first_token_ns == NO_TIME {
+                    r.arrival_ns.saturating_add(t)
+                } else {
+                    u64::MAX
+                }
+            }
+            _ => u64::MAX,
+        };
+        gives_up(self.waiting.front()).min(gives_up(self.transfers.queued_front()))
+    }
+
+    /// Whether the run in flight was planned without a deadline that now applies (a transfer
+    /// queued since, whose client gives up before the deadline the run stops at).
+    pub fn run_misses_a_deadline(&self, slab: &Slab, slo: &SloPolicy) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|run| self.deadline_ns(slab, slo) < run.deadline_ns)
+    }
+
     /// Iterations of the run in flight, if any.
     pub(super) fn run_len(&self) -> Option<u64> {
         self.run.as_ref().map(|r| r.len)
+    }
+
+    /// Start of the run in flight, if any, ns.
+    pub(super) fn run_start_ns(&self) -> Option<u64> {
+        self.run.as_ref().map(|r| r.start_ns)
     }
 
     /// Iterations booked in bulk since the last call (the event loop counts them as events).
@@ -415,7 +363,7 @@ impl Replica {
         shape: &BatchShape,
         slab: &Slab,
         slo: &SloPolicy,
-        step: &StepTimeModel,
+        step: &dyn StepTime,
         itl: &crate::metrics::LatencyHistogram,
         horizon: &Horizon,
     ) -> u64 {
@@ -441,18 +389,10 @@ impl Replica {
         } else {
             free.min(self.available_blocks())
         };
-        // The request at the head of the queue gives up at its deadline.
-        let deadline = match (self.waiting.front(), slo.queue_timeout_ns) {
-            (Some(&id), Some(t)) => {
-                let r = slab.get(id);
-                if r.first_token_ns == NO_TIME {
-                    r.arrival_ns.saturating_add(t)
-                } else {
-                    u64::MAX
-                }
-            }
-            _ => u64::MAX,
-        };
+        // The request at the head of the queue, and the transfer at the head of the incoming
+        // ones (which the cluster looks at after each iteration starts), give up at their
+        // deadlines.
+        let deadline = self.deadline_ns(slab, slo);
         let batch = self.n_decoding as u64;
         let ctx0 = shape.decode_context_tokens;
         // The first iteration was timed with this function: it is on the clock.
@@ -465,7 +405,7 @@ impl Replica {
         else {
             return end0;
         };
-        if !fits(&dstep, ctx_max) {
+        if !dstep.exact_through(ctx_max) {
             return end0;
         }
         let start = WalkStart {
@@ -495,23 +435,33 @@ impl Replica {
                 end_ns,
                 ctx0,
                 used0: self.used_blocks,
+                deadline_ns: deadline,
             });
             self.cur_end_ns = end_ns;
         }
         end_ns
     }
 
-    /// Cuts the run in flight at `t` (a control event): books the iterations that ended by
-    /// then and leaves the one in flight as an ordinary iteration. Returns its end when the
-    /// run's event must move there.
-    pub fn cut_run(&mut self, t: u64, metrics: &mut Metrics, ts: &mut TimeSeries) -> Option<u64> {
+    /// Cuts the run in flight at `t` (an event that must see this replica as it is then):
+    /// books the iterations that ended by then (with `inclusive`, those ending at `t` too;
+    /// without, only those ending before) and leaves the one in flight as an ordinary
+    /// iteration. Returns its end when the run's event must move there.
+    pub fn cut_run(
+        &mut self,
+        t: u64,
+        inclusive: bool,
+        metrics: &mut Metrics,
+        ts: &mut TimeSeries,
+    ) -> Option<u64> {
         let run = self.run.clone()?;
-        if t >= run.end_ns {
+        // The run's own end comes before an inclusive cut at that time: nothing to cut. An
+        // exclusive cut there leaves its last iteration in flight, which the walk below does.
+        if t > run.end_ns || (inclusive && t == run.end_ns) {
             return None;
         }
         let step = self.book.step?;
         // Book again, up to the iteration in flight at t: the last one starting by t.
-        // A run exists only where its times fit (`fits`), so this one is on the clock.
+        // A run exists only where its times fit (`exact_through`), so this one is on the clock.
         let dur0 = step.ns_at(run.ctx0).ok()?;
         let start = WalkStart {
             first_iter: run.first_iter,
@@ -523,7 +473,9 @@ impl Replica {
             max_len: run.len,
             series_interval_ns: ts.interval_ns(),
         };
-        let end = self.walk(&start, &metrics.itl, |at, _, _| at <= t);
+        let end = self.walk(&start, &metrics.itl, |at, _, _| {
+            at < t || (inclusive && at == t)
+        });
         let last = end.len == run.len;
         if let Some(r) = self.run.as_mut() {
             r.len = end.len;

@@ -35,6 +35,13 @@ pub struct Transfers {
     pub held: u64,
 }
 
+impl Transfers {
+    /// Decode side: the transfer at the head of the queue, if any.
+    pub(super) fn queued_front(&self) -> Option<&u32> {
+        self.queued.front()
+    }
+}
+
 /// The KV blocks a request's prompt needs on the decode side, and its reservation there
 /// (the whole life's blocks under the output-reservation policy, else 0).
 fn decode_blocks(prefill_len: u32, output: u32, block: u64, reserve_output: bool) -> (u64, u64) {
@@ -95,6 +102,26 @@ impl Replica {
         self.transfers.queued.push_back(id);
         self.transfers.queued_blocks += blocks.max(reserve);
         self.transfers.incoming += 1;
+    }
+
+    /// Decode side: whether [`Replica::admit_transfers`] would start or drop a queued
+    /// transfer now. Inside a fast-forwarded run the blocks in use are those of the run's
+    /// start, never more than the iteration in flight holds, so a `false` then holds for the
+    /// replica as it is now too (seats and time-outs do not depend on the run).
+    pub fn transfer_ready(&self, slab: &Slab, now: u64, slo: &SloPolicy) -> bool {
+        let Some(&id) = self.transfers.queued.front() else {
+            return false;
+        };
+        let r = slab.get(id);
+        let (blocks, reserve) = decode_blocks(
+            r.prefill_len,
+            r.output,
+            self.block(),
+            self.cfg.reserve_output_kv,
+        );
+        Self::timed_out(r, now, slo)
+            || (self.running + self.transfers.seats < self.cfg.max_num_seqs
+                && self.available_blocks() >= blocks.max(reserve))
     }
 
     /// Decode side: starts the queued transfers that have a seat and their blocks, in order
@@ -175,6 +202,16 @@ impl Replica {
         // prefix reuse is not modelled, so the prefix tallies are untouched.
         let dec_iter0 = if self.busy { self.iter + 1 } else { self.iter };
         self.enter_decode(id, r, dec_iter0, slab);
+    }
+
+    /// Prefill side: requests handed off whose KV blocks are still held here.
+    pub fn handed_off(&self) -> u64 {
+        self.transfers.held
+    }
+
+    /// Decode side: seats held by transfers on the link or landing.
+    pub(super) fn transfer_seats(&self) -> u32 {
+        self.transfers.seats
     }
 
     /// Decode side: requests routed here whose KV has not landed.
