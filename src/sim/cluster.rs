@@ -473,7 +473,12 @@ impl<'a, 't> Cluster<'a, 't> {
             return;
         }
         slot.pending_seq = u64::MAX;
-        let batch = slot.replica.in_flight_batch();
+        let traced = self.trace.is_some();
+        let batch = if traced {
+            slot.replica.in_flight_batch()
+        } else {
+            (0, 0, 0, 0)
+        };
         let iteration_ns = self.now - slot.replica.iteration_start_ns();
         slot.replica.end_iteration(
             self.now,
@@ -486,7 +491,7 @@ impl<'a, 't> Cluster<'a, 't> {
         self.n_events += v;
         self.fast_forwarded += v;
         self.client.outstanding -= slot.replica.take_departed();
-        if self.trace.is_some() {
+        if traced {
             self.trace_iterations(pool, r, batch, v + 1, self.now);
             self.trace_occupancy(pool, r);
         }
@@ -508,25 +513,26 @@ impl<'a, 't> Cluster<'a, 't> {
     /// knows of that could touch them (for a colocated replica the next control event, or
     /// the next arrival, which cannot come before its send time plus the frontend delay and
     /// counts only while the concurrency cap lets it in; for a decode replica the next
-    /// prefill iteration end or transfer event), within the simulated-time and event limits.
+    /// prefill iteration end, transfer event or arrival), within the simulated-time and event
+    /// limits.
     /// An event queued later that must see a replica inside its run cuts the run.
     fn horizon(&self, pool: usize) -> Horizon {
         let limits = &self.cfg.limits;
+        let c = &self.client;
+        let next_arrival = c
+            .pending
+            .as_ref()
+            .filter(|_| c.outstanding < c.cap)
+            .map_or(u64::MAX, |p| {
+                p.arrival_ns.saturating_add(self.cfg.frontend_delay_ns)
+            });
         let next_ns = match self.pools[pool].role {
             _ if !limits.fast_forward => return Horizon::OFF,
             PoolRole::Prefill => return Horizon::OFF,
-            PoolRole::Colocated => {
-                let c = &self.client;
-                let next_arrival = c
-                    .pending
-                    .as_ref()
-                    .filter(|_| c.outstanding < c.cap)
-                    .map_or(u64::MAX, |p| {
-                        p.arrival_ns.saturating_add(self.cfg.frontend_delay_ns)
-                    });
-                self.queue.next_control_ns().min(next_arrival)
-            }
-            PoolRole::Decode => self.queue.next_engine_ns(),
+            PoolRole::Colocated => self.queue.next_control_ns().min(next_arrival),
+            // A request arriving starts a prefill whose end may hand it to this replica: the
+            // arrival bounds the next hand-off (a run past it would be cut, walked twice).
+            PoolRole::Decode => self.queue.next_engine_ns().min(next_arrival),
         };
         Horizon {
             until_ns: next_ns.min(limits.max_sim_time_ns),

@@ -188,8 +188,9 @@ impl Cluster<'_, '_> {
         let now = self.now;
         let replica = &self.pools[DECODE_POOL].fleet.slots[j].replica;
         let slo = &self.cfg.slo;
-        if replica.transfer_ready(&self.slab, now, slo)
-            || replica.run_misses_a_deadline(&self.slab, slo)
+        if replica.in_run()
+            && (replica.transfer_ready(&self.slab, now, slo)
+                || replica.run_misses_a_deadline(&self.slab, slo))
         {
             // A transfer starting takes blocks the replica's run counted on; a transfer
             // queued since the run was planned may give up inside it.

@@ -110,11 +110,9 @@ pub(super) struct EventQueue {
     last_ns: u64,
 }
 
-/// The order key of an event: (time, class, index, sequence number).
-type Key = (u64, u8, u32, u64);
-
 impl EventQueue {
     /// Queues `event` at `at_ns`; returns its sequence number.
+    #[inline]
     pub(super) fn push(&mut self, at_ns: u64, event: Event) -> u64 {
         let seq = self.seq;
         self.seq += 1;
@@ -132,24 +130,29 @@ impl EventQueue {
     }
 
     /// Takes the next event off the queue.
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<Popped> {
-        let heads: [Option<Key>; 4] = [
-            self.iterations[0]
-                .peek()
-                .map(|Reverse((t, r, s))| (*t, 0, *r, *s)),
-            self.iterations[1]
-                .peek()
-                .map(|Reverse((t, r, s))| (*t, 1, *r, *s)),
-            self.transfers.peek().map(|Reverse(k)| *k),
-            self.controls
-                .peek()
-                .map(|Reverse((t, s, _))| (*t, CONTROL_CLASS, 0, *s)),
-        ];
-        let (which, _) = heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, k)| k.map(|k| (i, k)))
-            .min_by_key(|&(_, k)| k)?;
+        // The heads of the four heaps by (time, class): a heap's head has the smallest key of
+        // its heap, and no two heaps share a class, so the smallest head is the next event.
+        let mut which = usize::MAX;
+        let mut best = (u64::MAX, u8::MAX);
+        for (pool, heap) in self.iterations.iter().enumerate() {
+            if let Some(Reverse((t, _, _))) = heap.peek() {
+                if (*t, pool as u8) < best {
+                    (which, best) = (pool, (*t, pool as u8));
+                }
+            }
+        }
+        if let Some(Reverse((t, class, _, _))) = self.transfers.peek() {
+            if (*t, *class) < best {
+                (which, best) = (2, (*t, *class));
+            }
+        }
+        if let Some(Reverse((t, _, _))) = self.controls.peek() {
+            if (*t, CONTROL_CLASS) < best {
+                which = 3;
+            }
+        }
         let popped = match which {
             0 | 1 => {
                 let Reverse((at_ns, replica, seq)) = self.iterations[which].pop()?;
@@ -169,10 +172,11 @@ impl EventQueue {
                 };
                 Popped { at_ns, seq, event }
             }
-            _ => {
+            3 => {
                 let Reverse((at_ns, seq, event)) = self.controls.pop()?;
                 Popped { at_ns, seq, event }
             }
+            _ => return None,
         };
         debug_assert!(
             popped.at_ns >= self.last_ns,

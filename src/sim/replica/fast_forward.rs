@@ -103,6 +103,7 @@ fn permille(used: u64, kv_blocks: u64) -> u64 {
 
 impl Book {
     /// The permille of `used` blocks and the smallest block count above with a larger one.
+    #[inline]
     fn permille_step(&mut self, used: u64) -> (u64, u64) {
         let (lo, hi, p) = self.permille_range;
         if (lo..hi).contains(&used) {
