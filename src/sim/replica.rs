@@ -1,9 +1,10 @@
 //! One serving replica: a vLLM-style continuous-batching scheduler over a paged KV cache.
 //!
-//! Per iteration, as vLLM's scheduler does it: running decodes first (one token each; a decode that needs a
-//! block it cannot get preempts the most recently admitted request, which must recompute),
-//! then partial prefills, then waiting requests FCFS while the token budget, the sequence cap
-//! and the KV blocks last. The iteration that finishes a prompt produces its first token.
+//! Per iteration, as vLLM's scheduler does it: running decodes first (one token each; a
+//! decode that needs a block it cannot get preempts the most recently admitted request, which
+//! must recompute), then partial prefills, then waiting requests FCFS while the token budget,
+//! the sequence cap and the KV blocks last. The iteration that finishes a prompt produces its
+//! first token.
 
 mod check;
 mod fast_forward;
