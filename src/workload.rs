@@ -1002,8 +1002,8 @@ impl RequestGenerator {
         })
     }
 
-    /// When the stream stopped because its next arrival lay past the simulator's clock (u64
-    /// nanoseconds, about 584 years): that arrival's time, s, and the requests of
+    /// When the stream stopped because its next arrival lay past the simulator's clock
+    /// ([`crate::clock::MAX_NS`], about 146 years): that arrival's time, s, and the requests of
     /// `num_requests` never sent (`None` when the stream ended normally).
     pub fn overflowed(&self) -> Option<(f64, Option<u64>)> {
         self.overflow_s
@@ -1540,7 +1540,7 @@ mod tests {
         assert_eq!(n, 10_000_000);
         assert!((last as f64 * 1e-9 - 10.0).abs() < 0.1, "{last}");
 
-        // At 1e-6 req/s, time runs past u64 nanoseconds (584 years) and the stream ends.
+        // At 1e-6 req/s, time runs past the clock (about 146 years) and the stream ends.
         for arrival in [
             ArrivalConfig::Constant { rate_per_s: 1e-6 },
             ArrivalConfig::Poisson { rate_per_s: 1e-6 },
