@@ -18,6 +18,7 @@ pub mod kernels;
 pub mod measurement;
 #[cfg(any(feature = "cuda", test))]
 pub mod nvrtc;
+pub mod profile;
 pub mod timing;
 pub mod validate;
 

@@ -261,8 +261,9 @@ pub struct BenchArgs {
 /// Flags of `servesim validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// A reference file (repeatable; default: the embedded
-    /// calibration/reference/serving-measurements.csv).
+    /// A reference file (repeatable; default: the embedded reference files, the fit set
+    /// calibration/reference/serving-measurements.csv and the held-out
+    /// calibration/reference/trtllm-1.0-offline-70b-405b.csv).
     #[arg(long = "reference")]
     pub reference: Vec<PathBuf>,
     /// Only rows of this engine profile.
@@ -277,7 +278,20 @@ pub struct ValidateArgs {
     /// Output format of the per-row table.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Write comparisons.csv, summary.json and predicted-vs-measured.png into this folder.
+    /// Print the cross-validation report as Markdown (the block docs/validation.md carries)
+    /// instead of the tables.
+    #[arg(long, conflicts_with_all = ["format", "no_cv", "fit_engine"])]
+    pub markdown: bool,
+    /// In-sample only: skip the grouped cross-validation (one refit of the engine's host
+    /// costs per configuration of the fit set).
+    #[arg(long = "no-cv", conflicts_with = "fit_engine")]
+    pub no_cv: bool,
+    /// Cross-validate only this configuration (repeatable; as printed in the configuration
+    /// table, e.g. "vllm 0.15.1 llama-2-7b TP1 h100-sxm"); the other rows are left out.
+    #[arg(long = "group")]
+    pub group: Vec<String>,
+    /// Write comparisons.csv, out-of-sample.csv, summary.json, intervals.json, folds.json and
+    /// predicted-vs-measured.png into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

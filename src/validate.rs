@@ -9,16 +9,17 @@
 //! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
 //! profile's host costs ([`fit_engine_host`]).
 
+pub mod cv;
+mod host_fit;
+pub mod markdown;
 mod result_file;
 
-pub use result_file::{
-    contradictions, parse_result_file, read_result_file, ResultDeployment, MAX_REQUESTS,
+pub use host_fit::{
+    fastest_measured_iteration, fit_engine_host, host_param, overloaded_without_host,
+    set_host_param, FitOptions, HostFit, HostParamReport, HOST_BOUNDS, HOST_KEYS,
+    PRIOR_ERROR_SCALE,
 };
-
-/// Most requests of one reference row, which `validate` simulates request by request: 10
-/// million (MLPerf's offline runs send up to 4 million samples; a million requests simulate in
-/// about a second), so a typo of a billion cannot run for minutes without progress.
-pub const MAX_ROW_REQUESTS: u64 = 10_000_000;
+pub use result_file::{parse_result_file, read_result_file, ResultDeployment};
 
 use std::path::Path;
 
@@ -105,6 +106,21 @@ impl Metric {
         (Metric::ItlP99Ms, "itl_p99_ms"),
     ];
 
+    /// Whether the metric is a time per output token (each is at least one iteration).
+    pub fn is_per_token(self) -> bool {
+        matches!(
+            self,
+            Metric::ItlDerivedMs
+                | Metric::TpotMeanMs
+                | Metric::TpotMedianMs
+                | Metric::TpotP90Ms
+                | Metric::TpotP99Ms
+                | Metric::ItlMeanMs
+                | Metric::ItlMedianMs
+                | Metric::ItlP99Ms
+        )
+    }
+
     /// The CSV column name.
     pub fn name(self) -> &'static str {
         Metric::ALL
@@ -133,6 +149,8 @@ pub struct ReferenceRow {
     pub kind: LoadKind,
     /// Engine profile name.
     pub engine: String,
+    /// Engine release the measurement ran (`engine_version` column), if given.
+    pub engine_version: Option<String>,
     /// Model catalog name.
     pub model: String,
     /// Weight format.
@@ -301,6 +319,7 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             id: text("id")?,
             kind,
             engine: text("engine")?,
+            engine_version: field(&rec, &headers, "engine_version").map(str::to_string),
             model: text("model")?,
             dtype: field(&rec, &headers, "dtype").unwrap_or("bf16").to_string(),
             kv_cache_dtype: field(&rec, &headers, "kv_cache_dtype")
@@ -391,6 +410,21 @@ impl ReferenceRow {
             }
             _ => self.dtype.clone(),
         }
+    }
+
+    /// The configuration the row measured, the unit of cross-validation: engine and its
+    /// release, model, TP degree and GPU (e.g. `vllm 0.15.1 llama-2-7b TP1 h100-sxm`). Rows of
+    /// one configuration share their errors, so leaving one row out while its siblings stay in
+    /// the fit would still be in-sample.
+    pub fn group(&self) -> String {
+        format!(
+            "{} {} {} TP{} {}",
+            self.engine,
+            self.engine_version.as_deref().unwrap_or("-"),
+            self.model,
+            self.tp,
+            self.gpu
+        )
     }
 
     /// The scenario that reproduces this measurement.
@@ -532,6 +566,11 @@ pub struct Comparison {
     pub predicted: f64,
     /// (predicted - measured) / measured.
     pub signed_error: f64,
+    /// The row's configuration ([`ReferenceRow::group`]).
+    pub group: String,
+    /// For an online row with an arrival rate: whether the simulated engine keeps up with it
+    /// ([`RunSummary::keeps_up`]).
+    pub keeps_up: Option<bool>,
 }
 
 /// Simulates one row, with `host` in place of its engine's host costs when given.
@@ -562,6 +601,11 @@ pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Co
                 0.0
             };
             let client_tokens_per_generated = counted / row.output_len as f64;
+            let group = row.group();
+            let keeps_up = match (row.kind, row.rate_rps) {
+                (LoadKind::Online, Some(rate)) => Some(s.keeps_up(rate)),
+                _ => None,
+            };
             Ok(row
                 .measured
                 .iter()
@@ -598,6 +642,8 @@ pub fn compare(rows: &[ReferenceRow], host: Option<&HostCosts>) -> Result<Vec<Co
                         } else {
                             0.0
                         },
+                        group: group.clone(),
+                        keeps_up,
                     }
                 })
                 .collect())
@@ -661,80 +707,6 @@ pub fn summarize(comps: &[Comparison]) -> Vec<ErrorSummary> {
         }
     }
     out
-}
-
-/// The fitter's objective: mean Huber loss of the log error over the means and throughputs of the rows
-/// (percentiles are checked, not fitted).
-fn objective(rows: &[ReferenceRow], host: &HostCosts) -> Result<f64> {
-    let comps = compare(rows, Some(host))?;
-    let fitted: Vec<f64> = comps
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.metric,
-                Metric::OutputTokensPerS | Metric::TtftMeanMs | Metric::E2eMeanMs
-            ) && c.measured > 0.0
-                && c.predicted > 0.0
-        })
-        .map(|c| {
-            // Huber loss in log space (quadratic to 25%, linear beyond), so one row the model
-            // cannot reach (e.g. predicted overloaded) does not drag every other row.
-            let e = (c.predicted / c.measured).ln().abs();
-            let d = 0.25;
-            if e <= d {
-                e * e
-            } else {
-                d * (2.0 * e - d)
-            }
-        })
-        .collect();
-    if fitted.is_empty() {
-        return Err(Error::Config {
-            source_name: "reference".into(),
-            key: "engine".into(),
-            reason: "no rows with throughput, mean TTFT or mean E2E for this engine".into(),
-        });
-    }
-    Ok(fitted.iter().sum::<f64>() / fitted.len() as f64)
-}
-
-/// The result of [`fit_engine_host`].
-#[derive(Debug, Clone)]
-pub struct HostFit {
-    /// The fitted host costs (`runtime_reserved_bytes` as in the start profile).
-    pub host: HostCosts,
-    /// Mean Huber loss of the log errors at the fit (dimensionless).
-    pub score: f64,
-    /// Rows the fit used.
-    pub fitted_rows: usize,
-    /// Online rows left out: the model does not keep up with their arrival rate even with no
-    /// host cost at all, so no host cost can fit them and they would only bias the others.
-    pub left_out: Vec<String>,
-}
-
-/// Online rows whose arrivals the model cannot keep up with even at zero host cost.
-fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<Vec<String>> {
-    let zero = HostCosts {
-        per_iteration_s: 0.0,
-        per_sequence_s: 0.0,
-        per_request_s: 0.0,
-        ..start.clone()
-    };
-    let flags: Vec<Result<Option<String>>> = rows
-        .par_iter()
-        .map(|row| match (row.kind, row.rate_rps) {
-            (LoadKind::Online, Some(rate)) => {
-                let s = simulate(row, Some(&zero))?;
-                Ok((!s.keeps_up(rate)).then(|| row.id.clone()))
-            }
-            _ => Ok(None),
-        })
-        .collect();
-    let mut out = Vec::new();
-    for f in flags {
-        out.extend(f?);
-    }
-    Ok(out)
 }
 
 /// A prediction interval of one metric: over the reference rows, `measured / predicted - 1`
@@ -830,141 +802,6 @@ pub fn step_time_headroom(comps: &[Comparison], coverage: f64) -> Option<f64> {
     ratio_interval(logs, coverage).map(|(_, high)| high)
 }
 
-/// Weight of the prior that holds a host cost the rows cannot identify at its start value:
-/// the objective adds this times the squared log ratio to the start for each fitted cost
-/// (a 10x move adds 1.6e-4, a few per cent of a typical fit's mean Huber loss).
-const PRIOR_WEIGHT: f64 = 3e-5;
-
-/// The host costs the fitter fits, in order.
-pub const HOST_KEYS: [&str; 3] = [
-    "host.per_iteration_s",
-    "host.per_sequence_s",
-    "host.per_request_s",
-];
-
-/// Search bounds of the host costs of [`HOST_KEYS`], seconds.
-pub const HOST_BOUNDS: [(f64, f64); 3] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2)];
-
-/// The host cost number `k` of [`HOST_KEYS`] in `h`.
-pub fn host_param(h: &HostCosts, k: usize) -> f64 {
-    match k {
-        0 => h.per_iteration_s,
-        1 => h.per_sequence_s,
-        _ => h.per_request_s,
-    }
-}
-
-/// Sets the host cost number `k` of [`HOST_KEYS`] in `h`.
-pub fn set_host_param(h: &mut HostCosts, k: usize, v: f64) {
-    match k {
-        0 => h.per_iteration_s = v,
-        1 => h.per_sequence_s = v,
-        _ => h.per_request_s = v,
-    }
-}
-
-/// Fits an engine's host costs ([`HOST_KEYS`]; the per-request frontend time only with
-/// online rows) to its rows:
-/// Nelder-Mead in the logarithms of the costs (inside [`HOST_BOUNDS`]), started from `start`
-/// and from the two best points of a coarse grid over (per iteration, per sequence), since
-/// the objective has kinks (a host cost that starts or stops hiding under the GPU) and more
-/// than one basin. A weak prior toward the start values ([`PRIOR_WEIGHT`]) keeps a cost the
-/// rows do not constrain where it was (for example the per-iteration cost of an engine whose
-/// host work hides under long GPU iterations). Online rows the model cannot keep up with
-/// even at zero host cost are left out (see [`HostFit::left_out`]). Deterministic.
-pub fn fit_engine_host(rows: &[ReferenceRow], start: &HostCosts) -> Result<HostFit> {
-    let left_out = overloaded_without_host(rows, start)?;
-    let kept: Vec<ReferenceRow> = rows
-        .iter()
-        .filter(|r| !left_out.contains(&r.id))
-        .cloned()
-        .collect();
-    let rows = &kept[..];
-    // The frontend's per-request time only shows in latencies: offline rows cannot fit it.
-    let keys: Vec<usize> = if rows.iter().any(|r| r.kind == LoadKind::Online) {
-        vec![0, 1, 2]
-    } else {
-        vec![0, 1]
-    };
-    let anchor: Vec<f64> = keys
-        .iter()
-        .map(|&k| {
-            let (lo, hi) = HOST_BOUNDS[k];
-            host_param(start, k).clamp(lo, hi).ln()
-        })
-        .collect();
-    let at = |x: &[f64]| -> HostCosts {
-        let mut h = start.clone();
-        for (&k, xk) in keys.iter().zip(x) {
-            let (lo, hi) = HOST_BOUNDS[k];
-            set_host_param(&mut h, k, xk.exp().clamp(lo, hi));
-        }
-        h
-    };
-    let first_error = std::sync::Mutex::new(None::<Error>);
-    let f = |x: &[f64]| -> f64 {
-        let prior: f64 = x.iter().zip(&anchor).map(|(a, b)| (a - b).powi(2)).sum();
-        // Outside the bounds the costs are clamped; a growing penalty leads the simplex back.
-        let outside: f64 = x
-            .iter()
-            .zip(&keys)
-            .map(|(xk, &k)| {
-                let (lo, hi) = HOST_BOUNDS[k];
-                (lo.ln() - xk).max(0.0) + (xk - hi.ln()).max(0.0)
-            })
-            .sum();
-        match objective(rows, &at(x)) {
-            Ok(v) => v + PRIOR_WEIGHT * prior + outside,
-            Err(e) => {
-                first_error
-                    .lock()
-                    .map(|mut slot| slot.get_or_insert(e).to_string())
-                    .ok();
-                f64::INFINITY
-            }
-        }
-    };
-    let x0: Vec<f64> = anchor.clone();
-    // Coarse grid over the first two costs, the others at their start values.
-    const GRID: usize = 7;
-    let mut grid: Vec<(f64, Vec<f64>)> = Vec::new();
-    for i in 0..=GRID {
-        for j in 0..=GRID {
-            let mut x = x0.clone();
-            for (k, t) in [(0, i), (1, j)] {
-                let (lo, hi) = HOST_BOUNDS[k];
-                x[k] = lo.ln() + (hi.ln() - lo.ln()) * t as f64 / GRID as f64;
-            }
-            grid.push((f(&x), x));
-        }
-    }
-    grid.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut best = (x0.clone(), f(&x0));
-    let starts: Vec<Vec<f64>> = std::iter::once(x0)
-        .chain(grid.into_iter().take(2).map(|(_, x)| x))
-        .collect();
-    for s0 in starts {
-        let mut x = s0;
-        for step in [0.7, 0.2] {
-            let (nx, v) = crate::calibrate::fit::nelder_mead(&f, &x, step, 1e-7, 200);
-            x = nx;
-            if v < best.1 {
-                best = (x.clone(), v);
-            }
-        }
-    }
-    if let Some(e) = first_error.into_inner().ok().flatten() {
-        return Err(e);
-    }
-    let host = at(&best.0);
-    Ok(HostFit {
-        score: objective(rows, &host)?,
-        host,
-        fitted_rows: rows.len(),
-        left_out,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -999,26 +836,6 @@ mod tests {
         assert!((itl - 63.0 / 47.0).abs() < 1e-9, "{itl}");
     }
 
-    #[test]
-    fn rows_the_model_cannot_keep_up_with_are_left_out_of_the_host_fit() {
-        // A row at a sustainable rate, and one far above what one H100 can serve.
-        let text = format!(
-            "{HEADER}\n\
-             OK,online,vllm,llama-2-7b,fp16,h100-sxm,1,300,32,,0,60,2,128,2048,4096,64,600,30,10\n\
-             OVER,online,vllm,llama-2-7b,fp16,h100-sxm,1,2000,32,,0,300,1000,128,2048,4096,64,600,30,10\n"
-        );
-        let rows = parse_reference(&text, "fit.csv").unwrap();
-        let start = crate::engine::EngineProfile::load("vllm").unwrap().host;
-        let with = fit_engine_host(&rows, &start).unwrap();
-        assert_eq!(with.left_out, vec!["OVER".to_string()]);
-        assert_eq!(with.fitted_rows, 1);
-        // The same fit as on the sustainable row alone.
-        let alone = fit_engine_host(&rows[..1], &start).unwrap();
-        assert!(alone.left_out.is_empty());
-        assert_eq!(with.host.per_iteration_s, alone.host.per_iteration_s);
-        assert_eq!(with.host.per_request_s, alone.host.per_request_s);
-    }
-
     fn comp(kind: LoadKind, metric: Metric, measured: f64, predicted: f64) -> Comparison {
         Comparison {
             id: String::new(),
@@ -1027,6 +844,8 @@ mod tests {
             measured,
             predicted,
             signed_error: (predicted - measured) / measured,
+            group: String::new(),
+            keeps_up: None,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::cli::FitEngineArgs;
 use servesim::engine::{EngineProfile, HostCosts};
 use servesim::report::atomic::write_atomic;
 use servesim::validate::{
-    compare, contradictions, fit_engine_host, read_result_file, summarize, Comparison, HostFit,
+    compare, fit_engine_host, read_result_file, summarize, Comparison, FitOptions, HostFit,
     LoadKind, ResultDeployment, HOST_KEYS,
 };
 
@@ -43,7 +43,7 @@ pub fn run(args: &FitEngineArgs) -> Result<()> {
         note!("warning: {w}");
     }
     let before = compare(&rows, Some(&base.host))?;
-    let fit = fit_engine_host(&rows, &base.host)?;
+    let fit = fit_engine_host(&rows, &base, FitOptions { profile: true })?;
     let after = compare(&rows, Some(&fit.host))?;
 
     let mut fitted = base.clone();
@@ -109,6 +109,18 @@ fn profile_toml(
     }
     writeln!(
         s,
+        "# What the files determine (profile of the loss over each cost):"
+    )?;
+    for p in &fit.params {
+        writeln!(s, "#   {}", p.describe())?;
+    }
+    writeln!(
+        s,
+        "# Per-iteration cost held under {:.3e} s: {}.",
+        fit.iteration_bound.0, fit.iteration_bound.1
+    )?;
+    writeln!(
+        s,
         "# Mean Huber loss of the log errors at the fit: {:.4} over {} file(s).",
         fit.score, fit.fitted_rows
     )?;
@@ -137,6 +149,18 @@ fn report(fit: &HostFit, start: &HostCosts, before: &[Comparison], after: &[Comp
             host_value(&fit.host, k)
         );
     }
+    let _ = writeln!(
+        s,
+        "\nwhat the files determine (profile of the loss over each cost):"
+    );
+    for p in &fit.params {
+        let _ = writeln!(s, "  {}", p.describe());
+    }
+    let _ = writeln!(
+        s,
+        "per-iteration cost held under {:.3e} s: {}",
+        fit.iteration_bound.0, fit.iteration_bound.1
+    );
     if !fit.left_out.is_empty() {
         let _ = writeln!(
             s,

@@ -9,9 +9,11 @@ use servesim::catalog::{self, Entry, Kind};
 use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
+use servesim::validate::cv::{self, embedded_rows, CrossValidation, Headline};
+use servesim::validate::markdown::{markdown, residuals_csv};
 use servesim::validate::{
-    compare, fit_engine_host, parse_reference, prediction_intervals, read_reference,
-    step_time_headroom, summarize, Comparison, Metric, REFERENCE_CSV,
+    compare, fit_engine_host, prediction_intervals, read_reference, step_time_headroom, summarize,
+    Comparison, FitOptions, Metric, ReferenceRow,
 };
 
 /// Runs `servesim validate`.
@@ -28,16 +30,15 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             format!("must be in (0, 1), got {}", args.coverage)
         ));
     }
-    let mut rows = Vec::new();
-    if args.reference.is_empty() {
-        rows.extend(parse_reference(
-            REFERENCE_CSV,
-            "calibration/reference/serving-measurements.csv",
-        )?);
-    }
-    for p in &args.reference {
-        rows.extend(read_reference(p)?);
-    }
+    let mut rows = if args.reference.is_empty() {
+        embedded_rows()?
+    } else {
+        let mut rows = Vec::new();
+        for p in &args.reference {
+            rows.extend(read_reference(p)?);
+        }
+        rows
+    };
     let only = args.engine.as_ref().or(args.fit_engine.as_ref());
     if let Some(e) = only {
         // The same names and aliases as everywhere (`tensorrt-llm` is `trtllm`).
@@ -54,6 +55,20 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         };
         rows.retain(|r| catalog::canonical(Kind::Engine, &r.engine).unwrap_or(&r.engine) == name);
     }
+    if !args.group.is_empty() {
+        let known = cv::groups(&rows);
+        if let Some(g) = args.group.iter().find(|g| !known.contains(g)) {
+            anyhow::bail!(servesim::Error::config(
+                "--group",
+                "group",
+                format!(
+                    "no rows of '{g}'; the configurations are: {}",
+                    known.join("; ")
+                )
+            ));
+        }
+        rows.retain(|r| args.group.contains(&r.group()));
+    }
     if rows.is_empty() {
         anyhow::bail!(servesim::Error::config(
             "--reference",
@@ -61,159 +76,282 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             "no reference rows to validate (check --engine)"
         ));
     }
-    for w in servesim::validate::contradictions(&rows) {
-        note!("warning: {w}");
-    }
-    let mut host = None;
-    if let Some(name) = &args.fit_engine {
+    let fit_set = cv::fit_rows()?;
+    let result = if let Some(name) = &args.fit_engine {
         let profile = EngineProfile::load(name)?;
-        let fit = fit_engine_host(&rows, &profile.host)?;
-        if !fit.left_out.is_empty() {
-            note!(
-                "left out of the fit (the model falls behind their arrivals even with no host cost): {}",
-                fit.left_out.join(", ")
-            );
+        let fit = fit_engine_host(&rows, &profile, FitOptions { profile: true })?;
+        report_fit(name, &fit);
+        let comps = compare(&rows, Some(&fit.host))?;
+        CrossValidation {
+            in_sample: comps.clone(),
+            out_of_sample: comps,
+            folds: Vec::new(),
         }
-        note!(
-            "fitted {name} host costs on {} rows: per_iteration_s = {:.4e}, per_sequence_s = {:.4e}, \
-             per_request_s = {:.4e} (mean Huber loss {:.4})",
-            fit.fitted_rows,
-            fit.host.per_iteration_s,
-            fit.host.per_sequence_s,
-            fit.host.per_request_s,
-            fit.score
-        );
-        host = Some(fit.host);
-    }
-    let comps = compare(&rows, host.as_ref())?;
-    let summary = summarize(&comps);
-    let intervals = prediction_intervals(&comps, args.coverage);
-    let headroom = step_time_headroom(&comps, args.coverage);
-    let mut out: Vec<u8> = Vec::new();
-    match args.format {
-        Format::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "rows": comps,
-                "summary": summary,
-                "intervals": intervals,
-                "step_time_headroom": headroom,
-            }))?
-        )?,
-        Format::Csv => write!(out, "{}", comparisons_csv(&comps))?,
-        Format::Table => {
-            // The row column fits the longest id (the 0.14 files' ids run to 30 characters).
-            let id_w = comps.iter().map(|c| c.id.len() + 2).fold(18, usize::max);
-            writeln!(
-                out,
-                "{:<id_w$}{:<20}{:>14}{:>14}{:>10}",
-                "row", "metric", "measured", "predicted", "error"
-            )?;
-            for c in &comps {
-                writeln!(
-                    out,
-                    "{:<id_w$}{:<20}{:>14.1}{:>14.1}{:>+9.1}%",
-                    c.id,
-                    c.metric.name(),
-                    c.measured,
-                    c.predicted,
-                    100.0 * c.signed_error
-                )?;
-            }
-            writeln!(out)?;
-            writeln!(
-                out,
-                "{:<10}{:<20}{:>6}{:>14}{:>12}{:>12}  worst row",
-                "load", "metric", "rows", "median |err|", "bias", "worst"
-            )?;
-            for s in &summary {
-                writeln!(
-                    out,
-                    "{:<10}{:<20}{:>6}{:>13.1}%{:>+11.1}%{:>11.1}%  {}",
-                    format!("{:?}", s.kind).to_lowercase(),
-                    s.metric.name(),
-                    s.rows,
-                    100.0 * s.median_abs_error,
-                    100.0 * s.mean_signed_error,
-                    100.0 * s.worst_abs_error,
-                    s.worst_id
-                )?;
-            }
-            writeln!(
-                out,
-                "\nprediction intervals: measured / predicted - 1 on {:.0}% of the rows",
-                100.0 * args.coverage
-            )?;
-            writeln!(
-                out,
-                "{:<10}{:<20}{:>6}{:>10}{:>10}",
-                "load", "metric", "rows", "low", "high"
-            )?;
-            for p in &intervals {
-                writeln!(
-                    out,
-                    "{:<10}{:<20}{:>6}{:>+9.1}%{:>+9.1}%",
-                    format!("{:?}", p.kind).to_lowercase(),
-                    p.metric.name(),
-                    p.rows,
-                    100.0 * p.low,
-                    100.0 * p.high
-                )?;
-            }
-            if let Some(h) = headroom {
-                writeln!(
-                    out,
-                    "step-time headroom ({:.0}% of the rows' iterations within it): {:+.1}%",
-                    100.0 * args.coverage,
-                    100.0 * h
-                )?;
-            }
+    } else if args.no_cv {
+        let comps = compare(&rows, None)?;
+        CrossValidation {
+            in_sample: comps.clone(),
+            out_of_sample: comps,
+            folds: Vec::new(),
         }
+    } else {
+        cv::cross_validate(&rows, &fit_set, None)?
+    };
+    let cross_validated = args.fit_engine.is_none() && !args.no_cv;
+    let mut out = std::io::stdout().lock();
+    if args.markdown {
+        write!(out, "{}", markdown(&rows, &fit_set, &result, args.coverage))?;
+    } else {
+        print_report(&mut out, args, &rows, &result, cross_validated)?;
     }
-    if let Some(report) = report {
-        let dir = report.path();
-        write_atomic(
-            &dir.join("comparisons.csv"),
-            comparisons_csv(&comps).as_bytes(),
-        )?;
-        write_atomic(
-            &dir.join("summary.json"),
-            serde_json::to_string_pretty(&summary)?.as_bytes(),
-        )?;
-        write_atomic(
-            &dir.join("intervals.json"),
-            serde_json::to_string_pretty(&serde_json::json!({
-                "coverage": args.coverage,
-                "intervals": intervals,
-                "step_time_headroom": headroom,
-            }))?
-            .as_bytes(),
-        )?;
-        render(
-            &scatter(&comps),
-            &dir.join("predicted-vs-measured.png"),
-            ImageFormat::Png,
-        )?;
-        let dir = report
-            .commit()
-            .context("putting the report folder in place")?;
-        note!("wrote {}", dir.display());
+    if let Some(dir) = &args.out {
+        write_out(dir, args, &result)?;
     }
     super::to_stdout(&out)
 }
 
-fn comparisons_csv(comps: &[Comparison]) -> String {
-    let mut s = String::from("id,kind,metric,measured,predicted,signed_error\n");
-    for c in comps {
+/// Prints what `--fit-engine` fitted and what the rows determine (standard error).
+fn report_fit(name: &str, fit: &servesim::validate::HostFit) {
+    if !fit.left_out.is_empty() {
+        eprintln!(
+            "left out of the fit (the model falls behind their arrivals even with no host cost): {}",
+            fit.left_out.join(", ")
+        );
+    }
+    eprintln!(
+        "fitted {name} host costs on {} rows ({} figures, mean Huber loss {:.4}); per-iteration cost held under {:.3e} s: {}",
+        fit.fitted_rows, fit.figures, fit.score, fit.iteration_bound.0, fit.iteration_bound.1
+    );
+    for p in &fit.params {
+        eprintln!("  {}", p.describe());
+    }
+}
+
+/// The tables: per row, per figure family (out of sample with the in-sample median beside),
+/// per configuration, the rows predicted saturated, per metric, and the intervals.
+fn print_report(
+    out: &mut impl Write,
+    args: &ValidateArgs,
+    rows: &[ReferenceRow],
+    cv: &CrossValidation,
+    cross_validated: bool,
+) -> Result<()> {
+    let (inn, oos) = (&cv.in_sample, &cv.out_of_sample);
+    let summary = summarize(oos);
+    let intervals = prediction_intervals(oos, args.coverage);
+    let headroom = step_time_headroom(oos, args.coverage);
+    match args.format {
+        Format::Json => {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "cross_validated": cross_validated,
+                    "rows": inn,
+                    "out_of_sample_rows": oos,
+                    "summary": summary,
+                    "in_sample_summary": summarize(inn),
+                    "folds": cv.folds,
+                    "intervals": intervals,
+                    "step_time_headroom": headroom,
+                    "predicted_saturated": cv::predicted_saturated(rows, oos),
+                    "predicted_saturated_in_sample": cv::predicted_saturated(rows, inn),
+                }))?
+            )?;
+            return Ok(());
+        }
+        Format::Csv => {
+            write!(out, "{}", comparisons_csv(cv))?;
+            return Ok(());
+        }
+        Format::Table => {}
+    }
+    // The row column fits the longest id (the 0.14 files' ids run to 30 characters).
+    let id_w = inn.iter().map(|c| c.id.len() + 2).fold(18, usize::max);
+    writeln!(
+        out,
+        "{:<id_w$}{:<20}{:>12}{:>12}{:>12}{:>9}{:>9}",
+        "row", "metric", "measured", "in-sample", "out-of-smp", "err in", "err out"
+    )?;
+    for (a, b) in inn.iter().zip(oos) {
+        writeln!(
+            out,
+            "{:<id_w$}{:<20}{:>12.1}{:>12.1}{:>12.1}{:>+8.1}%{:>+8.1}%",
+            a.id,
+            a.metric.name(),
+            a.measured,
+            a.predicted,
+            b.predicted,
+            100.0 * a.signed_error,
+            100.0 * b.signed_error
+        )?;
+    }
+    let which = if cross_validated {
+        "out of sample: each configuration predicted with host costs refitted without it"
+    } else {
+        "in sample (no cross-validation)"
+    };
+    writeln!(out, "\nheadline figures, {which}")?;
+    writeln!(
+        out,
+        "{:<32}{:>6}{:>14}{:>10}{:>10}{:>12}",
+        "figure", "rows", "median |err|", "bias", "worst", "in-sample"
+    )?;
+    for h in Headline::ALL {
+        let (Some(o), Some(i)) = (cv::stats(oos, &h.pick(oos)), cv::stats(inn, &h.pick(inn)))
+        else {
+            continue;
+        };
+        writeln!(
+            out,
+            "{:<32}{:>6}{:>13.1}%{:>+9.1}%{:>9.1}%{:>11.1}%",
+            h.label(),
+            o.n,
+            100.0 * o.median_abs,
+            100.0 * o.bias,
+            100.0 * o.worst_abs,
+            100.0 * i.median_abs
+        )?;
+    }
+    writeln!(out, "\nper configuration ({which}): median |err| (bias)")?;
+    for g in cv::groups(rows) {
+        let mut line = format!("  {g}:");
+        for h in Headline::ALL {
+            let idx: Vec<usize> = h
+                .pick(oos)
+                .into_iter()
+                .filter(|&i| oos[i].group == g)
+                .collect();
+            if let Some(st) = cv::stats(oos, &idx) {
+                line.push_str(&format!(
+                    " {} {:.1}% ({:+.1}%);",
+                    h.label(),
+                    100.0 * st.median_abs,
+                    100.0 * st.bias
+                ));
+            }
+        }
+        if let Some(f) = cv.folds.iter().find(|f| f.group == g) {
+            line.push_str(&if f.refitted {
+                format!(" refit on {} other rows", f.fitted_rows)
+            } else {
+                " held out (in no fit)".to_string()
+            });
+        }
+        writeln!(out, "{}", line.trim_end_matches(';'))?;
+    }
+    for (label, comps) in [("in sample", inn), ("out of sample", oos)] {
+        let sat = cv::predicted_saturated(rows, comps);
+        writeln!(
+            out,
+            "online rows the engine kept up with, predicted saturated {label}: {}",
+            if sat.is_empty() {
+                "none".into()
+            } else {
+                sat.join(", ")
+            }
+        )?;
+    }
+    writeln!(
+        out,
+        "\n{:<10}{:<20}{:>6}{:>14}{:>12}{:>12}  worst row",
+        "load", "metric", "rows", "median |err|", "bias", "worst"
+    )?;
+    for s in &summary {
+        writeln!(
+            out,
+            "{:<10}{:<20}{:>6}{:>13.1}%{:>+11.1}%{:>11.1}%  {}",
+            format!("{:?}", s.kind).to_lowercase(),
+            s.metric.name(),
+            s.rows,
+            100.0 * s.median_abs_error,
+            100.0 * s.mean_signed_error,
+            100.0 * s.worst_abs_error,
+            s.worst_id
+        )?;
+    }
+    writeln!(
+        out,
+        "\nprediction intervals ({which}): measured / predicted - 1 on {:.0}% of the rows",
+        100.0 * args.coverage
+    )?;
+    writeln!(
+        out,
+        "{:<10}{:<20}{:>6}{:>10}{:>10}",
+        "load", "metric", "rows", "low", "high"
+    )?;
+    for p in &intervals {
+        writeln!(
+            out,
+            "{:<10}{:<20}{:>6}{:>+9.1}%{:>+9.1}%",
+            format!("{:?}", p.kind).to_lowercase(),
+            p.metric.name(),
+            p.rows,
+            100.0 * p.low,
+            100.0 * p.high
+        )?;
+    }
+    if let Some(h) = headroom {
+        writeln!(
+            out,
+            "step-time headroom ({:.0}% of the rows' iterations within it): {:+.1}%",
+            100.0 * args.coverage,
+            100.0 * h
+        )?;
+    }
+    Ok(())
+}
+
+/// `--out`: the comparisons, the residual file, the summaries, intervals, folds and the plot.
+fn write_out(dir: &std::path::Path, args: &ValidateArgs, cv: &CrossValidation) -> Result<()> {
+    let oos = &cv.out_of_sample;
+    let intervals = prediction_intervals(oos, args.coverage);
+    let headroom = step_time_headroom(oos, args.coverage);
+    std::fs::create_dir_all(dir)?;
+    write_atomic(&dir.join("comparisons.csv"), comparisons_csv(cv).as_bytes())?;
+    write_atomic(&dir.join("out-of-sample.csv"), residuals_csv(cv).as_bytes())?;
+    write_atomic(
+        &dir.join("summary.json"),
+        serde_json::to_string_pretty(&summarize(oos))?.as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join("intervals.json"),
+        serde_json::to_string_pretty(&serde_json::json!({
+            "coverage": args.coverage,
+            "intervals": intervals,
+            "step_time_headroom": headroom,
+        }))?
+        .as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join("folds.json"),
+        serde_json::to_string_pretty(&cv.folds)?.as_bytes(),
+    )?;
+    render(
+        &scatter(oos),
+        &dir.join("predicted-vs-measured.png"),
+        ImageFormat::Png,
+    )?;
+    eprintln!("wrote {}", dir.display());
+    Ok(())
+}
+
+fn comparisons_csv(cv: &CrossValidation) -> String {
+    let mut s = String::from(
+        "id,group,kind,metric,measured,predicted,signed_error,predicted_out_of_sample,signed_error_out_of_sample\n",
+    );
+    for (c, o) in cv.in_sample.iter().zip(&cv.out_of_sample) {
         s.push_str(&format!(
-            "{},{:?},{},{},{},{}\n",
+            "{},{},{:?},{},{},{},{},{},{}\n",
             c.id,
+            c.group,
             c.kind,
             c.metric.name(),
             c.measured,
             c.predicted,
-            c.signed_error
+            c.signed_error,
+            o.predicted,
+            o.signed_error
         ));
     }
     s

@@ -157,6 +157,7 @@ pub fn parse_result_file(
             LoadKind::Offline
         },
         engine: dep.engine.clone(),
+        engine_version: None,
         model: dep.model.clone(),
         dtype: dep.dtype.clone(),
         kv_cache_dtype: dep.kv_cache_dtype.clone(),
