@@ -1387,19 +1387,15 @@ fn batch_point(ctx: &Ctx<'_>, c: &CandidateResult, one: &Scenario) -> Result<(Ba
     ))
 }
 
-/// The step-time headroom the model's error on the embedded reference rows calls for at
-/// `plan.headroom_coverage` (`None` when not asked for): the upper end of the prediction
-/// interval of step time that `servesim validate` prints.
+/// The step-time headroom the model's out-of-sample error on the embedded reference rows
+/// calls for at `plan.headroom_coverage` (`None` when not asked for): the upper end of the
+/// prediction interval of step time that `servesim validate` prints, from the committed
+/// cross-validation (calibration/validation/out-of-sample.csv).
 fn validated_headroom(base: &Scenario) -> Result<Option<f64>> {
     let Some(coverage) = base.plan.headroom_coverage else {
         return Ok(None);
     };
-    let rows = crate::validate::parse_reference(
-        crate::validate::REFERENCE_CSV,
-        "calibration/reference/serving-measurements.csv",
-    )?;
-    let comps = crate::validate::compare(&rows, None)?;
-    Ok(crate::validate::step_time_headroom(&comps, coverage).map(|h| h.max(0.0)))
+    crate::validate::cv::committed_step_time_headroom(coverage)
 }
 
 /// Most replicas a plan may use unless `plan.max_replicas` says otherwise: as many as a

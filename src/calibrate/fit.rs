@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
 
 use super::measurement::{KernelClass, Measurement};
+use super::profile::{profile_intervals, Interval, ProfileOptions};
 use super::validate::predict;
 
 /// One fitted parameter.
@@ -39,6 +40,25 @@ pub struct FittedParam {
     pub fitted: f64,
     /// Rows the stage that fitted it used.
     pub rows: usize,
+    /// What the rows determine: the profile interval of the stage's loss over this parameter
+    /// ([`crate::calibrate::profile`]); `None` when it was not profiled.
+    pub interval: Option<Interval>,
+}
+
+impl FittedParam {
+    /// What the rows determine, in words: the 95% interval, or that they do not determine it
+    /// and the range that fits equally well (the value then stays at the base profile's, the
+    /// documented prior, moved into that range).
+    pub fn determination(&self) -> Option<String> {
+        self.interval.map(|iv| {
+            let text = iv.describe(&|v| format!("{v:.4e}"));
+            if iv.determined() {
+                text
+            } else {
+                format!("{text}; kept at the base profile's value")
+            }
+        })
+    }
 }
 
 /// The fitted profile and what was fitted.
@@ -157,8 +177,15 @@ pub(crate) fn nelder_mead(
     (x, v)
 }
 
-/// Fits `params` of `gpu` in place on `rows`; returns the root-mean-square log error.
-fn fit_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f64 {
+/// Fits `params` of `gpu` in place on `rows`; returns the root-mean-square log error and the
+/// profile interval of each parameter. A parameter the rows do not determine (its profile
+/// flat out to a search bound) is set back to `gpu`'s value before the fit (the prior the
+/// profile documents), moved into the range that fits equally well.
+fn fit_stage(
+    gpu: &mut GpuProfile,
+    params: &[Param],
+    rows: &[&Measurement],
+) -> (f64, Vec<Interval>) {
     let clamp = |p: &Param, v: f64| v.clamp(p.lo, p.hi);
     let to_x = |g: &GpuProfile| -> Vec<f64> {
         params
@@ -177,7 +204,8 @@ fn fit_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f
         apply(&mut g, x);
         msle(&g, rows)
     };
-    let mut x = to_x(gpu);
+    let prior = to_x(gpu);
+    let mut x = prior.clone();
     let mut best = objective(&x);
     // Restart from the best point with a shrinking simplex until it stops improving.
     for step in [0.7, 0.3, 0.1, 0.03] {
@@ -187,8 +215,35 @@ fn fit_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f
             x = nx;
         }
     }
+    let bounds: Vec<(f64, f64)> = params.iter().map(|p| (p.lo.ln(), p.hi.ln())).collect();
+    let coords: Vec<usize> = (0..params.len()).collect();
+    let intervals = profile_intervals(
+        &objective,
+        rows.len(),
+        &x,
+        &bounds,
+        &coords,
+        gpu_profile_options(),
+    );
+    for (k, iv) in intervals.iter().enumerate() {
+        if !iv.determined() {
+            x[k] = iv.clamp(prior[k].exp()).ln();
+        }
+    }
     apply(gpu, &x);
-    best.sqrt()
+    (objective(&x).sqrt(), intervals)
+}
+
+/// The profile search of the GPU fits: kernel rows are cheap to predict, so each inner refit
+/// may run long.
+fn gpu_profile_options() -> ProfileOptions {
+    ProfileOptions {
+        step_ln: 0.25,
+        max_steps: 60,
+        bisections: 5,
+        inner_iterations: 1500,
+        inner_tol: 1e-10,
+    }
 }
 
 /// Device names as the driver reports them (`cuDeviceGetName`, nvidia-smi, PyTorch's
@@ -287,9 +342,14 @@ const RESTART_MARGIN: f64 = 0.01;
 /// simplex from the base can settle where one type's rows pull the other's rate to a bound
 /// (a source whose few large FP8 GEMMs want a long fixed time did). The better end wins,
 /// the staged one only when clearly better ([`RESTART_MARGIN`]).
-fn fit_gemm_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f64 {
+fn fit_gemm_stage(
+    gpu: &mut GpuProfile,
+    params: &[Param],
+    rows: &[&Measurement],
+) -> (f64, Vec<Interval>) {
+    let prior = gpu.clone();
     let mut direct = gpu.clone();
-    let direct_e = fit_gemm_curve(&mut direct, params, rows);
+    let (direct_e, direct_x) = fit_gemm_curve(&mut direct, params, rows);
     let is_fp8 = |key: &str| key.starts_with("gemm.fp8_");
     let of = |fp8: bool| -> (Vec<Param>, Vec<&Measurement>) {
         (
@@ -306,72 +366,159 @@ fn fit_gemm_stage(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement])
     };
     let (bf16_params, bf16_rows) = of(false);
     let (fp8_params, fp8_rows) = of(true);
-    if bf16_rows.is_empty() || fp8_rows.is_empty() || fp8_params.is_empty() {
+    let (e, x) = if bf16_rows.is_empty() || fp8_rows.is_empty() || fp8_params.is_empty() {
         *gpu = direct;
-        return direct_e;
-    }
-    let mut staged = gpu.clone();
-    fit_gemm_curve(&mut staged, &bf16_params, &bf16_rows);
-    fit_gemm_curve(&mut staged, &fp8_params, &fp8_rows);
-    let staged_e = fit_gemm_curve(&mut staged, params, rows);
-    if staged_e * staged_e < direct_e * direct_e * (1.0 - RESTART_MARGIN) {
-        *gpu = staged;
-        staged_e
+        (direct_e, direct_x)
     } else {
-        *gpu = direct;
-        direct_e
-    }
-}
-
-/// One simplex search of the GEMM stage from `gpu`'s values (see [`fit_gemm_stage`]).
-fn fit_gemm_curve(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement]) -> f64 {
-    let mut groups: Vec<(&str, usize)> = Vec::new();
-    for r in rows {
-        let g = source_group(r);
-        match groups.iter_mut().find(|(k, _)| *k == g) {
-            Some(e) => e.1 += 1,
-            None => groups.push((g, 1)),
-        }
-    }
-    let group_of: Vec<usize> = rows
-        .iter()
-        .map(|r| {
-            let g = source_group(r);
-            groups.iter().position(|(k, _)| *k == g).unwrap_or(0)
-        })
-        .collect();
-    let (fixed_lo, fixed_hi) = (1e-7_f64, 2e-5_f64);
-    let clamp = |p: &Param, v: f64| v.clamp(p.lo, p.hi);
-    let n = params.len();
-    let base = gpu.clone();
-    let apply = |g: &mut GpuProfile, x: &[f64]| {
-        for (p, xi) in params.iter().zip(x) {
-            (p.set)(g, clamp(p, xi.exp()));
+        let mut staged = gpu.clone();
+        fit_gemm_curve(&mut staged, &bf16_params, &bf16_rows);
+        fit_gemm_curve(&mut staged, &fp8_params, &fp8_rows);
+        let (staged_e, staged_x) = fit_gemm_curve(&mut staged, params, rows);
+        if staged_e * staged_e < direct_e * direct_e * (1.0 - RESTART_MARGIN) {
+            *gpu = staged;
+            (staged_e, staged_x)
+        } else {
+            *gpu = direct;
+            (direct_e, direct_x)
         }
     };
-    let objective = |x: &[f64]| {
-        let mut g = base.clone();
-        apply(&mut g, &x[..n]);
+    // What the rows determine: the curve's parameters and the largest source's fixed time.
+    let g = GemmObjective::new(gpu, params, rows);
+    let mut coords: Vec<usize> = (0..params.len()).collect();
+    coords.push(params.len() + g.largest);
+    let ivs = profile_intervals(
+        &|x: &[f64]| g.eval(x),
+        rows.len(),
+        &x,
+        &g.bounds(),
+        &coords,
+        gpu_profile_options(),
+    );
+    // An undetermined curve parameter goes back to its prior (the base profile's value), moved
+    // into the range that fits equally well.
+    for (p, iv) in params.iter().zip(&ivs) {
+        if !iv.determined() {
+            (p.set)(gpu, iv.clamp((p.get)(&prior)));
+        }
+    }
+    if !ivs[params.len()].determined() {
+        gpu.gemm.fixed_s = ivs[params.len()].clamp(prior.gemm.fixed_s);
+    }
+    // gemm.fixed_s is listed with the curve's parameters: its interval last.
+    let mut out = vec![ivs[params.len()]];
+    out.extend_from_slice(&ivs[..params.len()]);
+    (e, out)
+}
+
+/// The GEMM stage's loss: the curve (`params`) shared by every row and one fixed time per
+/// source ([`source_group`]); the point is the logarithms of the curve's parameters, then of
+/// the sources' fixed times.
+struct GemmObjective<'a> {
+    base: GpuProfile,
+    params: &'a [Param],
+    rows: &'a [&'a Measurement],
+    group_of: Vec<usize>,
+    groups: usize,
+    /// The source with the most rows (its fixed time becomes `gemm.fixed_s`).
+    largest: usize,
+}
+
+/// Bounds of a source's GEMM fixed time, seconds.
+const GEMM_FIXED_BOUNDS: (f64, f64) = (1e-7, 2e-5);
+
+impl<'a> GemmObjective<'a> {
+    fn new(base: &GpuProfile, params: &'a [Param], rows: &'a [&'a Measurement]) -> Self {
+        let mut groups: Vec<(&str, usize)> = Vec::new();
+        for r in rows {
+            let g = source_group(r);
+            match groups.iter_mut().find(|(k, _)| *k == g) {
+                Some(e) => e.1 += 1,
+                None => groups.push((g, 1)),
+            }
+        }
+        let group_of = rows
+            .iter()
+            .map(|r| {
+                let g = source_group(r);
+                groups.iter().position(|(k, _)| *k == g).unwrap_or(0)
+            })
+            .collect();
+        let largest = (0..groups.len()).max_by_key(|&i| groups[i].1).unwrap_or(0);
+        GemmObjective {
+            base: base.clone(),
+            params,
+            rows,
+            group_of,
+            groups: groups.len(),
+            largest,
+        }
+    }
+
+    /// The profile with the point `x` applied (the largest source's fixed time as
+    /// `gemm.fixed_s`).
+    fn apply(&self, g: &mut GpuProfile, x: &[f64]) {
+        let n = self.params.len();
+        for (p, xi) in self.params.iter().zip(x) {
+            (p.set)(g, xi.exp().clamp(p.lo, p.hi));
+        }
+        g.gemm.fixed_s = x[n + self.largest]
+            .exp()
+            .clamp(GEMM_FIXED_BOUNDS.0, GEMM_FIXED_BOUNDS.1);
+    }
+
+    /// Mean squared log error at `x`.
+    fn eval(&self, x: &[f64]) -> f64 {
+        let n = self.params.len();
+        let mut g = self.base.clone();
+        self.apply(&mut g, x);
         let mut s = 0.0;
-        for (r, &gi) in rows.iter().zip(&group_of) {
-            g.gemm.fixed_s = x[n + gi].exp().clamp(fixed_lo, fixed_hi);
+        for (r, &gi) in self.rows.iter().zip(&self.group_of) {
+            g.gemm.fixed_s = x[n + gi]
+                .exp()
+                .clamp(GEMM_FIXED_BOUNDS.0, GEMM_FIXED_BOUNDS.1);
             let e = match predict(&g, r) {
                 Some(p) if p > 0.0 && p.is_finite() => (p / r.median_s()).ln(),
                 _ => 10.0,
             };
             s += e * e;
         }
-        s / rows.len().max(1) as f64
-    };
-    let mut x: Vec<f64> = params
-        .iter()
-        .map(|p| clamp(p, (p.get)(gpu).max(p.lo)).ln())
-        .collect();
-    x.extend(
-        groups
+        s / self.rows.len().max(1) as f64
+    }
+
+    /// Bounds of every coordinate, logarithms.
+    fn bounds(&self) -> Vec<(f64, f64)> {
+        let mut b: Vec<(f64, f64)> = self.params.iter().map(|p| (p.lo.ln(), p.hi.ln())).collect();
+        b.extend((0..self.groups).map(|_| (GEMM_FIXED_BOUNDS.0.ln(), GEMM_FIXED_BOUNDS.1.ln())));
+        b
+    }
+
+    /// The point of `gpu`'s values (every source at `gemm.fixed_s`).
+    fn point(&self, gpu: &GpuProfile) -> Vec<f64> {
+        let mut x: Vec<f64> = self
+            .params
             .iter()
-            .map(|_| gpu.gemm.fixed_s.clamp(fixed_lo, fixed_hi).ln()),
-    );
+            .map(|p| (p.get)(gpu).max(p.lo).clamp(p.lo, p.hi).ln())
+            .collect();
+        x.extend((0..self.groups).map(|_| {
+            gpu.gemm
+                .fixed_s
+                .clamp(GEMM_FIXED_BOUNDS.0, GEMM_FIXED_BOUNDS.1)
+                .ln()
+        }));
+        x
+    }
+}
+
+/// One simplex search of the GEMM stage from `gpu`'s values (see [`fit_gemm_stage`]): the
+/// root-mean-square log error and the point found.
+fn fit_gemm_curve(
+    gpu: &mut GpuProfile,
+    params: &[Param],
+    rows: &[&Measurement],
+) -> (f64, Vec<f64>) {
+    let g = GemmObjective::new(gpu, params, rows);
+    let objective = |x: &[f64]| g.eval(x);
+    let mut x = g.point(gpu);
     let mut best = objective(&x);
     for step in [0.7, 0.3, 0.1, 0.03] {
         let (nx, v) = nelder_mead(&objective, &x, step, 1e-14, 8000);
@@ -380,10 +527,8 @@ fn fit_gemm_curve(gpu: &mut GpuProfile, params: &[Param], rows: &[&Measurement])
             x = nx;
         }
     }
-    apply(gpu, &x[..n]);
-    let largest = (0..groups.len()).max_by_key(|&i| groups[i].1).unwrap_or(0);
-    gpu.gemm.fixed_s = x[n + largest].exp().clamp(fixed_lo, fixed_hi);
-    best.sqrt()
+    g.apply(gpu, &x);
+    (best.sqrt(), x)
 }
 
 /// Fits `base`'s parameters to `rows` (see the module docs for which rows feed which
@@ -397,7 +542,7 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
     };
     let hbm = base.datasheet.hbm_bandwidth_bytes_per_s;
     let mut stages = Vec::new();
-    let mut fitted: Vec<(&'static str, usize)> = Vec::new();
+    let mut fitted: Vec<(&'static str, usize, Option<Interval>)> = Vec::new();
 
     let mut stream = of(KernelClass::StreamReduce);
     if stream.is_empty() {
@@ -413,9 +558,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 memory.stream_bandwidth_bytes_per_s
             ),
         ];
-        let e = fit_stage(&mut gpu, &params, &stream);
+        let (e, ivs) = fit_stage(&mut gpu, &params, &stream);
         stages.push(("memory", stream.len(), e));
-        fitted.extend(params.iter().map(|p| (p.key, stream.len())));
+        fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, stream.len(), Some(iv))),
+        );
     }
 
     let gemm = of(KernelClass::Gemm);
@@ -466,10 +616,10 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
             .into_iter()
             .filter(|r| r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8"))
             .collect();
-        let e = fit_gemm_stage(&mut gpu, &params, &used);
+        let (e, ivs) = fit_gemm_stage(&mut gpu, &params, &used);
         stages.push(("gemm", used.len(), e));
-        fitted.push(("gemm.fixed_s", used.len()));
-        fitted.extend(params.iter().map(|p| (p.key, used.len())));
+        let keys = std::iter::once("gemm.fixed_s").chain(params.iter().map(|p| p.key));
+        fitted.extend(keys.zip(ivs).map(|(k, iv)| (k, used.len(), Some(iv))));
     }
 
     let attn = of(KernelClass::PagedDecodeAttention);
@@ -483,9 +633,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 attention.decode_bandwidth_fraction
             ),
         ];
-        let e = fit_stage(&mut gpu, &params, &attn);
+        let (e, ivs) = fit_stage(&mut gpu, &params, &attn);
         stages.push(("attention", attn.len(), e));
-        fitted.extend(params.iter().map(|p| (p.key, attn.len())));
+        fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, attn.len(), Some(iv))),
+        );
     }
 
     let prefill = of(KernelClass::PrefillAttention);
@@ -505,9 +660,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 set: |g, v| g.attention.prefill_half_rate_tokens = v,
             },
         ];
-        let e = fit_stage(&mut gpu, &params, &prefill);
+        let (e, ivs) = fit_stage(&mut gpu, &params, &prefill);
         stages.push(("prefill attention", prefill.len(), e));
-        fitted.extend(params.iter().map(|p| (p.key, prefill.len())));
+        fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, prefill.len(), Some(iv))),
+        );
     }
 
     let moe = of(KernelClass::FusedMoe);
@@ -520,9 +680,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
             1.0,
             moe.grouped_flops_fraction
         )];
-        let e = fit_stage(&mut gpu, &params, &moe);
+        let (e, ivs) = fit_stage(&mut gpu, &params, &moe);
         stages.push(("fused moe", moe.len(), e));
-        fitted.extend(params.iter().map(|p| (p.key, moe.len())));
+        fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, moe.len(), Some(iv))),
+        );
     }
 
     let empty = of(KernelClass::EmptyKernel);
@@ -532,7 +697,7 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
         gpu.small_ops.launch_s = mean_ln.exp();
         let e = msle(&gpu, &empty).sqrt();
         stages.push(("launch", empty.len(), e));
-        fitted.push(("small_ops.launch_s", empty.len()));
+        fitted.push(("small_ops.launch_s", empty.len(), None));
     }
 
     let ar: Vec<&Measurement> = of(KernelClass::AllReduce)
@@ -549,9 +714,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 allreduce.bus_bandwidth_bytes_per_s
             ),
         ];
-        let e = fit_stage(&mut gpu, &params, &ar);
+        let (e, ivs) = fit_stage(&mut gpu, &params, &ar);
         stages.push(("allreduce", ar.len(), e));
-        fitted.extend(params.iter().map(|p| (p.key, ar.len())));
+        fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, ar.len(), Some(iv))),
+        );
     }
 
     if stages.is_empty() {
@@ -562,11 +732,12 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
     gpu.validate("fitted profile")?;
     let params = fitted
         .into_iter()
-        .map(|(key, rows)| FittedParam {
+        .map(|(key, rows, interval)| FittedParam {
             key,
             base: value_of(base, key),
             fitted: value_of(&gpu, key),
             rows,
+            interval,
         })
         .collect();
     Ok(FitResult {
@@ -609,8 +780,14 @@ impl FitResult {
         );
         for p in &self.params {
             s.push_str(&format!(
-                "#   {} = {:.4e} -> {:.4e} ({} rows)\n",
-                p.key, p.base, p.fitted, p.rows
+                "#   {} = {:.4e} -> {:.4e} ({} rows){}\n",
+                p.key,
+                p.base,
+                p.fitted,
+                p.rows,
+                p.determination()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
             ));
         }
         for (name, rows, e) in &self.stages {
@@ -623,20 +800,22 @@ impl FitResult {
         Ok(s)
     }
 
-    /// A plain-text table of the fitted parameters.
+    /// A plain-text table of the fitted parameters, each with what the rows determine.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<38} {:>12} {:>12} {:>8} {:>6}\n",
+            "{:<38} {:>12} {:>12} {:>8} {:>6}  what the rows determine\n",
             "parameter", "base", "fitted", "change", "rows"
         );
         for p in &self.params {
             s.push_str(&format!(
-                "{:<38} {:>12.4e} {:>12.4e} {:>+7.1}% {:>6}\n",
+                "{:<38} {:>12.4e} {:>12.4e} {:>+7.1}% {:>6}  {}\n",
                 p.key,
                 p.base,
                 p.fitted,
                 100.0 * (p.fitted / p.base - 1.0),
-                p.rows
+                p.rows,
+                p.determination()
+                    .unwrap_or_else(|| "(a mean: no profile)".into())
             ));
         }
         s

@@ -94,24 +94,24 @@ impl Default for ProfileOptions {
     }
 }
 
-/// Profile-likelihood intervals of every coordinate of `x_opt` (logarithms of the
+/// Profile-likelihood intervals of the coordinates `coords` of `x_opt` (logarithms of the
 /// parameters) for the mean loss `loss` over `n` figures, with `bounds_ln` the search bounds
 /// of each logarithm. `x_opt` is the data's optimum: where holding one parameter finds a lower
 /// loss than at `x_opt`, the minimum found is used as the reference instead. Returns one
-/// [`Interval`] per coordinate, in the parameters' units.
+/// [`Interval`] per coordinate of `coords`, in the parameters' units.
 pub fn profile_intervals(
     loss: &dyn Fn(&[f64]) -> f64,
     n: usize,
     x_opt: &[f64],
     bounds_ln: &[(f64, f64)],
+    coords: &[usize],
     opts: ProfileOptions,
 ) -> Vec<Interval> {
-    let d = x_opt.len();
     let base = loss(x_opt);
     // First pass: the profile at each probed point, per coordinate and side.
-    let mut sides: Vec<[Vec<(f64, f64)>; 2]> = Vec::with_capacity(d);
+    let mut sides: Vec<[Vec<(f64, f64)>; 2]> = Vec::with_capacity(coords.len());
     let mut best = base;
-    for k in 0..d {
+    for &k in coords {
         let mut per_side: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
         for (s, dir) in [(0usize, -1.0f64), (1, 1.0)] {
             let (lo, hi) = bounds_ln[k];
@@ -135,14 +135,16 @@ pub fn profile_intervals(
         sides.push(per_side);
     }
     // Second pass: find each side's crossing against the best loss seen.
-    (0..d)
-        .map(|k| {
+    coords
+        .iter()
+        .zip(&sides)
+        .map(|(&k, sides_k)| {
             let (lo, hi) = bounds_ln[k];
             let mut ends = [lo, hi];
             let mut open = [true, true];
             for s in 0..2 {
                 let mut inside = (x_opt[k], base);
-                for &(v, l) in &sides[k][s] {
+                for &(v, l) in &sides_k[s] {
                     if ratio(n, l, best) > CHI2_1_95 {
                         ends[s] = crossing(loss, n, best, x_opt, k, inside.0, v, opts);
                         open[s] = false;
@@ -248,7 +250,14 @@ mod tests {
         };
         let x_opt = [2f64.ln(), 1f64.ln()];
         let bounds = [(1e-3f64.ln(), 1e3f64.ln()), (1e-3f64.ln(), 1e3f64.ln())];
-        let iv = profile_intervals(&loss, 100, &x_opt, &bounds, ProfileOptions::default());
+        let iv = profile_intervals(
+            &loss,
+            100,
+            &x_opt,
+            &bounds,
+            &[0, 1],
+            ProfileOptions::default(),
+        );
         // x0: 100 ln(1 + a / 0.01) = 3.84 at a = 3.92e-4, |ln x - ln 2| = 0.0198.
         assert!(iv[0].determined(), "{:?}", iv[0]);
         assert!(

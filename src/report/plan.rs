@@ -461,7 +461,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 headroom_text(&d.headroom),
                 match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
                     (Some(v), _) => format!(
-                        "; sized {:.1}% slower than modelled (the model's error on the reference rows at plan.headroom_coverage: {:+.1}%)",
+                        "; sized {:.1}% slower than modelled (the model's out-of-sample error on the reference rows at plan.headroom_coverage: {:+.1}%)",
                         100.0 * (p.method.step_time_scale - 1.0),
                         100.0 * v
                     ),

@@ -319,3 +319,23 @@ pub fn predicted_saturated(rows: &[ReferenceRow], comps: &[Comparison]) -> Vec<S
         .map(|r| r.id.clone())
         .collect()
 }
+
+/// The residual file of the embedded reference rows (`servesim validate --out DIR` writes it
+/// as `out-of-sample.csv`; committed as calibration/validation/out-of-sample.csv): every
+/// comparison with its in-sample and out-of-sample prediction.
+pub const COMMITTED_RESIDUALS: &str =
+    include_str!("../../calibration/validation/out-of-sample.csv");
+
+/// The committed cross-validation of the embedded rows ([`COMMITTED_RESIDUALS`]).
+pub fn committed() -> Result<CrossValidation> {
+    super::markdown::parse_residuals(
+        COMMITTED_RESIDUALS,
+        "calibration/validation/out-of-sample.csv",
+    )
+}
+
+/// The step-time headroom the model's out-of-sample error on the embedded rows calls for at
+/// `coverage` ([`super::step_time_headroom`] of the committed residuals), never below 0.
+pub fn committed_step_time_headroom(coverage: f64) -> Result<Option<f64>> {
+    Ok(super::step_time_headroom(&committed()?.out_of_sample, coverage).map(|h| h.max(0.0)))
+}

@@ -340,7 +340,15 @@ pub fn fit_engine_host(
             best.clone()
         };
         let n = n_figures.load(std::sync::atomic::Ordering::Relaxed).max(1);
-        let iv = profile_intervals(&data, n, &x_data, &bounds, ProfileOptions::default());
+        let coords: Vec<usize> = (0..keys.len()).collect();
+        let iv = profile_intervals(
+            &data,
+            n,
+            &x_data,
+            &bounds,
+            &coords,
+            ProfileOptions::default(),
+        );
         if let Some(e) = first_error.lock().ok().and_then(|mut s| s.take()) {
             return Err(e);
         }
