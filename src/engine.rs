@@ -195,6 +195,11 @@ pub struct HostCosts {
     pub per_iteration_s: f64,
     /// Additional host time per sequence in the batch (detokenise, stream out), seconds.
     pub per_sequence_s: f64,
+    /// Time per iteration that the GPU waits outside the model's kernels even with
+    /// asynchronous scheduling (input preparation, sampling and bookkeeping between two
+    /// steps), seconds: added to every iteration, never hidden under the GPU.
+    #[serde(default)]
+    pub per_iteration_exposed_s: f64,
     /// API frontend time per request before it reaches the scheduler (HTTP, tokenisation),
     /// seconds; it adds to TTFT and E2E.
     #[serde(default)]
@@ -217,6 +222,9 @@ pub struct HostPrior {
     /// public run of this engine version shows), if one is documented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
+    /// Where the bound comes from (required with `max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_source: Option<String>,
     /// Where the value comes from (a published overhead measurement, a profiler trace).
     pub source: String,
 }
@@ -234,15 +242,20 @@ pub struct HostPriors {
     /// Prior of `host.per_request_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_request_s: Option<HostPrior>,
+    /// Prior of `host.per_iteration_exposed_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_iteration_exposed_s: Option<HostPrior>,
 }
 
 impl HostPriors {
-    /// The prior of host cost number `k` (per iteration, per sequence, per request).
+    /// The prior of host cost number `k` (per iteration, per sequence, per request, exposed
+    /// per iteration).
     pub fn get(&self, k: usize) -> Option<&HostPrior> {
         match k {
             0 => self.per_iteration_s.as_ref(),
             1 => self.per_sequence_s.as_ref(),
             2 => self.per_request_s.as_ref(),
+            3 => self.per_iteration_exposed_s.as_ref(),
             _ => None,
         }
     }
@@ -390,6 +403,10 @@ impl EngineProfile {
             ("host.per_sequence_s", self.host.per_sequence_s),
             ("host.per_request_s", self.host.per_request_s),
             (
+                "host.per_iteration_exposed_s",
+                self.host.per_iteration_exposed_s,
+            ),
+            (
                 "host.runtime_reserved_bytes",
                 self.host.runtime_reserved_bytes,
             ),
@@ -398,7 +415,12 @@ impl EngineProfile {
                 return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
             }
         }
-        let names = ["per_iteration_s", "per_sequence_s", "per_request_s"];
+        let names = [
+            "per_iteration_s",
+            "per_sequence_s",
+            "per_request_s",
+            "per_iteration_exposed_s",
+        ];
         for (k, name) in names.iter().enumerate() {
             let Some(p) = self.host_prior.get(k) else {
                 continue;
@@ -424,6 +446,13 @@ impl EngineProfile {
                         origin,
                         key("max"),
                         format!("must be > 0, got {m}"),
+                    ));
+                }
+                if p.max_source.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                    return Err(Error::config(
+                        origin,
+                        key("max_source"),
+                        "a bound needs its source",
                     ));
                 }
             }

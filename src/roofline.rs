@@ -353,6 +353,8 @@ impl StepTimeModel {
     /// that schedules synchronously adds its host time to the iteration; one that schedules
     /// asynchronously prepares the next iteration while the GPU runs, so the iteration takes
     /// the longer of the two.
+    /// The engine's exposed per-iteration time (`host.per_iteration_exposed_s`) is added to
+    /// every iteration, asynchronous or not.
     fn host_terms(&self, b: &BatchShape, gpu_s: f64) -> (f64, f64, f64) {
         let cpu_launch_s = self.cpu_launch_time(b);
         let launch_s = (cpu_launch_s - gpu_s).max(0.0);
@@ -363,7 +365,11 @@ impl StepTimeModel {
         } else {
             0.0
         };
-        (launch_s, host_s, overlap_s)
+        (
+            launch_s,
+            host_s + self.dep.engine.host.per_iteration_exposed_s,
+            overlap_s,
+        )
     }
 
     /// Decode context tokens whose KV comes from HBM: all of it, less the repeat reads of a
@@ -533,10 +539,11 @@ impl StepTimeModel {
         // GPU and the launches; an asynchronous one takes the longer of the GPU and the host.
         let launch = self.cpu_launch_time(b);
         let host = self.host_time(b);
+        let exposed = self.dep.engine.host.per_iteration_exposed_s;
         let (gpu_extra, host_line) = if self.dep.engine.scheduler.async_scheduling {
-            (0.0, launch + host)
+            (exposed, launch + host + exposed)
         } else {
-            (host, launch + host)
+            (host + exposed, launch + host + exposed)
         };
         let scale = self.time_scale;
         DecodeStep::new(

@@ -413,14 +413,18 @@ impl ReferenceRow {
     }
 
     /// The configuration the row measured, the unit of cross-validation: engine and its
-    /// release, model, TP degree and GPU (e.g. `vllm 0.15.1 llama-2-7b TP1 h100-sxm`). Rows of
+    /// release (the first word of `engine_version`), model, TP degree and GPU (e.g.
+    /// `vllm 0.15.1 llama-2-7b TP1 h100-sxm`). Rows of
     /// one configuration share their errors, so leaving one row out while its siblings stay in
     /// the fit would still be in-sample.
     pub fn group(&self) -> String {
         format!(
             "{} {} {} TP{} {}",
             self.engine,
-            self.engine_version.as_deref().unwrap_or("-"),
+            self.engine_version
+                .as_deref()
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap_or("-"),
             self.model,
             self.tp,
             self.gpu

@@ -265,7 +265,7 @@ fn a_host_time_that_hides_under_the_gpu_is_reported_not_determined_and_kept_at_i
     };
     let it = line("host.per_iteration_s =");
     assert!(it.contains("not determined by these files"), "{it}\n{out}");
-    assert!(it.contains("kept at the prior"), "{it}");
+    assert!(it.contains("held there by its prior"), "{it}");
     let req = line("host.per_request_s =");
     assert!(req.contains("95% interval"), "{req}\n{out}");
     // The undetermined cost is the profile's documented prior, not wherever the search

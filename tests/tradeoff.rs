@@ -1,7 +1,9 @@
 //! The throughput-latency trade-off of continuous batching, end to end through the simulator:
 //! throughput rises with load and saturates while tail latency explodes past the knee; a
-//! larger batch buys throughput with per-token latency; an offline FP8 run lands near
-//! TensorRT-LLM's published figure; overload with client timeouts stays accounted for.
+//! larger batch buys throughput with per-token latency; FP8 weights make an offline run faster
+//! than BF16; overload with client timeouts stays accounted for. (The published TensorRT-LLM
+//! figure this file used to compare with is a row the fitted per-sequence host cost was set
+//! on: it is an in-sample regression guard of tests/validate_reference.rs now.)
 
 mod common;
 
@@ -132,20 +134,14 @@ fn larger_batches_buy_throughput_with_per_token_latency() {
     assert!(tpot[3] > 2.0 * tpot[0], "{summary}");
 }
 
-#[test]
-fn offline_fp8_trtllm_matches_the_published_figure() {
-    // TensorRT-LLM 1.0, Llama-3.1-8B-Instruct FP8 (weights and KV), one H100, 128 in / 128
-    // out, trtllm-bench throughput: 28,312 output tokens/s (NVIDIA/TensorRT-LLM
-    // docs/source/performance/perf-overview.md, v1.0; /work/shared/reference/
-    // trtllm-1.0-offline-llama-3.1-8b-fp8.csv).
-    const MEASURED: f64 = 28_312.0;
-    let s = run_toml(
+/// The offline 128/128 run of Llama-3.1-8B on one H100 with TensorRT-LLM in `dtype`.
+fn trtllm_8b_offline(dtype: &str) -> RunSummary {
+    run_toml(&format!(
         r#"
 [deployment]
 model = "llama-3.1-8b"
 gpu = "h100-sxm"
-dtype = "fp8"
-kv_cache_dtype = "fp8"
+dtype = "{dtype}"
 engine = "trtllm"
 [workload]
 num_requests = 30000
@@ -157,42 +153,21 @@ tokens = 128
 [workload.output]
 kind = "fixed"
 tokens = 128
-"#,
-    );
-    assert_eq!(s.completed, 30000);
-    assert_eq!(s.total_output_tokens, 30000 * 128);
-    let err = rel(s.output_throughput, MEASURED);
-    assert!(
-        err <= 0.25,
-        "predicted {:.0} tok/s vs measured {MEASURED} ({:+.1}%)",
-        s.output_throughput,
-        (s.output_throughput / MEASURED - 1.0) * 100.0
-    );
+"#
+    ))
+}
 
-    // FP8 must be what makes it fast: the same run in BF16 is clearly slower.
-    let bf16 = run_toml(
-        r#"
-[deployment]
-model = "llama-3.1-8b"
-gpu = "h100-sxm"
-engine = "trtllm"
-[workload]
-num_requests = 30000
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 128
-[workload.output]
-kind = "fixed"
-tokens = 128
-"#,
-    );
+#[test]
+fn fp8_weights_make_the_offline_run_faster_than_bf16() {
+    let fp8 = trtllm_8b_offline("fp8");
+    assert_eq!(fp8.completed, 30000);
+    assert_eq!(fp8.total_output_tokens, 30000 * 128);
+    let bf16 = trtllm_8b_offline("bf16");
     assert!(
-        bf16.output_throughput < 0.95 * s.output_throughput,
+        bf16.output_throughput < 0.95 * fp8.output_throughput,
         "bf16 {} vs fp8 {}",
         bf16.output_throughput,
-        s.output_throughput
+        fp8.output_throughput
     );
 }
 

@@ -1,38 +1,27 @@
-//! Fidelity against the reference measurements of calibration/reference/: the embedded
-//! serving-measurements.csv and the TensorRT-LLM 70B/405B rows of
-//! trtllm-1.0-offline-70b-405b.csv, so a regression in the step-time model, the engine
-//! profiles or the simulator fails here. The targets are issue #18's where the model reaches
-//! them (offline median <= 7%, no offline row worse than 25%, mean TTFT <= 12%; the 70B/405B
-//! rows' median <= 8% with a bias within 5%) and the previous issue's where it does not yet
-//! (mean E2E and ITL <= 10%: issue #18 asks 7%, measured 7.6%; see docs/validation.md).
+//! Fidelity against the reference measurements of calibration/reference/, in sample and out of
+//! sample (docs/validation.md).
 //!
-//! Measured with `cargo run --release -- validate` when this test was last updated:
+//! The out-of-sample figures are grouped cross-validation: each configuration (engine release,
+//! model, TP, GPU) of the fit set predicted with its engine's host costs refitted without it,
+//! held-out files by the committed costs. The full cross-validation is `servesim validate`
+//! (one refit per configuration, minutes); it writes `out-of-sample.csv`, committed as
+//! calibration/validation/out-of-sample.csv, from which docs/validation.md's tables and the
+//! planner's validated headroom are computed. These tests keep that file honest at a small
+//! cost: its in-sample column must be this model's predictions (any change to the model or
+//! the committed costs fails here until the file is regenerated), one configuration is
+//! cross-validated again and must reproduce the file's out-of-sample predictions, and the
+//! document's generated block must be the report of the file.
 //!
-//! ```text
-//! load      metric                rows  median |err|        bias       worst  worst row
-//! offline   output_tokens_per_s     20          2.8%       +1.3%       13.3%  T-H200-2048-128
-//! online    output_tokens_per_s     10          0.0%       -2.6%       25.9%  V-A6
-//! online    ttft_mean_ms            10          7.9%    +8704.7%    87024.4%  V-A6
-//! online    e2e_mean_ms             10          7.6%     +199.5%     1949.1%  V-A6
-//! online    itl_derived_ms          10          7.6%      +10.4%       57.7%  V-A6
-//! ```
-//!
-//! and `validate --reference calibration/reference/trtllm-1.0-offline-70b-405b.csv`: 40 rows,
-//! median 4.5%, bias +1.8%, worst 20.6% (T-405b-H100-TP8-20000-2000). The TensorRT-LLM 0.14
-//! files (dense Llama and Mixtral MoE, an older release than the profile's) are checked too.
-//!
-//! The assertions are the targets; the comments give the figure measured against them.
+//! The assertions on the figures are regression guards around what was measured (given in the
+//! comments), named in-sample or out-of-sample; issue #26's targets that the out-of-sample
+//! figures do not reach are said so in docs/validation.md, not asserted as met.
 
+use servesim::validate::cv::{self, committed, cross_validate, embedded_rows, fit_rows, Headline};
+use servesim::validate::markdown::{generated_block, markdown};
 use servesim::validate::{
-    compare, parse_reference, read_reference, step_time_headroom, summarize, ErrorSummary,
-    LoadKind, Metric, REFERENCE_CSV,
+    compare, read_reference, step_time_headroom, summarize, Comparison, ErrorSummary, LoadKind,
+    Metric,
 };
-
-fn summaries() -> Vec<ErrorSummary> {
-    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
-    let comps = compare(&rows, None).unwrap();
-    summarize(&comps)
-}
 
 fn find(s: &[ErrorSummary], kind: LoadKind, metric: Metric) -> &ErrorSummary {
     s.iter()
@@ -40,9 +29,23 @@ fn find(s: &[ErrorSummary], kind: LoadKind, metric: Metric) -> &ErrorSummary {
         .unwrap_or_else(|| panic!("no {kind:?} {metric:?} rows in {s:#?}"))
 }
 
+/// The out-of-sample median |error| of a headline family in the committed residuals.
+fn committed_median(h: Headline) -> f64 {
+    let c = committed().unwrap();
+    let idx = h.pick(&c.out_of_sample);
+    cv::stats(&c.out_of_sample, &idx).unwrap().median_abs
+}
+
+fn same_prediction(a: &Comparison, b: &Comparison) -> bool {
+    a.id == b.id
+        && a.metric == b.metric
+        && a.group == b.group
+        && (a.predicted - b.predicted).abs() <= 1e-9 * b.predicted.abs().max(1.0)
+}
+
 #[test]
 fn reference_rows_parse_and_every_comparison_is_finite() {
-    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
+    let rows = embedded_rows().unwrap();
     let offline = rows.iter().filter(|r| r.kind == LoadKind::Offline).count();
     let online = rows.iter().filter(|r| r.kind == LoadKind::Online).count();
     assert!(offline >= 20, "{offline} offline rows");
@@ -70,20 +73,114 @@ fn reference_rows_parse_and_every_comparison_is_finite() {
 }
 
 #[test]
-fn offline_throughput_fidelity() {
-    let s = summaries();
-    let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
-    assert!(e.rows >= 20, "{e:?}");
-    // Measured 2.8%.
-    assert!(e.median_abs_error <= 0.07, "{e:#?}");
-    // Measured 13.3% (T-H200-2048-128).
-    assert!(e.worst_abs_error <= 0.25, "{e:#?}");
-    // No systematic bias either way (measured +1.3%).
-    assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
+fn the_committed_residuals_hold_this_models_in_sample_predictions() {
+    // Regenerate with `servesim validate --out DIR` and copy DIR/out-of-sample.csv to
+    // calibration/validation/out-of-sample.csv (scripts/update-validation.sh).
+    let live = compare(&embedded_rows().unwrap(), None).unwrap();
+    let file = committed().unwrap();
+    assert_eq!(file.in_sample.len(), live.len(), "rows or metrics changed");
+    for (f, l) in file.in_sample.iter().zip(&live) {
+        assert!(
+            same_prediction(f, l),
+            "stale calibration/validation/out-of-sample.csv: {} {:?} committed {}, now {} \
+             (run scripts/update-validation.sh)",
+            l.id,
+            l.metric,
+            f.predicted,
+            l.predicted
+        );
+    }
+}
+
+#[test]
+fn one_configuration_cross_validated_again_reproduces_the_committed_file() {
+    // The TensorRT-LLM 1.0 8B H200 rows, predicted with host costs refitted on the H100 rows
+    // only (a fit on 10 offline rows: seconds).
+    let group = "trtllm 1.0 llama-3.1-8b TP1 h200-sxm".to_string();
+    let rows = embedded_rows().unwrap();
+    let again = cross_validate(&rows, &fit_rows().unwrap(), Some(&[group.clone()])).unwrap();
+    assert_eq!(again.folds.len(), 1);
+    assert!(again.folds[0].refitted && again.folds[0].fitted_rows == 10);
+    let file = committed().unwrap();
+    let mine: Vec<&Comparison> = file
+        .out_of_sample
+        .iter()
+        .filter(|c| c.group == group)
+        .collect();
+    assert_eq!(mine.len(), again.out_of_sample.len());
+    for (f, a) in mine.iter().zip(&again.out_of_sample) {
+        assert!(
+            same_prediction(f, a),
+            "{} {:?}: committed {}, again {}",
+            a.id,
+            a.metric,
+            f.predicted,
+            a.predicted
+        );
+    }
+    // Out of sample differs from in sample: the refit did not see these rows.
+    assert!(again
+        .in_sample
+        .iter()
+        .zip(&again.out_of_sample)
+        .any(|(i, o)| i.predicted != o.predicted));
+}
+
+#[test]
+fn docs_validation_md_carries_the_report_of_the_committed_cross_validation() {
+    let doc = std::fs::read_to_string("docs/validation.md").unwrap();
+    let block = generated_block(&doc).expect("docs/validation.md has no generated block");
+    let rows = embedded_rows().unwrap();
+    let want = markdown(&rows, &fit_rows().unwrap(), &committed().unwrap(), 0.9);
+    assert_eq!(
+        block.trim(),
+        want.trim(),
+        "docs/validation.md's generated block differs from `servesim validate --markdown` \
+         (run scripts/update-validation.sh)"
+    );
+}
+
+#[test]
+fn out_of_sample_regression_guards() {
+    // Measured (committed cross-validation, `servesim validate`): offline throughput 3.5%,
+    // TTFT 16.8%, E2E 11.2%, ITL 11.4% (docs/validation.md). Issue #26 asks 8/12/8/8%: the
+    // offline line holds; the online ones are regression guards around the measured figures.
+    assert!(committed_median(Headline::OfflineThroughput) <= 0.08);
+    assert!(committed_median(Headline::Ttft) <= 0.20);
+    assert!(committed_median(Headline::E2e) <= 0.14);
+    assert!(committed_median(Headline::PerToken) <= 0.14);
+}
+
+#[test]
+fn in_sample_regression_guards() {
+    // In sample: the committed host costs were fitted on these rows, so these figures guard
+    // against regressions and say nothing about carrying over (docs/validation.md).
+    let rows = embedded_rows().unwrap();
+    let comps = compare(&rows, None).unwrap();
+    let s = summarize(&comps);
+    let off = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
+    // Measured 3.5% over the 60 TensorRT-LLM 1.0 rows (20 fitted, 40 held out), worst 20.6%.
+    assert!(off.median_abs_error <= 0.07, "{off:#?}");
+    assert!(off.worst_abs_error <= 0.25, "{off:#?}");
+    assert!(off.mean_signed_error.abs() <= 0.05, "{off:#?}");
+    // Throughput of the open-loop online rows is the offered load when the engine keeps up
+    // (measured 0.0%).
+    let tput: Vec<f64> = comps
+        .iter()
+        .filter(|c| c.kind == LoadKind::Online && c.metric == Metric::OutputTokensPerS)
+        .filter(|c| c.keeps_up == Some(true))
+        .map(|c| c.signed_error.abs())
+        .collect();
+    assert!(
+        !tput.is_empty() && tput.iter().all(|&e| e <= 0.02),
+        "{tput:?}"
+    );
 }
 
 #[test]
 fn held_out_trtllm_70b_405b_rows_fidelity() {
+    // Held out: in no fit. Measured 4.5% median, +1.8% bias, worst 20.6%
+    // (T-405b-H100-TP8-20000-2000) before this revision's host costs; see the committed report.
     let rows = read_reference(std::path::Path::new(
         "calibration/reference/trtllm-1.0-offline-70b-405b.csv",
     ))
@@ -92,11 +189,8 @@ fn held_out_trtllm_70b_405b_rows_fidelity() {
     let s = summarize(&comps);
     let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
     assert_eq!(e.rows, 40, "{e:?}");
-    // Measured 4.5%.
     assert!(e.median_abs_error <= 0.08, "{e:#?}");
-    // Measured +1.8%.
     assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
-    // Measured 20.6% (T-405b-H100-TP8-20000-2000).
     assert!(e.worst_abs_error <= 0.25, "{e:#?}");
 }
 
@@ -107,14 +201,12 @@ fn held_out_trtllm_70b_405b_rows_fidelity() {
 #[test]
 fn held_out_trtllm_0_14_dense_and_moe_rows() {
     for (file, n, median, bias) in [
-        // Measured: 130 rows, median 14.3%, bias +20.5%.
         (
             "calibration/reference/trtllm-0.14-offline-llama.csv",
             130,
             0.18,
             (0.10, 0.30),
         ),
-        // Measured: 81 rows, median 12.7%, bias -14.8%.
         (
             "calibration/reference/trtllm-0.14-offline-mixtral.csv",
             81,
@@ -147,39 +239,25 @@ fn held_out_trtllm_0_14_dense_and_moe_rows() {
 }
 
 #[test]
-fn the_step_time_headroom_is_a_modest_slow_down() {
-    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
-    let comps = compare(&rows, None).unwrap();
-    // Measured +7.8% at 90% coverage; a wider coverage never asks for less.
-    let h90 = step_time_headroom(&comps, 0.9).unwrap();
-    let h98 = step_time_headroom(&comps, 0.98).unwrap();
-    assert!((0.0..=0.2).contains(&h90), "{h90}");
-    assert!(h98 >= h90, "{h90} {h98}");
-}
-
-#[test]
-fn online_latency_fidelity() {
-    let s = summaries();
-    let e2e = find(&s, LoadKind::Online, Metric::E2eMeanMs);
-    assert!(e2e.rows >= 10, "{e2e:?}");
-    // Measured 7.6% (issue #18 asks 7%).
-    assert!(e2e.median_abs_error <= 0.10, "{e2e:#?}");
-    let ttft = find(&s, LoadKind::Online, Metric::TtftMeanMs);
-    assert!(ttft.rows >= 10, "{ttft:?}");
-    // Measured 7.9%.
-    assert!(ttft.median_abs_error <= 0.12, "{ttft:#?}");
-    let itl = find(&s, LoadKind::Online, Metric::ItlDerivedMs);
-    // Measured 7.6% (issue #18 asks 7%).
-    assert!(itl.median_abs_error <= 0.10, "{itl:#?}");
-    // Throughput of the online rows is the offered load when the engine keeps up (measured
-    // 0.0%).
-    let tput = find(&s, LoadKind::Online, Metric::OutputTokensPerS);
-    assert!(tput.median_abs_error <= 0.02, "{tput:#?}");
+fn the_step_time_headroom_comes_from_out_of_sample_errors() {
+    let c = committed().unwrap();
+    let oos = step_time_headroom(&c.out_of_sample, 0.9).unwrap();
+    let ins = step_time_headroom(&c.in_sample, 0.9).unwrap();
+    // The planner's validated headroom is the out-of-sample one, floored at zero.
+    assert_eq!(
+        cv::committed_step_time_headroom(0.9).unwrap(),
+        Some(oos.max(0.0))
+    );
+    // A wider coverage never asks for less; out of sample asks at least as much here.
+    let h98 = step_time_headroom(&c.out_of_sample, 0.98).unwrap();
+    assert!(h98 >= oos, "{oos} {h98}");
+    assert!(oos >= ins - 1e-12, "out of sample {oos}, in sample {ins}");
+    assert!((0.0..=0.5).contains(&oos), "{oos}");
 }
 
 #[test]
 fn summaries_are_consistent_with_comparisons() {
-    let rows = parse_reference(REFERENCE_CSV, "serving-measurements.csv").unwrap();
+    let rows = embedded_rows().unwrap();
     let comps = compare(&rows, None).unwrap();
     for e in summarize(&comps) {
         let errs: Vec<f64> = comps

@@ -85,9 +85,9 @@ pub struct ProfileOptions {
 impl Default for ProfileOptions {
     fn default() -> Self {
         ProfileOptions {
-            step_ln: 0.5,
+            step_ln: 0.7,
             max_steps: 24,
-            bisections: 3,
+            bisections: 7,
             inner_iterations: 60,
             inner_tol: 1e-6,
         }
@@ -115,6 +115,17 @@ pub fn profile_intervals(
         let mut per_side: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
         for (s, dir) in [(0usize, -1.0f64), (1, 1.0)] {
             let (lo, hi) = bounds_ln[k];
+            // The far bound first: where the data leave it within the threshold, that side
+            // is open and needs no march (the profile rises away from the optimum).
+            let bound = if s == 0 { lo } else { hi };
+            if bound != x_opt[k] {
+                let (_, l) = refit_at(loss, x_opt, k, bound, opts);
+                best = best.min(l);
+                if ratio(n, l, best) <= CHI2_1_95 {
+                    per_side[s].push((bound, l));
+                    continue;
+                }
+            }
             let mut rest = x_opt.to_vec();
             let mut v = x_opt[k];
             for _ in 0..opts.max_steps {

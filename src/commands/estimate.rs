@@ -41,6 +41,9 @@ struct Estimate {
     memory: MemoryPlan,
     batch: BatchShape,
     step: StepBreakdown,
+    /// Of `step.host_s`, the engine's time per iteration that is never hidden under the GPU
+    /// (`host.per_iteration_exposed_s`), seconds.
+    host_exposed_s: f64,
     /// Weight bytes streamed per GPU divided by the GEMM time (what a profiler would report).
     implied_weight_bandwidth_bytes_per_s: f64,
     output_tokens_per_s: f64,
@@ -90,6 +93,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         memory,
         batch,
         step,
+        host_exposed_s: dep.engine.host.per_iteration_exposed_s,
         implied_weight_bandwidth_bytes_per_s: if step.gemm_s + step.lm_head_s > 0.0 {
             weight_gemm_bytes / (step.gemm_s + step.lm_head_s)
         } else {
@@ -221,7 +225,16 @@ fn print_table(
     }
     writeln!(out, "  small ops              {}", ms(s.small_ops_s))?;
     writeln!(out, "  kernel launches        {}", ms(s.launch_s))?;
-    writeln!(out, "  engine host overhead   {}", ms(s.host_s))?;
+    if e.host_exposed_s > 0.0 {
+        writeln!(
+            out,
+            "  engine host overhead   {}   (of which {} per step the GPU always waits for)",
+            ms(s.host_s),
+            ms(e.host_exposed_s)
+        )?;
+    } else {
+        writeln!(out, "  engine host overhead   {}", ms(s.host_s))?;
+    }
     if s.host_overlap_s > 0.0 {
         writeln!(
             out,

@@ -31,7 +31,12 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         ));
     }
     let mut rows = if args.reference.is_empty() {
-        embedded_rows()?
+        // A fit uses the fit set only; validation covers the held-out files too.
+        if args.fit_engine.is_some() {
+            cv::fit_rows()?
+        } else {
+            embedded_rows()?
+        }
     } else {
         let mut rows = Vec::new();
         for p in &args.reference {

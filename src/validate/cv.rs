@@ -19,10 +19,16 @@ use crate::engine::{EngineProfile, HostCosts};
 use crate::error::Result;
 
 /// The reference files the committed engine host costs are fitted on (embedded): (path, text).
-pub const FIT_FILES: &[(&str, &str)] = &[(
-    "calibration/reference/serving-measurements.csv",
-    REFERENCE_CSV,
-)];
+pub const FIT_FILES: &[(&str, &str)] = &[
+    (
+        "calibration/reference/serving-measurements.csv",
+        REFERENCE_CSV,
+    ),
+    (
+        "calibration/reference/vllm-blog-2026-fp8-kv-h100.csv",
+        include_str!("../../calibration/reference/vllm-blog-2026-fp8-kv-h100.csv"),
+    ),
+];
 
 /// Reference files of the profiles' engine releases that no fit uses (embedded): (path, text).
 pub const HELD_OUT_FILES: &[(&str, &str)] = &[(

@@ -22,14 +22,15 @@ use crate::engine::{EngineProfile, HostCosts, HostPrior};
 use crate::error::{Error, Result};
 
 /// The host costs the fitter fits, in order.
-pub const HOST_KEYS: [&str; 3] = [
+pub const HOST_KEYS: [&str; 4] = [
     "host.per_iteration_s",
     "host.per_sequence_s",
     "host.per_request_s",
+    "host.per_iteration_exposed_s",
 ];
 
 /// Search bounds of the host costs of [`HOST_KEYS`], seconds.
-pub const HOST_BOUNDS: [(f64, f64); 3] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2)];
+pub const HOST_BOUNDS: [(f64, f64); 4] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2), (1e-6, 2e-2)];
 
 /// The typical log error of one figure that the prior is weighed against: the prior of a cost
 /// adds `(σ² / n) ((ln x - ln prior) / ln factor)²` to the mean loss of `n` figures, i.e. it
@@ -45,7 +46,8 @@ pub fn host_param(h: &HostCosts, k: usize) -> f64 {
     match k {
         0 => h.per_iteration_s,
         1 => h.per_sequence_s,
-        _ => h.per_request_s,
+        2 => h.per_request_s,
+        _ => h.per_iteration_exposed_s,
     }
 }
 
@@ -54,7 +56,8 @@ pub fn set_host_param(h: &mut HostCosts, k: usize, v: f64) {
     match k {
         0 => h.per_iteration_s = v,
         1 => h.per_sequence_s = v,
-        _ => h.per_request_s = v,
+        2 => h.per_request_s = v,
+        _ => h.per_iteration_exposed_s = v,
     }
 }
 
@@ -95,7 +98,7 @@ impl HostParamReport {
                 )
             }
             Some(iv) => format!(
-                "{} = {}: {}; kept at the prior {} ({})",
+                "{} = {}: {}; held there by its prior {} ({})",
                 self.key,
                 fmt(self.fitted_s),
                 iv.describe(&fmt),
@@ -193,6 +196,7 @@ pub fn overloaded_without_host(rows: &[ReferenceRow], start: &HostCosts) -> Resu
         per_iteration_s: 0.0,
         per_sequence_s: 0.0,
         per_request_s: 0.0,
+        per_iteration_exposed_s: 0.0,
         ..start.clone()
     };
     let flags: Vec<Result<Option<String>>> = rows
@@ -236,6 +240,7 @@ fn prior_of(engine: &EngineProfile, k: usize) -> HostPrior {
             value: host_param(&engine.host, k),
             factor: FALLBACK_FACTOR,
             max: None,
+            max_source: None,
             source: "no prior in the profile: its own value, a factor of 10 either way".into(),
         })
 }
@@ -263,9 +268,9 @@ pub fn fit_engine_host(
     let rows = &kept[..];
     // The frontend's per-request time only shows in latencies: offline rows cannot fit it.
     let keys: Vec<usize> = if rows.iter().any(|r| r.kind == LoadKind::Online) {
-        vec![0, 1, 2]
+        vec![0, 1, 2, 3]
     } else {
-        vec![0, 1]
+        vec![0, 1, 3]
     };
     let priors: Vec<HostPrior> = keys.iter().map(|&k| prior_of(engine, k)).collect();
     let iteration_bound = iteration_bound(rows, &priors[0]);
@@ -273,7 +278,8 @@ pub fn fit_engine_host(
         .iter()
         .map(|&k| {
             let (lo, hi) = HOST_BOUNDS[k];
-            let hi = if k == 0 {
+            // No host time per iteration, hidden or exposed, above the fastest iteration.
+            let hi = if k == 0 || k == 3 {
                 hi.min(iteration_bound.0)
             } else {
                 hi
