@@ -668,6 +668,7 @@ mod tests {
         let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
         dep.engine.host.per_iteration_s = 1e-3;
         dep.engine.host.per_sequence_s = 0.0;
+        dep.engine.host.per_iteration_exposed_s = 0.0;
         let b = BatchShape::decode(64, 1000);
         dep.engine.scheduler.async_scheduling = false;
         let sync = StepTimeModel::new(dep.clone(), 2048).unwrap().breakdown(&b);
@@ -687,6 +688,33 @@ mod tests {
         assert!(
             (m.step_ns(&b).unwrap() as i64 - secs_to_ns(slow.total_s).unwrap() as i64).abs() <= 2
         );
+    }
+
+    #[test]
+    fn the_exposed_host_time_adds_to_every_iteration_synchronous_or_not() {
+        let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
+        dep.engine.host.per_iteration_s = 1e-3;
+        dep.engine.host.per_sequence_s = 0.0;
+        dep.engine.host.per_iteration_exposed_s = 0.0;
+        let b = BatchShape::decode(64, 1000);
+        let mut mixed = BatchShape::decode(64, 1000);
+        mixed.add_prefill(300, 0, true);
+        for asyn in [false, true] {
+            dep.engine.scheduler.async_scheduling = asyn;
+            let without = StepTimeModel::new(dep.clone(), 2048).unwrap();
+            let mut with_dep = dep.clone();
+            with_dep.engine.host.per_iteration_exposed_s = 0.8e-3;
+            let with = StepTimeModel::new(with_dep, 2048).unwrap();
+            for shape in [&b, &mixed] {
+                let (a, e) = (without.breakdown(shape), with.breakdown(shape));
+                assert!((e.total_s - a.total_s - 0.8e-3).abs() < 1e-12, "{a:?} {e:?}");
+                // Never hidden: the overlap is the same as without it.
+                assert_eq!(a.host_overlap_s, e.host_overlap_s);
+                // The simulator's integer path agrees.
+                let d = with.step_ns(shape) as i64 - without.step_ns(shape) as i64;
+                assert!((d - 800_000).abs() <= 2, "{d}");
+            }
+        }
     }
 
     #[test]
