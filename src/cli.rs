@@ -280,12 +280,18 @@ pub struct ValidateArgs {
     pub format: Format,
     /// Print the cross-validation report as Markdown (the block docs/validation.md carries)
     /// instead of the tables.
-    #[arg(long, conflicts_with_all = ["format", "no_cv", "fit_engine"])]
+    #[arg(long, conflicts_with_all = ["format", "fit_engine"])]
     pub markdown: bool,
     /// In-sample only: skip the grouped cross-validation (one refit of the engine's host
     /// costs per configuration of the fit set).
     #[arg(long = "no-cv", conflicts_with = "fit_engine")]
     pub no_cv: bool,
+    /// Instead of the cross-validation, print (as --markdown) the table of the held-out files
+    /// of other engine releases and engines that docs/validation.md reports, each row
+    /// predicted by the committed costs; run from the repository root (the files name model
+    /// configs by path).
+    #[arg(long = "other-releases", requires = "markdown", conflicts_with_all = ["reference", "group", "engine"])]
+    pub other_releases: bool,
     /// Cross-validate only this configuration (repeatable; as printed in the configuration
     /// table, e.g. "vllm 0.15.1 llama-2-7b TP1 h100-sxm"); the other rows are left out.
     #[arg(long = "group")]

@@ -116,7 +116,7 @@ fn a_closed_standard_output_stops_quietly_without_a_panic() {
     for args in [
         &["estimate"][..],
         &["estimate", "--format", "json"],
-        &["validate"],
+        &["validate", "--no-cv"],
         &["run", "--format", "json"],
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_servesim"))

@@ -17,7 +17,10 @@
 //! figures do not reach are said so in docs/validation.md, not asserted as met.
 
 use servesim::validate::cv::{self, committed, cross_validate, embedded_rows, fit_rows, Headline};
-use servesim::validate::markdown::{generated_block, markdown};
+use servesim::validate::markdown::{
+    generated_block, generated_block_at, markdown, other_files_markdown, OTHER_BEGIN_MARKER,
+    OTHER_REFERENCE_FILES,
+};
 use servesim::validate::{
     compare, read_reference, step_time_headroom, summarize, Comparison, ErrorSummary, LoadKind,
     Metric,
@@ -137,6 +140,27 @@ fn docs_validation_md_carries_the_report_of_the_committed_cross_validation() {
         want.trim(),
         "docs/validation.md's generated block differs from `servesim validate --markdown` \
          (run scripts/update-validation.sh)"
+    );
+}
+
+#[test]
+fn docs_validation_md_carries_the_other_releases_table() {
+    let doc = std::fs::read_to_string("docs/validation.md").unwrap();
+    let block = generated_block_at(&doc, OTHER_BEGIN_MARKER)
+        .expect("docs/validation.md has no other-releases block");
+    let files: Vec<_> = OTHER_REFERENCE_FILES
+        .iter()
+        .map(|f| {
+            let rows = read_reference(std::path::Path::new(f)).unwrap();
+            let comps = compare(&rows, None).unwrap();
+            (*f, rows, comps)
+        })
+        .collect();
+    assert_eq!(
+        block.trim(),
+        other_files_markdown(&files).trim(),
+        "docs/validation.md's other-releases table differs from `servesim validate --markdown \
+         --other-releases` (run scripts/update-validation.sh)"
     );
 }
 

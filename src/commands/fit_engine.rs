@@ -43,7 +43,14 @@ pub fn run(args: &FitEngineArgs) -> Result<()> {
         note!("warning: {w}");
     }
     let before = compare(&rows, Some(&base.host))?;
-    let fit = fit_engine_host(&rows, &base, FitOptions { profile: true })?;
+    let fit = fit_engine_host(
+        &rows,
+        &base,
+        FitOptions {
+            profile: true,
+            documented_bound: false,
+        },
+    )?;
     let after = compare(&rows, Some(&fit.host))?;
 
     let mut fitted = base.clone();

@@ -10,7 +10,9 @@ use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
 use servesim::validate::cv::{self, embedded_rows, CrossValidation, Headline};
-use servesim::validate::markdown::{markdown, residuals_csv};
+use servesim::validate::markdown::{
+    markdown, other_files_markdown, residuals_csv, OTHER_REFERENCE_FILES,
+};
 use servesim::validate::{
     compare, fit_engine_host, prediction_intervals, read_reference, step_time_headroom, summarize,
     Comparison, FitOptions, Metric, ReferenceRow,
@@ -18,11 +20,19 @@ use servesim::validate::{
 
 /// Runs `servesim validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    let report = args
-        .out
-        .as_deref()
-        .map(|o| super::begin_out_dir("--out", o))
-        .transpose()?;
+    if let Some(out) = &args.out {
+        super::check_out_dir("--out", out)?;
+    }
+    if args.other_releases {
+        let mut files = Vec::new();
+        for f in OTHER_REFERENCE_FILES {
+            let rows = read_reference(std::path::Path::new(f))?;
+            let comps = compare(&rows, None)?;
+            files.push((*f, rows, comps));
+        }
+        write!(std::io::stdout().lock(), "{}", other_files_markdown(&files))?;
+        return Ok(());
+    }
     if !(args.coverage > 0.0 && args.coverage < 1.0) {
         anyhow::bail!(servesim::Error::config(
             "--coverage",
@@ -84,7 +94,14 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let fit_set = cv::fit_rows()?;
     let result = if let Some(name) = &args.fit_engine {
         let profile = EngineProfile::load(name)?;
-        let fit = fit_engine_host(&rows, &profile, FitOptions { profile: true })?;
+        let fit = fit_engine_host(
+            &rows,
+            &profile,
+            FitOptions {
+                profile: true,
+                ..FitOptions::default()
+            },
+        )?;
         report_fit(name, &fit);
         let comps = compare(&rows, Some(&fit.host))?;
         CrossValidation {

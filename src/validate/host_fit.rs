@@ -32,10 +32,16 @@ pub const HOST_KEYS: [&str; 4] = [
 /// Search bounds of the host costs of [`HOST_KEYS`], seconds.
 pub const HOST_BOUNDS: [(f64, f64); 4] = [(1e-5, 2e-2), (1e-8, 1e-4), (1e-5, 5e-2), (1e-6, 2e-2)];
 
-/// The typical log error of one figure that the prior is weighed against: the prior of a cost
-/// adds `(σ² / n) ((ln x - ln prior) / ln factor)²` to the mean loss of `n` figures, i.e. it
-/// counts as one more figure whose error is the prior's distance in units of its spread,
-/// measured with σ = 10%.
+/// The smallest variance of a figure's log error the priors are weighed against. The prior of
+/// a cost adds `(σ² / n) ((ln x - ln prior) / ln factor)²` to the mean loss of `n` figures,
+/// i.e. it counts as one more figure whose error is the prior's distance in units of its
+/// spread, with σ² the rows' own mean loss at a first fit (a Gaussian likelihood with the
+/// variance estimated from the data), at least this (a 1% error) and at most
+/// [`PRIOR_ERROR_SCALE`] squared. Files the model reproduces closely thus let their data
+/// outweigh the priors; noisy ones lean on them.
+pub const MIN_PRIOR_VARIANCE: f64 = 1e-4;
+
+/// The largest typical log error of one figure the priors are weighed against (σ, 10%).
 pub const PRIOR_ERROR_SCALE: f64 = 0.1;
 
 /// Spread of the fallback prior (the start value) of a cost the profile gives no prior for.
@@ -61,12 +67,26 @@ pub fn set_host_param(h: &mut HostCosts, k: usize, v: f64) {
     }
 }
 
-/// How much work the fit does.
-#[derive(Debug, Clone, Copy, Default)]
+/// How much work the fit does, and which bounds hold.
+#[derive(Debug, Clone, Copy)]
 pub struct FitOptions {
     /// Profile the data loss over each cost to report what the rows determine (several times
     /// the cost of the fit itself).
     pub profile: bool,
+    /// Hold the per-iteration costs under the profile's documented bound (the fastest public
+    /// run of that engine release) as well as under the rows' own fastest iteration. On for
+    /// the committed profiles; `fit-engine` on a user's own files turns it off, since their
+    /// own host may be slower than any public run, and their rows then bound it.
+    pub documented_bound: bool,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            profile: false,
+            documented_bound: true,
+        }
+    }
 }
 
 /// One fitted host cost and what the rows say about it.
@@ -273,7 +293,7 @@ pub fn fit_engine_host(
         vec![0, 1, 3]
     };
     let priors: Vec<HostPrior> = keys.iter().map(|&k| prior_of(engine, k)).collect();
-    let iteration_bound = iteration_bound(rows, &priors[0]);
+    let iteration_bound = iteration_bound(rows, &priors[0], opts.documented_bound);
     let bounds: Vec<(f64, f64)> = keys
         .iter()
         .map(|&k| {
@@ -322,22 +342,35 @@ pub fn fit_engine_host(
         .zip(&bounds)
         .map(|(p, &(lo, hi))| p.value.max(1e-300).ln().clamp(lo, hi))
         .collect();
-    let prior_term = |x: &[f64]| -> f64 {
-        let s2 = PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE / n0;
+    let prior_term = |x: &[f64], variance: f64| -> f64 {
+        let s2 = variance / n0;
         x.iter()
             .zip(&prior_x)
             .zip(&priors)
             .map(|((xk, pk), p)| s2 * ((xk - pk) / p.factor.max(1.0 + 1e-9).ln()).powi(2))
             .sum()
     };
-    let posterior = |x: &[f64]| data(x) + prior_term(x);
-    let best = minimise(&posterior, start, &keys, &bounds, &prior_x);
+    // First the data with the priors at their weakest (they only settle flat directions),
+    // then with the priors weighed against the variance the rows show there.
+    let first = |x: &[f64]| data(x) + prior_term(x, MIN_PRIOR_VARIANCE);
+    let x1 = minimise(&first, start, &keys, &bounds, &prior_x);
+    let variance = data(&x1).clamp(
+        MIN_PRIOR_VARIANCE,
+        PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE,
+    );
+    let posterior = |x: &[f64]| data(x) + prior_term(x, variance);
+    let mut best = x1;
+    for step in [0.3, 0.1] {
+        let (nx, _) = nelder_mead(&posterior, &best, step, 1e-6, 120);
+        if posterior(&nx) <= posterior(&best) {
+            best = nx;
+        }
+    }
     if let Some(e) = first_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);
     }
-    let host = at(&best);
-    let (score, figures) = data_loss(rows, &host)?;
-    let intervals = if opts.profile {
+    let mut host = at(&best);
+    let intervals: Vec<Option<Interval>> = if opts.profile {
         // Profile the data term from its own optimum, near the fit.
         let (x_data, _) = nelder_mead(&data, &best, 0.2, 1e-7, 80);
         let x_data = if data(&x_data) < data(&best) {
@@ -362,6 +395,15 @@ pub fn fit_engine_host(
     } else {
         vec![None; keys.len()]
     };
+    // A cost the rows do not determine goes back to its documented prior, moved into the
+    // range that fits equally well (as `servesim fit` does with a GPU parameter), so it never
+    // sits wherever the search stopped in a flat direction.
+    for ((&k, p), iv) in keys.iter().zip(&priors).zip(&intervals) {
+        if let Some(iv) = iv.filter(|iv| !iv.determined()) {
+            set_host_param(&mut host, k, iv.clamp(p.value));
+        }
+    }
+    let (score, figures) = data_loss(rows, &host)?;
     let params = keys
         .iter()
         .zip(&priors)
@@ -385,11 +427,11 @@ pub fn fit_engine_host(
     })
 }
 
-/// The per-iteration cost's upper bound: the smaller of the prior's `max` and the fastest
-/// iteration the rows measured.
-fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior) -> (f64, String) {
+/// The per-iteration cost's upper bound: the smaller of the prior's `max` (when `documented`)
+/// and the fastest iteration the rows measured.
+fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior, documented: bool) -> (f64, String) {
     let mut bound = (HOST_BOUNDS[0].1, "the search bound".to_string());
-    if let Some(m) = prior.max {
+    if let Some(m) = prior.max.filter(|_| documented) {
         if m < bound.0 {
             bound = (
                 m,
@@ -409,8 +451,8 @@ fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior) -> (f64, String) {
 }
 
 /// The search: Nelder-Mead in the logarithms from the start, from the prior and from the
-/// best point of a 5 x 5 grid over the first two costs, each restarted once with a smaller
-/// simplex; the best end wins.
+/// best point of a 5 x 5 grid over the first two costs (with the exposed time at its prior and
+/// at its lower bound), each restarted once with a smaller simplex; the best end wins.
 fn minimise(
     f: &dyn Fn(&[f64]) -> f64,
     start: &HostCosts,
@@ -424,17 +466,28 @@ fn minimise(
         .map(|(&k, &(lo, hi))| host_param(start, k).max(1e-300).ln().clamp(lo, hi))
         .collect();
     const GRID: usize = 4;
+    // The exposed per-iteration time at its prior and at its lower bound: a host-bound engine
+    // shows its host time either as a hidden floor or as exposed time, two basins.
+    let exposed = keys.iter().position(|&k| k == 3);
+    let mut bases = vec![prior_x.to_vec()];
+    if let Some(e) = exposed {
+        let mut b = prior_x.to_vec();
+        b[e] = bounds[e].0;
+        bases.push(b);
+    }
     let mut grid_best: Option<(f64, Vec<f64>)> = None;
-    for i in 0..=GRID {
-        for j in 0..=GRID {
-            let mut x = prior_x.to_vec();
-            for (k, t) in [(0, i), (1, j)] {
-                let (lo, hi) = bounds[k];
-                x[k] = lo + (hi - lo) * t as f64 / GRID as f64;
-            }
-            let v = f(&x);
-            if grid_best.as_ref().is_none_or(|(b, _)| v < *b) {
-                grid_best = Some((v, x));
+    for base in &bases {
+        for i in 0..=GRID {
+            for j in 0..=GRID {
+                let mut x = base.clone();
+                for (k, t) in [(0, i), (1, j)] {
+                    let (lo, hi) = bounds[k];
+                    x[k] = lo + (hi - lo) * t as f64 / GRID as f64;
+                }
+                let v = f(&x);
+                if grid_best.as_ref().is_none_or(|(b, _)| v < *b) {
+                    grid_best = Some((v, x));
+                }
             }
         }
     }
