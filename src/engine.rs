@@ -415,6 +415,28 @@ impl EngineProfile {
                 return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
             }
         }
+        crate::error::check_printable(origin, "name", &self.name)?;
+        crate::error::check_printable(origin, "display_name", &self.display_name)?;
+        // Plausible host costs (a busy Python scheduler takes tens of ms per iteration, not
+        // seconds): a typo such as 1e300 is an error naming the key, not a run of centuries.
+        for (key, v, hi) in [
+            ("host.per_iteration_s", self.host.per_iteration_s, 1.0),
+            ("host.per_sequence_s", self.host.per_sequence_s, 0.1),
+            ("host.per_request_s", self.host.per_request_s, 10.0),
+            (
+                "host.per_iteration_exposed_s",
+                self.host.per_iteration_exposed_s,
+                1.0,
+            ),
+        ] {
+            if v > hi {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be in [0, {hi}] s (a plausible engine), got {v:e}"),
+                ));
+            }
+        }
         let names = [
             "per_iteration_s",
             "per_sequence_s",

@@ -707,7 +707,10 @@ mod tests {
             let with = StepTimeModel::new(with_dep, 2048).unwrap();
             for shape in [&b, &mixed] {
                 let (a, e) = (without.breakdown(shape), with.breakdown(shape));
-                assert!((e.total_s - a.total_s - 0.8e-3).abs() < 1e-12, "{a:?} {e:?}");
+                assert!(
+                    (e.total_s - a.total_s - 0.8e-3).abs() < 1e-12,
+                    "{a:?} {e:?}"
+                );
                 // Never hidden: the overlap is the same as without it.
                 assert_eq!(a.host_overlap_s, e.host_overlap_s);
                 // The simulator's integer path agrees.

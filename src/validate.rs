@@ -19,7 +19,14 @@ pub use host_fit::{
     set_host_param, FitOptions, HostFit, HostParamReport, HOST_BOUNDS, HOST_KEYS,
     PRIOR_ERROR_SCALE,
 };
-pub use result_file::{parse_result_file, read_result_file, ResultDeployment};
+pub use result_file::{
+    contradictions, parse_result_file, read_result_file, ResultDeployment, MAX_REQUESTS,
+};
+
+/// Most requests of one reference row, which `validate` simulates request by request: 10
+/// million (MLPerf's offline runs send up to 4 million samples; a million requests simulate in
+/// about a second), so a typo of a billion cannot run for minutes without progress.
+pub const MAX_ROW_REQUESTS: u64 = 10_000_000;
 
 use std::path::Path;
 

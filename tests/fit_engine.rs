@@ -82,7 +82,10 @@ fn fit(dir: &Path, files: &[String], name: &str) -> (String, EngineProfile) {
 /// host-bound the files cannot split the two; the priors do, and the report says so).
 fn assert_recovers_truth(host: &servesim::engine::HostCosts, context: &str) {
     let (it, seq, req) = TRUTH;
-    let exposed = EngineProfile::load("vllm").unwrap().host.per_iteration_exposed_s;
+    let exposed = EngineProfile::load("vllm")
+        .unwrap()
+        .host
+        .per_iteration_exposed_s;
     for (name, got, want) in [
         (
             "per_iteration_s + per_iteration_exposed_s",

@@ -11,8 +11,8 @@ use crate::cli::FitEngineArgs;
 use servesim::engine::{EngineProfile, HostCosts};
 use servesim::report::atomic::write_atomic;
 use servesim::validate::{
-    compare, fit_engine_host, read_result_file, summarize, Comparison, FitOptions, HostFit,
-    LoadKind, ResultDeployment, HOST_KEYS,
+    compare, contradictions, fit_engine_host, read_result_file, summarize, Comparison, FitOptions,
+    HostFit, LoadKind, ResultDeployment, HOST_KEYS,
 };
 
 /// Runs `servesim fit-engine`.

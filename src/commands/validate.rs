@@ -20,9 +20,11 @@ use servesim::validate::{
 
 /// Runs `servesim validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    if let Some(out) = &args.out {
-        super::check_out_dir("--out", out)?;
-    }
+    let report = args
+        .out
+        .as_deref()
+        .map(|o| super::begin_out_dir("--out", o))
+        .transpose()?;
     if args.other_releases {
         let mut files = Vec::new();
         for f in OTHER_REFERENCE_FILES {
@@ -30,8 +32,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             let comps = compare(&rows, None)?;
             files.push((*f, rows, comps));
         }
-        write!(std::io::stdout().lock(), "{}", other_files_markdown(&files))?;
-        return Ok(());
+        return super::to_stdout(other_files_markdown(&files).as_bytes());
     }
     if !(args.coverage > 0.0 && args.coverage < 1.0) {
         anyhow::bail!(servesim::Error::config(
@@ -91,6 +92,9 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             "no reference rows to validate (check --engine)"
         ));
     }
+    for w in servesim::validate::contradictions(&rows) {
+        note!("warning: {w}");
+    }
     let fit_set = cv::fit_rows()?;
     let result = if let Some(name) = &args.fit_engine {
         let profile = EngineProfile::load(name)?;
@@ -120,14 +124,18 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         cv::cross_validate(&rows, &fit_set, None)?
     };
     let cross_validated = args.fit_engine.is_none() && !args.no_cv;
-    let mut out = std::io::stdout().lock();
+    let mut out: Vec<u8> = Vec::new();
     if args.markdown {
         write!(out, "{}", markdown(&rows, &fit_set, &result, args.coverage))?;
     } else {
         print_report(&mut out, args, &rows, &result, cross_validated)?;
     }
-    if let Some(dir) = &args.out {
-        write_out(dir, args, &result)?;
+    if let Some(report) = report {
+        write_out(report.path(), args, &result)?;
+        let dir = report
+            .commit()
+            .context("putting the report folder in place")?;
+        note!("wrote {}", dir.display());
     }
     super::to_stdout(&out)
 }
@@ -135,17 +143,17 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
 /// Prints what `--fit-engine` fitted and what the rows determine (standard error).
 fn report_fit(name: &str, fit: &servesim::validate::HostFit) {
     if !fit.left_out.is_empty() {
-        eprintln!(
+        note!(
             "left out of the fit (the model falls behind their arrivals even with no host cost): {}",
             fit.left_out.join(", ")
         );
     }
-    eprintln!(
+    note!(
         "fitted {name} host costs on {} rows ({} figures, mean Huber loss {:.4}); per-iteration cost held under {:.3e} s: {}",
         fit.fitted_rows, fit.figures, fit.score, fit.iteration_bound.0, fit.iteration_bound.1
     );
     for p in &fit.params {
-        eprintln!("  {}", p.describe());
+        note!("  {}", p.describe());
     }
 }
 
@@ -329,7 +337,6 @@ fn write_out(dir: &std::path::Path, args: &ValidateArgs, cv: &CrossValidation) -
     let oos = &cv.out_of_sample;
     let intervals = prediction_intervals(oos, args.coverage);
     let headroom = step_time_headroom(oos, args.coverage);
-    std::fs::create_dir_all(dir)?;
     write_atomic(&dir.join("comparisons.csv"), comparisons_csv(cv).as_bytes())?;
     write_atomic(&dir.join("out-of-sample.csv"), residuals_csv(cv).as_bytes())?;
     write_atomic(
@@ -354,7 +361,6 @@ fn write_out(dir: &std::path::Path, args: &ValidateArgs, cv: &CrossValidation) -
         &dir.join("predicted-vs-measured.png"),
         ImageFormat::Png,
     )?;
-    eprintln!("wrote {}", dir.display());
     Ok(())
 }
 

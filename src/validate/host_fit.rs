@@ -354,10 +354,7 @@ pub fn fit_engine_host(
     // then with the priors weighed against the variance the rows show there.
     let first = |x: &[f64]| data(x) + prior_term(x, MIN_PRIOR_VARIANCE);
     let x1 = minimise(&first, start, &keys, &bounds, &prior_x);
-    let variance = data(&x1).clamp(
-        MIN_PRIOR_VARIANCE,
-        PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE,
-    );
+    let variance = data(&x1).clamp(MIN_PRIOR_VARIANCE, PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE);
     let posterior = |x: &[f64]| data(x) + prior_term(x, variance);
     let mut best = x1;
     for step in [0.3, 0.1] {
