@@ -714,7 +714,8 @@ mod tests {
                 // Never hidden: the overlap is the same as without it.
                 assert_eq!(a.host_overlap_s, e.host_overlap_s);
                 // The simulator's integer path agrees.
-                let d = with.step_ns(shape) as i64 - without.step_ns(shape) as i64;
+                let d =
+                    with.step_ns(shape).unwrap() as i64 - without.step_ns(shape).unwrap() as i64;
                 assert!((d - 800_000).abs() <= 2, "{d}");
             }
         }

@@ -101,7 +101,12 @@ fn one_configuration_cross_validated_again_reproduces_the_committed_file() {
     // only (a fit on 10 offline rows: seconds).
     let group = "trtllm 1.0 llama-3.1-8b TP1 h200-sxm".to_string();
     let rows = embedded_rows().unwrap();
-    let again = cross_validate(&rows, &fit_rows().unwrap(), Some(&[group.clone()])).unwrap();
+    let again = cross_validate(
+        &rows,
+        &fit_rows().unwrap(),
+        Some(std::slice::from_ref(&group)),
+    )
+    .unwrap();
     assert_eq!(again.folds.len(), 1);
     assert!(again.folds[0].refitted && again.folds[0].fitted_rows == 10);
     let file = committed().unwrap();
