@@ -243,6 +243,14 @@ fn the_diurnal_week_plan_holds_at_its_peak_and_one_replica_fewer_misses() {
 }
 
 #[test]
+fn the_mlperf_server_plans_hold_and_one_replica_fewer_misses() {
+    // MLPerf v4.1 Llama-2-70B Server on 8 H100s (4 x TP2) and 8 H200s (8 x TP1): batches of a
+    // thousand sequences (docs/validation.md, "The large-batch regime").
+    check_holds_and_one_fewer_misses(Some("scenarios/mlperf/llama2-70b-server-h100.toml"));
+    check_holds_and_one_fewer_misses(Some("scenarios/mlperf/llama2-70b-server-h200.toml"));
+}
+
+#[test]
 fn every_shipped_scenario_with_a_plan_is_tested_here() {
     let tested = [
         "chat-slo.toml",
@@ -251,12 +259,31 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
         "diurnal-week.toml",
         "long-context-rag.toml",
         "deepseek-v3-chat.toml",
+        "mlperf/llama2-70b-server-h100.toml",
+        "mlperf/llama2-70b-server-h200.toml",
     ];
-    for e in std::fs::read_dir("scenarios").unwrap() {
-        let path = e.unwrap().path();
+    // The scenarios and those of their sub-folders (scenarios/mlperf/), named from scenarios/.
+    let mut files = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("scenarios")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "toml") {
+                files.push(path);
+            }
+        }
+    }
+    for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         if text.lines().any(|l| l.trim() == "[plan]") {
-            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let name = path
+                .strip_prefix("scenarios")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
             assert!(
                 tested.contains(&name.as_str()),
                 "{name} has a [plan] but no test"

@@ -58,7 +58,7 @@ fn chosen(p: &Value) -> &Value {
 const RAMP: &str = r#"
 [workload.arrival]
 kind = "schedule"
-points = [[0.0, 40.0], [10800.0, 200.0], [21600.0, 40.0]]
+points = [[0.0, 80.0], [10800.0, 400.0], [21600.0, 80.0]]
 [autoscale]
 policy = "utilization"
 target_utilization = 0.8
