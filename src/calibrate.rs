@@ -657,11 +657,11 @@ pub fn run_suite(
     Ok(out)
 }
 
-/// Writes `bytes` to `path` atomically ([`crate::report::atomic::write_atomic`]: an exclusive,
+/// Writes `bytes` to `path` atomically ([`crate::atomic_file::write_atomic`]: an exclusive,
 /// unpredictably named temporary file in the same directory, flushed and synced, then renamed
 /// over `path`).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::report::atomic::write_atomic(path, bytes)
+    crate::atomic_file::write_atomic(path, bytes)
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`, from the system clock.

@@ -4,6 +4,9 @@
 //! Every lookup goes through [`resolve`], so an alias accepted in one place (`h200` in
 //! `estimate --gpu`) is accepted everywhere (a scenario's `deployment.gpu`, `plan.gpus`, the
 //! price catalog), and an unknown name is one error listing the valid names and aliases.
+//!
+//! The catalog is pure data: the files embedded at build time, by kind. The modules that
+//! parse them (model, gpu, engine) depend on it, never the other way round.
 
 use std::path::PathBuf;
 
@@ -33,10 +36,15 @@ impl Kind {
 
     /// The catalog's entry names.
     pub fn names(self) -> Vec<&'static str> {
+        self.files().iter().map(|(n, _)| *n).collect()
+    }
+
+    /// (name, contents) of every embedded file of this kind.
+    fn files(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Kind::Model => crate::model::catalog_names(),
-            Kind::Gpu => crate::gpu::gpu_names(),
-            Kind::Engine => crate::engine::engine_names(),
+            Kind::Model => MODELS,
+            Kind::Gpu => GPUS,
+            Kind::Engine => ENGINES,
         }
     }
 
@@ -97,6 +105,100 @@ impl Kind {
         s
     }
 }
+
+/// The contents of the embedded file `name` of `kind` (a name [`resolve`] returned as
+/// [`Entry::Catalog`]); empty for a name the catalog does not hold.
+pub fn embedded(kind: Kind, name: &str) -> &'static str {
+    kind.files()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .unwrap_or_default()
+}
+
+/// (file name, contents) of every catalog model (`models/*.toml`), embedded at build time.
+const MODELS: &[(&str, &str)] = &[
+    (
+        "llama-3.1-8b",
+        include_str!("../models/llama-3.1-8b.toml"),
+    ),
+    (
+        "llama-3.1-70b",
+        include_str!("../models/llama-3.1-70b.toml"),
+    ),
+    (
+        "llama-3.1-405b",
+        include_str!("../models/llama-3.1-405b.toml"),
+    ),
+    ("llama-2-7b", include_str!("../models/llama-2-7b.toml")),
+    ("llama-2-70b", include_str!("../models/llama-2-70b.toml")),
+    (
+        "codellama-34b",
+        include_str!("../models/codellama-34b.toml"),
+    ),
+    ("qwen2.5-7b", include_str!("../models/qwen2.5-7b.toml")),
+    ("qwen2.5-72b", include_str!("../models/qwen2.5-72b.toml")),
+    (
+        "mistral-nemo-12b",
+        include_str!("../models/mistral-nemo-12b.toml"),
+    ),
+    (
+        "mixtral-8x7b",
+        include_str!("../models/mixtral-8x7b.toml"),
+    ),
+    ("deepseek-v3", include_str!("../models/deepseek-v3.toml")),
+    ("deepseek-r1", include_str!("../models/deepseek-r1.toml")),
+    (
+        "qwen3-235b-a22b",
+        include_str!("../models/qwen3-235b-a22b.toml"),
+    ),
+    ("qwen3-32b", include_str!("../models/qwen3-32b.toml")),
+    (
+        "qwen3-30b-a3b",
+        include_str!("../models/qwen3-30b-a3b.toml"),
+    ),
+    (
+        "gpt-oss-120b",
+        include_str!("../models/gpt-oss-120b.toml"),
+    ),
+    ("gpt-oss-20b", include_str!("../models/gpt-oss-20b.toml")),
+    (
+        "llama-4-scout",
+        include_str!("../models/llama-4-scout.toml"),
+    ),
+    (
+        "llama-4-maverick",
+        include_str!("../models/llama-4-maverick.toml"),
+    ),
+];
+
+/// (name, contents) of every embedded GPU profile (`calibration/gpus/*.toml`).
+const GPUS: &[(&str, &str)] = &[
+    (
+        "h100-sxm",
+        include_str!("../calibration/gpus/h100-sxm.toml"),
+    ),
+    (
+        "h100-pcie",
+        include_str!("../calibration/gpus/h100-pcie.toml"),
+    ),
+    (
+        "h200-sxm",
+        include_str!("../calibration/gpus/h200-sxm.toml"),
+    ),
+    (
+        "a100-sxm-80gb",
+        include_str!("../calibration/gpus/a100-sxm-80gb.toml"),
+    ),
+    ("b200", include_str!("../calibration/gpus/b200.toml")),
+];
+
+/// (name, contents) of every embedded engine profile (`calibration/engines/*.toml`).
+const ENGINES: &[(&str, &str)] = &[
+    ("vllm", include_str!("../calibration/engines/vllm.toml")),
+    ("trtllm", include_str!("../calibration/engines/trtllm.toml")),
+    ("sglang", include_str!("../calibration/engines/sglang.toml")),
+];
 
 /// What a given name refers to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -314,15 +314,10 @@ pub struct EngineProfile {
     pub allreduce: AllReducePolicy,
 }
 
-const CATALOG: &[(&str, &str)] = &[
-    ("vllm", include_str!("../calibration/engines/vllm.toml")),
-    ("trtllm", include_str!("../calibration/engines/trtllm.toml")),
-    ("sglang", include_str!("../calibration/engines/sglang.toml")),
-];
 
 /// Names of the embedded engine profiles.
 pub fn engine_names() -> Vec<&'static str> {
-    CATALOG.iter().map(|(n, _)| *n).collect()
+    Kind::Engine.names()
 }
 
 impl EngineProfile {
@@ -332,11 +327,7 @@ impl EngineProfile {
         let (origin, text) = match catalog::resolve(Kind::Engine, name_or_path)? {
             Entry::Catalog(name) => (
                 format!("calibration/engines/{name}.toml"),
-                CATALOG
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, t)| t.to_string())
-                    .unwrap_or_default(), // resolve() only returns names of CATALOG
+                catalog::embedded(Kind::Engine, name).to_string(),
             ),
             Entry::Path(path) => (
                 name_or_path.to_string(),

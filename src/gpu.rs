@@ -194,30 +194,10 @@ pub struct GpuProfile {
     pub network: NetworkCurve,
 }
 
-/// (name, contents) of every embedded GPU profile.
-const CATALOG: &[(&str, &str)] = &[
-    (
-        "h100-sxm",
-        include_str!("../calibration/gpus/h100-sxm.toml"),
-    ),
-    (
-        "h100-pcie",
-        include_str!("../calibration/gpus/h100-pcie.toml"),
-    ),
-    (
-        "h200-sxm",
-        include_str!("../calibration/gpus/h200-sxm.toml"),
-    ),
-    (
-        "a100-sxm-80gb",
-        include_str!("../calibration/gpus/a100-sxm-80gb.toml"),
-    ),
-    ("b200", include_str!("../calibration/gpus/b200.toml")),
-];
 
 /// Names of the embedded GPU profiles.
 pub fn gpu_names() -> Vec<&'static str> {
-    CATALOG.iter().map(|(n, _)| *n).collect()
+    Kind::Gpu.names()
 }
 
 impl GpuProfile {
@@ -236,11 +216,7 @@ impl GpuProfile {
     pub fn load(name_or_path: &str) -> Result<Self> {
         match catalog::resolve(Kind::Gpu, name_or_path)? {
             Entry::Catalog(name) => {
-                let text = CATALOG
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, t)| *t)
-                    .unwrap_or_default(); // resolve() only returns names of CATALOG
+                let text = catalog::embedded(Kind::Gpu, name);
                 Self::from_toml(text, &format!("calibration/gpus/{name}.toml"))
             }
             Entry::Path(path) => {

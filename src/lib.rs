@@ -5,6 +5,7 @@
 //! [`workload`]) → streaming [`metrics`] → planning ([`plan`]) → [`report`]s.
 //! See docs/ for the physics, the simulator's semantics and the file formats.
 
+pub mod atomic_file;
 pub mod calibrate;
 pub mod catalog;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod gpu;
 pub mod input;
 pub mod metrics;
 pub mod model;
+pub mod numeric;
 pub mod plan;
 pub mod precision;
 pub mod report;
@@ -22,6 +24,7 @@ pub mod scenario;
 pub mod sim;
 pub mod step_time;
 pub mod summary;
+pub mod table;
 pub mod validate;
 pub mod workload;
 

@@ -4,12 +4,12 @@
 //! Hugging Face `config.json`. Everything the step-time model needs about a model is derived
 //! here from the architecture, never from a per-model constant.
 
-mod catalog;
 mod hf;
 mod hub;
 mod layers;
+mod load;
 
-pub use catalog::{catalog_names, load_model};
+pub use load::{catalog_names, load_model};
 pub use hub::{looks_like_hub_id, resolve_model_path, HubLookup};
 pub use layers::{AttentionKind, KvPerToken, LayerKind, MlpKind};
 
@@ -349,7 +349,7 @@ impl ModelSpec {
     pub fn expected_active_experts(&self, tokens: f64) -> f64 {
         match &self.moe {
             None => 1.0,
-            Some(m) => crate::roofline::kernels::expected_active_experts(
+            Some(m) => expected_active_experts(
                 tokens.max(0.0),
                 m.num_experts as f64,
                 m.experts_per_token as f64,
@@ -361,4 +361,13 @@ impl ModelSpec {
 /// Reads a model from a Hugging Face `config.json` text; `origin` names it in errors.
 pub fn parse_hf_config(text: &str, origin: &str) -> Result<ModelSpec> {
     hf::parse(text, origin)
+}
+
+/// The expected number of distinct experts (of `experts`) that `tokens` tokens hit when each
+/// picks `top_k` of them uniformly at random: `E (1 - (1 - k/E)^T)`.
+pub fn expected_active_experts(tokens: f64, experts: f64, top_k: f64) -> f64 {
+    if experts <= 0.0 || tokens <= 0.0 {
+        return 0.0;
+    }
+    experts * (1.0 - (1.0 - (top_k / experts).min(1.0)).powf(tokens))
 }

@@ -20,7 +20,6 @@
 
 mod curve;
 mod disagg;
-mod export;
 mod fleet;
 pub mod measure;
 pub mod pricing;
@@ -32,7 +31,6 @@ pub mod week;
 
 pub use curve::{rate_curve, CurvePoint};
 pub use disagg::{DisaggPlan, PoolShape, XpydResult};
-pub use export::CostWorkbookExporter;
 pub use fleet::{
     size_on_shards, size_whole, FleetEvidence, FleetProbe, FleetSizing, ModelHeadroom,
     FLEET_MIN_REQUESTS, FULL_SIZING_MAX, SHARD_REPLICAS,

@@ -12,13 +12,11 @@
 //! - [`xlsx`]: the cost workbook for finance, with live formulas and editable inputs.
 //! - [`chrome_trace`]: a run's iterations and replica states as a Chrome trace.
 
-pub mod atomic;
 pub mod chrome_trace;
 mod finite;
 pub mod plan;
 pub mod plot;
 pub mod sweep;
-mod table;
 pub mod xlsx;
 
 use std::collections::HashSet;
@@ -27,8 +25,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use crate::atomic_file as atomic;
+pub use crate::table::{CellValue, TableSheet, ToTable};
 pub use atomic::{write_atomic, write_atomic_with};
-pub use table::{CellValue, TableSheet, ToTable};
 
 use crate::error::{Error, Result};
 
@@ -177,7 +176,7 @@ impl<D: ToTable + ?Sized> Exporter<D> for CsvExporter {
             let mut fields: Vec<String> = row
                 .iter()
                 .map(|c| match c {
-                    CellValue::Number(v) => table::number_text(*v),
+                    CellValue::Number(v) => crate::table::number_text(*v),
                     CellValue::Text(s) => s.clone(),
                 })
                 .collect();

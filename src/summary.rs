@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::{analyze_sample, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
-use crate::report::{CellValue, TableSheet, ToTable};
+use crate::table::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
 use crate::sim::{simulate_traced, SimOutput, TraceSink};
 use crate::workload::RequestGenerator;

@@ -740,18 +740,6 @@ pub struct PredictionInterval {
     pub high: f64,
 }
 
-/// The `q` quantile (0..=1) of sorted values, linear interpolation between order statistics.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let n = sorted.len();
-    if n == 1 {
-        return sorted[0];
-    }
-    let x = q.clamp(0.0, 1.0) * (n - 1) as f64;
-    let i = (x.floor() as usize).min(n - 2);
-    let f = x - i as f64;
-    sorted[i] * (1.0 - f) + sorted[i + 1] * f
-}
-
 /// Central interval of the log ratios `ln(measured / predicted)` holding `coverage` of them,
 /// as fractions `(low, high)` of the prediction; `None` without rows.
 fn ratio_interval(mut log_ratios: Vec<f64>, coverage: f64) -> Option<(f64, f64)> {
@@ -762,8 +750,8 @@ fn ratio_interval(mut log_ratios: Vec<f64>, coverage: f64) -> Option<(f64, f64)>
     log_ratios.sort_by(f64::total_cmp);
     let tail = (1.0 - coverage.clamp(0.0, 1.0)) / 2.0;
     Some((
-        quantile(&log_ratios, tail).exp() - 1.0,
-        quantile(&log_ratios, 1.0 - tail).exp() - 1.0,
+        crate::numeric::quantile_interpolated(&log_ratios, tail).exp() - 1.0,
+        crate::numeric::quantile_interpolated(&log_ratios, 1.0 - tail).exp() - 1.0,
     ))
 }
 

@@ -23,6 +23,7 @@
 //! own best point until it stops improving. Deterministic: no random starts.
 
 use crate::error::{Error, Result};
+pub(crate) use crate::numeric::nelder_mead;
 use crate::gpu::GpuProfile;
 
 use super::measurement::{KernelClass, Measurement};
@@ -105,76 +106,6 @@ fn msle(gpu: &GpuProfile, rows: &[&Measurement]) -> f64 {
         s += e * e;
     }
     s / rows.len().max(1) as f64
-}
-
-/// Minimises `f` over `x0.len()` dimensions with Nelder-Mead (standard coefficients), initial
-/// simplex steps `step`, until the simplex's values agree to `tol` or `max_iter` iterations.
-pub(crate) fn nelder_mead(
-    f: &dyn Fn(&[f64]) -> f64,
-    x0: &[f64],
-    step: f64,
-    tol: f64,
-    max_iter: usize,
-) -> (Vec<f64>, f64) {
-    let n = x0.len();
-    if n == 0 {
-        return (Vec::new(), f(x0));
-    }
-    let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(n + 1);
-    simplex.push((x0.to_vec(), f(x0)));
-    for i in 0..n {
-        let mut x = x0.to_vec();
-        x[i] += step;
-        let v = f(&x);
-        simplex.push((x, v));
-    }
-    for _ in 0..max_iter {
-        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
-        if (simplex[n].1 - simplex[0].1).abs() <= tol * (1.0 + simplex[0].1.abs()) {
-            break;
-        }
-        let centroid: Vec<f64> = (0..n)
-            .map(|j| simplex[..n].iter().map(|p| p.0[j]).sum::<f64>() / n as f64)
-            .collect();
-        let along = |t: f64| -> Vec<f64> {
-            (0..n)
-                .map(|j| centroid[j] + t * (simplex[n].0[j] - centroid[j]))
-                .collect()
-        };
-        let xr = along(-1.0);
-        let fr = f(&xr);
-        if fr < simplex[0].1 {
-            let xe = along(-2.0);
-            let fe = f(&xe);
-            simplex[n] = if fe < fr { (xe, fe) } else { (xr, fr) };
-        } else if fr < simplex[n - 1].1 {
-            simplex[n] = (xr, fr);
-        } else {
-            let (xc, fc) = if fr < simplex[n].1 {
-                let x = along(-0.5);
-                let v = f(&x);
-                (x, v)
-            } else {
-                let x = along(0.5);
-                let v = f(&x);
-                (x, v)
-            };
-            if fc < fr.min(simplex[n].1) {
-                simplex[n] = (xc, fc);
-            } else {
-                let best = simplex[0].0.clone();
-                for p in simplex.iter_mut().skip(1) {
-                    for (xj, bj) in p.0.iter_mut().zip(&best) {
-                        *xj = bj + 0.5 * (*xj - bj);
-                    }
-                    p.1 = f(&p.0);
-                }
-            }
-        }
-    }
-    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let (x, v) = simplex.swap_remove(0);
-    (x, v)
 }
 
 /// Fits `params` of `gpu` in place on `rows`; returns the root-mean-square log error and the

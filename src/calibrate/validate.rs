@@ -114,19 +114,6 @@ pub struct Validation {
     pub skipped: usize,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Compares `gpu`'s predictions with every row of `rows`.
 pub fn validate(gpu: &GpuProfile, rows: &[Measurement]) -> Validation {
     let mut checks = Vec::new();
@@ -157,7 +144,7 @@ pub fn validate(gpu: &GpuProfile, rows: &[Measurement]) -> Validation {
         classes.push(ClassSummary {
             class,
             rows: c.len(),
-            median_abs_error: median(&mut abs),
+            median_abs_error: crate::numeric::median(&mut abs),
             max_abs_error: max,
             bias: mean_log.exp() - 1.0,
         });
@@ -201,7 +188,7 @@ impl Validation {
         if self.rows.is_empty() {
             return Err(Error::Infeasible("no rows to plot".into()));
         }
-        crate::report::atomic::write_atomic_with(path, |tmp| draw(self, tmp, title))
+        crate::atomic_file::write_atomic_with(path, |tmp| draw(self, tmp, title))
     }
 }
 

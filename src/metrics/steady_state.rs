@@ -23,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::request_log::{Outcome, RequestRecord};
+use crate::numeric::{percentile_nearest_rank, sorted_percentile_nearest_rank};
 
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -280,30 +281,6 @@ pub fn mser_truncation(series: &[f64], batch: usize) -> (usize, bool) {
     (best.1 * batch, best.1 >= d_max)
 }
 
-/// Value at percentile `p` (0..100) of `v` by nearest rank (the sample of rank ceil(p n)),
-/// as hdrhistogram reports it; reorders `v`; 0 when empty.
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let (_, x, _) = v.select_nth_unstable_by(rank(v.len(), p) - 1, |a, b| a.total_cmp(b));
-    *x
-}
-
-/// The nearest rank of percentile `p` (0..100) among `n` >= 1 values, 1-based.
-fn rank(n: usize, p: f64) -> usize {
-    ((p / 100.0 * n as f64).ceil() as usize).clamp(1, n)
-}
-
-/// Value at percentile `p` of values already sorted ascending (0 when empty).
-fn sorted_percentile(v: &[f64], p: f64) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v[rank(v.len(), p) - 1]
-    }
-}
-
 /// Mean, median, p90 and p99 of `v`; sorts it.
 fn latency(v: &mut [f64]) -> WindowLatency {
     if v.is_empty() {
@@ -313,9 +290,9 @@ fn latency(v: &mut [f64]) -> WindowLatency {
     v.sort_unstable_by(|a, b| a.total_cmp(b));
     WindowLatency {
         mean_ms: mean,
-        median_ms: sorted_percentile(v, 50.0),
-        p90_ms: sorted_percentile(v, 90.0),
-        p99_ms: sorted_percentile(v, 99.0),
+        median_ms: sorted_percentile_nearest_rank(v, 50.0),
+        p90_ms: sorted_percentile_nearest_rank(v, 90.0),
+        p99_ms: sorted_percentile_nearest_rank(v, 99.0),
     }
 }
 
@@ -519,7 +496,7 @@ fn slo_checks(
             continue;
         };
         let all = sorted[i];
-        let value = sorted_percentile(all, pct);
+        let value = sorted_percentile_nearest_rank(all, pct);
         let per: Vec<f64> = batches
             .iter()
             .map(|b| {
@@ -529,7 +506,7 @@ fn slo_checks(
                     .collect::<Vec<f64>>()
             })
             .filter(|v| !v.is_empty())
-            .map(|mut v| percentile(&mut v, pct))
+            .map(|mut v| percentile_nearest_rank(&mut v, pct))
             .collect();
         let hw = if !batches.is_empty() && per.len() == batches.len() {
             half_width(&per, confidence)
@@ -856,15 +833,6 @@ mod tests {
         // A stationary series keeps almost everything.
         let flat: Vec<f64> = (0..5000).map(|i| ((i * 7919) % 13) as f64).collect();
         assert!(mser_truncation(&flat, 5).0 < 500);
-    }
-
-    #[test]
-    fn percentiles_use_nearest_rank() {
-        let mut v: Vec<f64> = (1..=1000).map(|x| x as f64).collect();
-        assert_eq!(percentile(&mut v, 99.0), 990.0);
-        assert_eq!(percentile(&mut v, 50.0), 500.0);
-        assert_eq!(percentile(&mut v, 100.0), 1000.0);
-        assert_eq!(percentile(&mut [], 99.0), 0.0);
     }
 
     #[test]

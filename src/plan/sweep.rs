@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::measure::{measure, stationary_load, StopRule};
 use crate::error::{Error, Result};
-use crate::report::{CellValue, TableSheet, ToTable};
+use crate::table::{CellValue, TableSheet, ToTable};
 use crate::scenario::Scenario;
 use crate::summary::RunSummary;
 

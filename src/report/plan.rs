@@ -1,8 +1,10 @@
 //! The plan's report: the terminal table, the charts, and the report folder (plan.json,
 //! candidates.csv, cost.xlsx, PNG/SVG plots, index.html).
 
+mod export;
 mod html;
 
+pub use export::CostWorkbookExporter;
 pub use html::escape;
 
 use std::fmt::Write as _;
@@ -16,7 +18,7 @@ use super::{export_all, write_atomic, CsvExporter, JsonExporter};
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::SteadyState;
 use crate::plan::{
-    CandidateResult, CostWorkbookExporter, LightLoad, Measurement, PlanOutput, PlanResult, Status,
+    CandidateResult, LightLoad, Measurement, PlanOutput, PlanResult, Status,
 };
 use crate::scenario::Scenario;
 

@@ -26,7 +26,7 @@ use rust_xlsxwriter::{
 };
 
 use super::atomic::write_atomic;
-pub use super::table::{CellValue, TableSheet};
+pub use crate::table::{CellValue, TableSheet};
 use crate::error::{Error, Result};
 
 /// The price columns of the GPU price table, in sheet order.

@@ -51,14 +51,7 @@ pub fn gemm_math_s(
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
 }
 
-/// The expected number of distinct experts (of `experts`) that `tokens` tokens hit when each
-/// picks `top_k` of them uniformly at random: `E (1 - (1 - k/E)^T)`.
-pub fn expected_active_experts(tokens: f64, experts: f64, top_k: f64) -> f64 {
-    if experts <= 0.0 || tokens <= 0.0 {
-        return 0.0;
-    }
-    experts * (1.0 - (1.0 - (top_k / experts).min(1.0)).powf(tokens))
-}
+pub use crate::model::expected_active_experts;
 
 /// One layer's mixture-of-experts block as fused-MoE kernels run it (vLLM's fused_moe,
 /// TensorRT-LLM's CUTLASS MoE): top-k routing of the router's logits, alignment of the

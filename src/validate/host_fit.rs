@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::cv::Headline;
 use super::{compare, simulate, Comparison, LoadKind, Metric, ReferenceRow};
-use crate::calibrate::fit::nelder_mead;
+use crate::numeric::nelder_mead;
 use crate::calibrate::profile::{profile_intervals, Interval, ProfileOptions};
 use crate::engine::{EngineProfile, HostCosts, HostPrior};
 use crate::error::{Error, Result};

@@ -41,7 +41,7 @@ pub struct TableSheet {
     pub rows: Vec<Vec<CellValue>>,
 }
 
-/// A document that can be shown as one table (what [`super::CsvExporter`] writes).
+/// A document that can be shown as one table (what `report::CsvExporter` writes).
 pub trait ToTable {
     /// The table, borrowed when the document already is one.
     fn to_table(&self) -> Cow<'_, TableSheet>;

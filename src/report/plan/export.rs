@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 
-use super::{PlanResult, Status};
 use crate::error::{Error, Result};
+use crate::plan::{PlanResult, Status};
 use crate::report::xlsx::{
     cost_workbook_bytes, CandidateRow, CostModel, CurveRow, DisaggPools, GpuPrices, WeekHour,
     WeekSheet, PRICE_COLUMNS,
@@ -110,7 +110,7 @@ impl ToTable for PlanResult {
 fn with_xpyd_rows(
     columns: &mut Vec<String>,
     rows: &mut Vec<Vec<CellValue>>,
-    x: &super::DisaggPlan,
+    x: &crate::plan::DisaggPlan,
 ) {
     let nan = f64::NAN;
     let width = columns.len();
@@ -177,7 +177,7 @@ fn with_xpyd_rows(
 }
 
 /// The chosen candidate's period, hour by hour (fleet.csv).
-impl ToTable for super::week::WeekPlan {
+impl ToTable for crate::plan::week::WeekPlan {
     fn to_table(&self) -> Cow<'_, TableSheet> {
         let columns = [
             "hour",
@@ -232,7 +232,7 @@ pub struct CostWorkbookExporter;
 impl CostWorkbookExporter {
     /// The workbook's model of `plan`: its inputs as written give the plan's chosen fleet.
     pub fn model(plan: &PlanResult) -> CostModel {
-        let label = |c: &super::Candidate| {
+        let label = |c: &crate::plan::Candidate| {
             format!(
                 "{} {} {} seqs{}",
                 c.gpu,
@@ -321,7 +321,7 @@ impl CostWorkbookExporter {
             input_tokens_per_request: plan.input_tokens_per_request,
             output_tokens_per_request: plan.output_tokens_per_request,
             price_column,
-            paid_hours_per_month: super::pricing::HOURS_PER_MONTH,
+            paid_hours_per_month: crate::plan::pricing::HOURS_PER_MONTH,
             headroom: 0.0,
             batch_discount: plan.detail.as_ref().map_or(0.0, |d| d.batch.discount),
             input_output_price_ratio: plan.input_output_price_ratio,
