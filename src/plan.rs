@@ -9,18 +9,18 @@
 //! 2. In order of that bound, each candidate's **maximum sustainable rate** per replica is
 //!    bracketed and bisected to 1% ([`search::max_sustainable_rate`]), and its **fleet** is
 //!    sized: the smallest R whose whole fleet, router included, sustains the target, shown by
-//!    R holding and R - 1 failing ([`fleet::size_fleet`]). A candidate whose bound already
+//!    R holding and R - 1 failing ([`fleet_sizing::size_fleet`]). A candidate whose bound already
 //!    costs more than the best fleet found is not searched further (`plan.exhaustive`
 //!    searches them all).
 //! 3. Every judgement is a steady-state measurement ([`measure`]): warm-up and drain removed,
 //!    run length extended until the verdict or the figure is certain.
 //! 4. For the chosen plan: a longer verification run of its fleet, the step-time slow-down it
-//!    survives ([`fleet::model_headroom`]), the batch point and its discount as the TPOT SLO
+//!    survives ([`fleet_sizing::model_headroom`]), the batch point and its discount as the TPOT SLO
 //!    tightens, and the latency-throughput curve of one replica past saturation.
 
 mod curve;
 mod disagg;
-mod fleet;
+mod fleet_sizing;
 pub mod measure;
 pub mod pricing;
 mod progress;
@@ -31,11 +31,11 @@ pub mod week;
 
 pub use curve::{rate_curve, CurvePoint};
 pub use disagg::{DisaggPlan, PoolShape, XpydResult};
-pub use fleet::{
+pub use fleet_sizing::{
     size_on_shards, size_whole, FleetEvidence, FleetProbe, FleetSizing, ModelHeadroom,
     FLEET_MIN_REQUESTS, FULL_SIZING_MAX, SHARD_REPLICAS,
 };
-pub use measure::{Load, Measurement, StopRule};
+pub use measure::{Load, LoadMeasurement, StopRule};
 pub use progress::{NoProgress, Progress};
 pub use rerun::shell_word;
 use rerun::{colocated_run_overrides, length_overrides, load_overrides, run_line};
@@ -197,7 +197,7 @@ pub struct ChosenDetail {
     pub run_requests: u64,
     /// A longer run of the whole fleet at R, until every judged figure is within the
     /// tolerance.
-    pub verification: Measurement,
+    pub verification: LoadMeasurement,
     /// What the whole-fleet evidence could not resolve, and why (`None`: R holds and R - 1
     /// misses, or R = 1): R - 1 too close to capacity to show a steady state at the line's
     /// length, or R still missing after growing by a few replicas.
@@ -673,12 +673,12 @@ fn empty_result(c: &Candidate) -> CandidateResult {
 }
 
 /// Mean prompt tokens per completed request of a measurement.
-fn mean_input(m: &Measurement) -> f64 {
+fn mean_input(m: &LoadMeasurement) -> f64 {
     m.summary.total_input_tokens as f64 / m.summary.completed.max(1) as f64
 }
 
 /// Output and prompt tokens/s of measurement `m`'s steady window.
-fn window_tokens_per_s(m: &Measurement) -> (f64, f64) {
+fn window_tokens_per_s(m: &LoadMeasurement) -> (f64, f64) {
     let s = m.steady();
     (
         s.output_throughput.value,
@@ -687,7 +687,7 @@ fn window_tokens_per_s(m: &Measurement) -> (f64, f64) {
 }
 
 /// Cost of `gpus` GPUs producing what measurement `m` produced in its steady window.
-fn cost_of(gpus: u32, price: f64, m: &Measurement, ratio: f64) -> Cost {
+fn cost_of(gpus: u32, price: f64, m: &LoadMeasurement, ratio: f64) -> Cost {
     let (out, input) = window_tokens_per_s(m);
     cost(gpus, price, out, input, ratio)
 }
@@ -699,7 +699,7 @@ fn set_fleet(
     r: &mut CandidateResult,
     replicas: u32,
     target: f64,
-    m: &Measurement,
+    m: &LoadMeasurement,
     ratio: f64,
     factor: f64,
 ) {
@@ -818,7 +818,7 @@ impl Ctx<'_> {
             ));
             return Ok((result, None));
         }
-        let sizing = fleet::size_fleet(
+        let sizing = fleet_sizing::size_fleet(
             &scenario,
             self.origin,
             self.target,
@@ -1236,7 +1236,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
 }
 
 /// The chosen plan's evidence, headroom and batch point: the whole fleet at R measured until
-/// its figures converge and R - 1 at the same run length ([`fleet::line_evidence`], which
+/// its figures converge and R - 1 at the same run length ([`fleet_sizing::line_evidence`], which
 /// moves R where that evidence says so), then the headroom (on a shard for a large fleet) and
 /// the batch point in parallel.
 fn chosen_detail(
@@ -1250,7 +1250,7 @@ fn chosen_detail(
         "the whole fleet of {} replicas at {:.0} req/s, and one fewer",
         sizing.replicas, ctx.target
     ));
-    let ev = fleet::line_evidence(
+    let ev = fleet_sizing::line_evidence(
         &one,
         ctx.origin,
         ctx.target,
@@ -1278,18 +1278,18 @@ fn chosen_detail(
     );
     // A large fleet's headroom is measured on a shard at its share of the target.
     let r = sizing.replicas;
-    let (headroom_sc, headroom_target, shard) = if r > fleet::FULL_SIZING_MAX {
-        let k = fleet::SHARD_REPLICAS;
+    let (headroom_sc, headroom_target, shard) = if r > fleet_sizing::FULL_SIZING_MAX {
+        let k = fleet_sizing::SHARD_REPLICAS;
         (
-            fleet::with_replicas(&one, k),
+            fleet_sizing::with_replicas(&one, k),
             ctx.target * k as f64 / r as f64,
             Some(k),
         )
     } else {
-        (fleet::with_replicas(&one, r), ctx.target, None)
+        (fleet_sizing::with_replicas(&one, r), ctx.target, None)
     };
     let (headroom, batch) = rayon::join(
-        || fleet::model_headroom(&headroom_sc, ctx.origin, headroom_target, capacity),
+        || fleet_sizing::model_headroom(&headroom_sc, ctx.origin, headroom_target, capacity),
         || batch_point(ctx, chosen, &one),
     );
     let mut headroom = headroom?;

@@ -7,13 +7,13 @@
 //! against prompt length, percentiles, prices. The schema is documented in docs/scenarios.md.
 
 mod disaggregation;
-mod fleet;
+mod fleet_controls;
 mod overrides;
 
 pub use disaggregation::{
     DeploymentMode, PoolSection, ResolvedPools, DEFAULT_BANDWIDTH_GB_S_PER_GPU, DEFAULT_LATENCY_US,
 };
-pub use fleet::{AutoscaleSection, FailureSection, FaultsSection};
+pub use fleet_controls::{AutoscaleSection, FailureSection, FaultsSection};
 pub use overrides::apply_override;
 
 use std::path::{Path, PathBuf};

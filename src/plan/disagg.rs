@@ -13,7 +13,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::measure::{measure, run_at, Load, Measurement, StopRule};
+use super::measure::{measure, run_at, Load, LoadMeasurement, StopRule};
 use super::pricing::{cost, PriceCatalog, PriceColumn};
 use super::Status;
 use crate::error::{Error, Result};
@@ -126,11 +126,11 @@ pub struct DisaggPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct XpydEvidence {
     /// The deployment at n requests.
-    pub holds: Measurement,
+    pub holds: LoadMeasurement,
     /// One prefill replica fewer at n (`None` with a single prefill replica).
-    pub fewer_prefill: Option<Measurement>,
+    pub fewer_prefill: Option<LoadMeasurement>,
     /// One decode replica fewer at n (`None` with a single decode replica).
-    pub fewer_decode: Option<Measurement>,
+    pub fewer_decode: Option<LoadMeasurement>,
     /// Simulations run.
     pub simulations: u64,
 }
@@ -179,7 +179,7 @@ fn xpyd_scenario(base: &Scenario, r: &XpydResult, scale: f64) -> Scenario {
 }
 
 /// Which pools a failed measurement says to grow: (prefill, decode).
-fn binding_pools(m: &Measurement) -> (bool, bool) {
+fn binding_pools(m: &LoadMeasurement) -> (bool, bool) {
     let s = m.steady();
     let failed = |metric: SloMetric| s.slo.iter().any(|c| c.metric == metric && !c.met);
     // Back-pressure binds when the wait for decode seats and blocks is a sizeable share of
@@ -232,7 +232,7 @@ impl XpydCtx<'_> {
             .price_with(&self.base.pricing, &name, self.column)
     }
 
-    fn measure(&self, r: &XpydResult) -> Result<Measurement> {
+    fn measure(&self, r: &XpydResult) -> Result<LoadMeasurement> {
         let sc = xpyd_scenario(self.base, r, self.scale);
         let min = sc.measure.min_requests;
         measure(
@@ -287,7 +287,7 @@ impl XpydCtx<'_> {
         r.decode.price_usd_per_gpu_hour = self.price(&r.decode.gpu)?;
         xpyd_scenario(self.base, r, 1.0).resolve(self.origin)?;
         let steps = std::cell::Cell::new(0u32);
-        let run = |r: &mut XpydResult| -> Result<Measurement> {
+        let run = |r: &mut XpydResult| -> Result<LoadMeasurement> {
             steps.set(steps.get() + 1);
             let m = self.measure(r)?;
             r.simulations += m.simulations as u64;
@@ -363,7 +363,7 @@ impl XpydCtx<'_> {
     }
 
     /// Books a deployment that holds: status, GPUs, cost and the latencies of `holds`.
-    fn book(&self, r: &mut XpydResult, holds: &Measurement) {
+    fn book(&self, r: &mut XpydResult, holds: &LoadMeasurement) {
         r.status = Status::Feasible;
         r.gpus = r.prefill.replicas * r.prefill.tp + r.decode.replicas * r.decode.tp;
         let usd_per_hour = (r.prefill.replicas * r.prefill.tp) as f64
@@ -424,7 +424,7 @@ impl XpydCtx<'_> {
                 continue;
             }
             let n = v.requests;
-            let mut fewer: [Option<Measurement>; 2] = [None, None];
+            let mut fewer: [Option<LoadMeasurement>; 2] = [None, None];
             let mut moved = false;
             for (i, prefill) in [true, false].into_iter().enumerate() {
                 let mut less = r.clone();

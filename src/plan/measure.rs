@@ -59,7 +59,7 @@ pub fn relaxation_requests(load_share: f64) -> f64 {
 
 /// One adaptive measurement: its load, its final run and that run's steady state.
 #[derive(Debug, Clone, Serialize)]
-pub struct Measurement {
+pub struct LoadMeasurement {
     /// The load.
     pub load: Load,
     /// Replicas of the deployment measured.
@@ -78,7 +78,7 @@ pub struct Measurement {
     pub result: Option<RunResult>,
 }
 
-impl Measurement {
+impl LoadMeasurement {
     /// The final run's steady state.
     pub fn steady(&self) -> &SteadyState {
         self.summary
@@ -198,7 +198,7 @@ pub fn measure(
     rule: StopRule,
     min_requests: u64,
     capacity_rate: Option<f64>,
-) -> Result<Measurement> {
+) -> Result<LoadMeasurement> {
     let m = &sc.measure;
     let replicas = deployment_replicas(sc).max(1) as u64;
     let cap = (m.max_requests * replicas).max(min_requests);
@@ -225,7 +225,7 @@ pub fn measure(
             StopRule::Converged => steady.converged,
         };
         if done || n >= cap {
-            return Ok(Measurement {
+            return Ok(LoadMeasurement {
                 load,
                 replicas: replicas as u32,
                 requests: n,
@@ -257,9 +257,9 @@ pub fn run_at(
     load: Load,
     requests: u64,
     capacity_rate: Option<f64>,
-) -> Result<Measurement> {
+) -> Result<LoadMeasurement> {
     let run = simulate(sc, origin, load, requests)?;
-    Ok(Measurement {
+    Ok(LoadMeasurement {
         load,
         replicas: deployment_replicas(sc).max(1),
         requests,

@@ -4,14 +4,14 @@
 //! replica fewer the one-fewer verdict: `servesim run` keeps the same sample of the same
 //! requests and judges them by the same steady-state analysis.
 
-use super::measure::Measurement;
+use super::measure::LoadMeasurement;
 use super::Candidate;
 use crate::scenario::Scenario;
 
 /// The `--set` overrides that give `base` the run length of measurement `m`: its request
 /// count, and where the scenario caps its duration, a cap the run cannot reach (the plan's
 /// runs have none).
-pub(crate) fn length_overrides(base: &Scenario, m: &Measurement) -> Vec<String> {
+pub(crate) fn length_overrides(base: &Scenario, m: &LoadMeasurement) -> Vec<String> {
     let mut sets = vec![format!("workload.num_requests={}", m.requests)];
     if let Some(d) = base.workload.duration_s {
         // The last arrival comes at most `duration` after the first, which comes first.

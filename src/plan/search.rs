@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::measure::{measure, Load, Measurement, StopRule};
+use super::measure::{measure, Load, LoadMeasurement, StopRule};
 use crate::error::Result;
 use crate::scenario::{Scenario, SloConfig};
 
@@ -63,7 +63,7 @@ impl Binding {
     /// at its load: a growing or unsettled queue first (the SLO misses follow from it), else
     /// the SLO furthest over its threshold, else goodput; KV capacity when preemptions are
     /// frequent.
-    pub fn of(m: &Measurement) -> Option<Binding> {
+    pub fn of(m: &LoadMeasurement) -> Option<Binding> {
         let s = m.steady();
         if m.sustainable() {
             return None;
@@ -124,7 +124,7 @@ impl Binding {
 
 /// A replica's steady-state capacity: the saturated throughput of a closed loop with
 /// 2 x max_num_seqs + 16 requests outstanding per replica, SLO enforcement off.
-pub fn capacity(sc: &Scenario, origin: &str) -> Result<Measurement> {
+pub fn capacity(sc: &Scenario, origin: &str) -> Result<LoadMeasurement> {
     let mut s = sc.clone();
     s.slo = SloConfig::default();
     let seqs = s.scheduler.max_num_seqs.unwrap_or(256);
@@ -159,9 +159,9 @@ pub struct RateSearch {
     /// Highest sustainable arrival rate found, req/s (0 when none).
     pub max_rate_per_s: f64,
     /// The measurement at that rate.
-    pub at_max: Option<Measurement>,
+    pub at_max: Option<LoadMeasurement>,
     /// The lowest rate verified unsustainable, and its measurement.
-    pub above: Option<Measurement>,
+    pub above: Option<LoadMeasurement>,
     /// The binding constraint (from `above`).
     pub binding: Option<Binding>,
     /// Every rate tried, in order.
@@ -185,7 +185,7 @@ pub fn max_sustainable_rate(sc: &Scenario, origin: &str, capacity_rate: f64) -> 
         probes: Vec::new(),
         simulations: 0,
     };
-    let probe = |rate: f64, out: &mut RateSearch| -> Result<Measurement> {
+    let probe = |rate: f64, out: &mut RateSearch| -> Result<LoadMeasurement> {
         let m = measure(
             sc,
             origin,
@@ -204,8 +204,8 @@ pub fn max_sustainable_rate(sc: &Scenario, origin: &str, capacity_rate: f64) -> 
         Ok(m)
     };
     // Bracket.
-    let mut lo: Option<(f64, Measurement)> = None;
-    let mut hi: Option<(f64, Measurement)> = None;
+    let mut lo: Option<(f64, LoadMeasurement)> = None;
+    let mut hi: Option<(f64, LoadMeasurement)> = None;
     let mut r = 0.6 * cap;
     let first = probe(r, &mut out)?;
     if first.sustainable() {

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::fleet::FULL_SIZING_MAX;
+use super::fleet_sizing::FULL_SIZING_MAX;
 use super::{candidate_scenario, search, CandidateResult, Status};
 use crate::error::{Error, Result};
 use crate::metrics::PeriodSummary;

@@ -18,7 +18,7 @@ use super::{export_all, write_atomic, CsvExporter, JsonExporter};
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::SteadyState;
 use crate::plan::{
-    CandidateResult, LightLoad, Measurement, PlanOutput, PlanResult, Status,
+    CandidateResult, LightLoad, LoadMeasurement, PlanOutput, PlanResult, Status,
 };
 use crate::scenario::Scenario;
 
@@ -67,7 +67,7 @@ pub fn steady_line(s: &SteadyState) -> String {
 
 /// A fleet measurement's verdict for people: `holds`, `MISSES: why`, or, for a one-fewer
 /// fleet the plan could not resolve, `UNRESOLVED: why`.
-pub(crate) fn fleet_verdict(m: &Measurement, unresolved: Option<&str>) -> String {
+pub(crate) fn fleet_verdict(m: &LoadMeasurement, unresolved: Option<&str>) -> String {
     match unresolved {
         Some(why) => format!("UNRESOLVED: {why}"),
         None if m.sustainable() => "holds".to_string(),
@@ -94,7 +94,7 @@ pub(crate) fn headroom_text(h: &crate::plan::ModelHeadroom) -> String {
     t
 }
 
-fn fleet_line(label: &str, m: &Measurement, unresolved: Option<&str>) -> String {
+fn fleet_line(label: &str, m: &LoadMeasurement, unresolved: Option<&str>) -> String {
     let s = m.steady();
     let verdict = fleet_verdict(m, unresolved);
     format!(

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::metrics::steady_state::SteadyState;
-use crate::plan::{Measurement, PlanResult, Status};
+use crate::plan::{LoadMeasurement, PlanResult, Status};
 use crate::scenario::Scenario;
 
 /// HTML-escapes text for element content and attribute values.
@@ -116,7 +116,7 @@ fn evidence(s: &SteadyState) -> String {
     parts.join(", ")
 }
 
-fn fleet_row(out: &mut String, label: &str, m: &Measurement, unresolved: Option<&str>) {
+fn fleet_row(out: &mut String, label: &str, m: &LoadMeasurement, unresolved: Option<&str>) {
     let s = m.steady();
     let verdict = match super::fleet_verdict(m, unresolved).split_once(": ") {
         None => "<span class=\"ok\">holds</span>".to_string(),

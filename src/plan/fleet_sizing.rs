@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::measure::{measure, run_at, Load, Measurement, StopRule};
+use super::measure::{measure, run_at, Load, LoadMeasurement, StopRule};
 use crate::error::Result;
 use crate::scenario::Scenario;
 
@@ -42,9 +42,9 @@ pub struct FleetSizing {
     /// Replicas of the smallest fleet that sustains the target.
     pub replicas: u32,
     /// That fleet at the target.
-    pub holds: Measurement,
+    pub holds: LoadMeasurement,
     /// One replica fewer at the target (`None` when one replica holds).
-    pub one_fewer: Option<Measurement>,
+    pub one_fewer: Option<LoadMeasurement>,
     /// Every size tried, in order.
     pub probes: Vec<FleetProbe>,
     /// Simulations run.
@@ -79,7 +79,7 @@ pub fn fleet_run(
     target: f64,
     capacity: f64,
     rule: StopRule,
-) -> Result<Measurement> {
+) -> Result<LoadMeasurement> {
     measure(
         &with_replicas(sc, replicas),
         origin,
@@ -129,7 +129,7 @@ pub fn size_whole(
 ) -> Result<Option<FleetSizing>> {
     let mut probes = Vec::new();
     let mut simulations = 0u64;
-    let mut run = |r: u32, probes: &mut Vec<FleetProbe>| -> Result<Measurement> {
+    let mut run = |r: u32, probes: &mut Vec<FleetProbe>| -> Result<LoadMeasurement> {
         let m = fleet_run(sc, origin, r, target, capacity, StopRule::Decided)?;
         simulations += m.simulations as u64;
         probes.push(FleetProbe {
@@ -187,7 +187,7 @@ fn shard_probe(
     capacity: f64,
     r: u32,
     k: u32,
-) -> Result<Measurement> {
+) -> Result<LoadMeasurement> {
     let k = k.clamp(1, r);
     let share = target * k as f64 / r as f64;
     fleet_run(sc, origin, k, share, capacity, StopRule::Decided)
@@ -207,7 +207,7 @@ pub fn size_on_shards(
 ) -> Result<Option<FleetSizing>> {
     let mut probes = Vec::new();
     let mut simulations = 0u64;
-    let mut run = |r: u32| -> Result<Measurement> {
+    let mut run = |r: u32| -> Result<LoadMeasurement> {
         let m = shard_probe(sc, origin, target, capacity, r, k)?;
         simulations += m.simulations as u64;
         probes.push(FleetProbe {
@@ -219,7 +219,7 @@ pub fn size_on_shards(
     // Below this each replica would carry its capacity or more: it cannot hold.
     let mut lo =
         ((target / capacity.max(1e-12)).floor().min(u32::MAX as f64) as u32).min(start - 1);
-    let mut lo_m: Option<Measurement> = None;
+    let mut lo_m: Option<LoadMeasurement> = None;
     let mut hi = start;
     let mut hi_m = run(hi)?;
     while !hi_m.sustainable() {
@@ -259,9 +259,9 @@ pub struct FleetEvidence {
     /// Replicas of the smallest fleet shown to hold.
     pub replicas: u32,
     /// The fleet at R, n requests (its figures within the tolerance, or the longest run).
-    pub verification: Measurement,
+    pub verification: LoadMeasurement,
     /// R - 1 replicas at exactly the same n requests (`None` when R = 1).
-    pub one_fewer: Option<Measurement>,
+    pub one_fewer: Option<LoadMeasurement>,
     /// What the evidence could not resolve, when it could not: R - 1 passed every check of
     /// the analysis at n but n is too short to show a steady state at its load; or R still
     /// misses after growing by a few replicas (then `verification` is that miss).
@@ -297,8 +297,8 @@ pub fn line_evidence(
     let mut r = start;
     let mut n_min = FLEET_MIN_REQUESTS;
     // A run of R at n whose verdict is sure already, and one of R - 1 at the same n.
-    let mut ready: Option<Measurement> = None;
-    let mut fewer_known: Option<Measurement> = None;
+    let mut ready: Option<LoadMeasurement> = None;
+    let mut fewer_known: Option<LoadMeasurement> = None;
     for _ in 0..256 {
         let v = match ready.take() {
             Some(m) => m,
@@ -372,7 +372,7 @@ struct Whole<'a> {
 impl Whole<'_> {
     /// `r` replicas measured until the verdict is sure (fleets up to [`FULL_SIZING_MAX`]:
     /// until the figures converge), from at least `n_min` requests.
-    fn measure(&mut self, r: u32, n_min: u64) -> Result<Measurement> {
+    fn measure(&mut self, r: u32, n_min: u64) -> Result<LoadMeasurement> {
         let rule = if r > FULL_SIZING_MAX {
             StopRule::Decided
         } else {
@@ -391,7 +391,7 @@ impl Whole<'_> {
     }
 
     /// `r` replicas with exactly `n` requests.
-    fn at(&mut self, r: u32, n: u64) -> Result<Measurement> {
+    fn at(&mut self, r: u32, n: u64) -> Result<LoadMeasurement> {
         self.simulations += 1;
         run_at(
             &with_replicas(self.sc, r),
@@ -408,10 +408,10 @@ impl Whole<'_> {
     /// (it does not hold at `n`).
     fn smallest(
         &mut self,
-        mut good: (u32, Measurement),
+        mut good: (u32, LoadMeasurement),
         n: u64,
-    ) -> Result<((u32, Measurement), Option<Measurement>)> {
-        let mut bad: Option<(u32, Measurement)> = None;
+    ) -> Result<((u32, LoadMeasurement), Option<LoadMeasurement>)> {
+        let mut bad: Option<(u32, LoadMeasurement)> = None;
         let mut step = 1u32;
         loop {
             let lo = bad.as_ref().map_or(0, |b| b.0);
@@ -438,8 +438,8 @@ impl Whole<'_> {
 
 fn evidence(
     replicas: u32,
-    verification: Measurement,
-    one_fewer: Option<Measurement>,
+    verification: LoadMeasurement,
+    one_fewer: Option<LoadMeasurement>,
     unresolved: Option<String>,
     simulations: u64,
 ) -> FleetEvidence {
