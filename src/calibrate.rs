@@ -385,26 +385,31 @@ pub struct GemmShape {
     pub n: u64,
 }
 
-/// The four weight GEMMs of one layer of `model` split over `tp` GPUs:
-/// qkv (h -> (n_h + 2 n_kv) d / TP), o (n_h d / TP -> h), gate_up (h -> 2f / TP), down (f / TP -> h).
-/// An error when `tp` does not divide the dimensions.
+/// The four weight GEMMs of one layer of `model` split over `tp` GPUs, with the widths the
+/// step-time model charges ([`crate::roofline::gqa_projection_widths`]): qkv
+/// (h -> n_h d / TP + 2 x KV heads per GPU x d, the KV heads replicated when TP exceeds
+/// them), o (n_h d / TP -> h), gate_up (h -> 2f / TP), down (f / TP -> h). An error when
+/// `tp` does not divide the query heads or the MLP, or neither divides the other of `tp` and
+/// the KV heads.
 pub fn layer_gemms(model: &ModelSpec, tp: u64) -> Result<Vec<GemmShape>> {
     let h = model.hidden_size;
-    let d = model.head_dim;
-    let qkv = (model.num_attention_heads + 2 * model.num_kv_heads) * d;
-    let q = model.num_attention_heads * d;
+    let q = model.q_dim();
     let f = model.intermediate_size;
-    if tp == 0 || qkv % tp != 0 || q % tp != 0 || f % tp != 0 {
+    let kv = model.num_kv_heads;
+    let kv_splits = kv > 0 && (tp <= kv && kv % tp == 0 || tp > kv && tp % kv == 0);
+    if tp == 0 || q % tp != 0 || f % tp != 0 || !kv_splits {
         return Err(Error::Infeasible(format!(
             "{}: tensor-parallel size {tp} does not divide the layer's dimensions",
             model.name
         )));
     }
+    let (q_width, kv_width) = crate::roofline::gqa_projection_widths(model, tp);
+    let qkv = (q_width + 2.0 * kv_width) as u64;
     Ok(vec![
         GemmShape {
             op: "qkv",
             k: h,
-            n: qkv / tp,
+            n: qkv,
         },
         GemmShape {
             op: "o",
@@ -737,6 +742,44 @@ mod tests {
         assert_eq!((g[2].k, g[2].n), (8192, 2 * 28672 / 8));
         assert_eq!((g[3].k, g[3].n), (28672 / 8, 8192));
         assert!(layer_gemms(&m, 7).is_err());
+    }
+
+    /// TP 16 exceeds Llama 3.1 405B's 8 KV heads: each GPU keeps one KV head (replicated), as
+    /// the step-time model charges it, not half a head (`(n_h + 2 n_kv) d / TP`).
+    #[test]
+    fn layer_gemms_replicate_kv_heads_as_the_step_time_model_does() {
+        use crate::engine::EngineProfile;
+        use crate::precision::{KvDtype, WeightDtype};
+        use crate::roofline::{Deployment, ModuleFormats};
+        let m = load_model("llama-3.1-405b").unwrap();
+        assert_eq!(m.num_kv_heads, 8);
+        let dep = Deployment {
+            model: m.clone(),
+            gpu: GpuProfile::load("h100-sxm").unwrap(),
+            engine: EngineProfile::load("vllm").unwrap(),
+            tp: 16,
+            dp: 1,
+            ep: 1,
+            redundant_experts: 0,
+            weight_dtype: WeightDtype::Bf16,
+            formats: ModuleFormats::uniform(WeightDtype::Bf16),
+            kv_dtype: KvDtype::Auto,
+        };
+        assert_eq!(dep.kv_heads_per_gpu(), 1);
+        let g = layer_gemms(&m, 16).unwrap();
+        let qkv = 128 * 128 / 16 + 2 * dep.kv_heads_per_gpu() * 128;
+        assert_eq!((g[0].op, g[0].k, g[0].n), ("qkv", 16384, qkv));
+        assert_eq!(qkv, 1280); // not (128 + 16) x 128 / 16 = 1152
+        // The KV cache the step-time model keeps per token and layer is those heads' K and V.
+        assert_eq!(
+            dep.kv_bytes_per_token_layer_per_gpu(),
+            2.0 * (dep.kv_heads_per_gpu() * 128) as f64 * 2.0
+        );
+        // Below the KV heads both rules agree.
+        let g8 = layer_gemms(&m, 8).unwrap();
+        assert_eq!(g8[0].n, (128 + 16) * 128 / 8);
+        // 3 GPUs split neither the query heads nor the KV heads.
+        assert!(layer_gemms(&m, 3).is_err());
     }
 
     /// A backend that answers with the model's own predictions: exercises the suite driver.

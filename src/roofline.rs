@@ -12,7 +12,7 @@ mod memory;
 pub mod parallel;
 
 pub use crate::step_time::{BatchShape, DecodeStep};
-pub use deployment::{Deployment, ModuleFormats};
+pub use deployment::{gqa_projection_widths, kv_heads_per_gpu, Deployment, ModuleFormats};
 pub use memory::{plan_memory, MemoryPlan};
 
 use serde::Serialize;

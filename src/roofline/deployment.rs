@@ -156,10 +156,7 @@ impl Deployment {
 
     /// KV heads held by each GPU (replicated when TP exceeds the KV heads; 1 latent with MLA).
     pub fn kv_heads_per_gpu(&self) -> u64 {
-        if self.model.mla.is_some() {
-            return 1;
-        }
-        (self.model.num_kv_heads / self.tp as u64).max(1)
+        kv_heads_per_gpu(&self.model, self.tp as u64)
     }
 
     /// KV-cache bytes one layer keeps per token on each GPU: the GPU's KV heads, or MLA's whole
@@ -233,4 +230,24 @@ impl Deployment {
     pub fn fp8_gemms(&self) -> bool {
         self.math(self.formats.attention) == GemmMath::Fp8
     }
+}
+
+/// KV heads each GPU of a tensor-parallel group of `tp` holds: the KV heads split over the
+/// GPUs, replicated when `tp` exceeds them (each GPU keeps one head, as vLLM and TensorRT-LLM
+/// do); 1 (the latent) with MLA.
+pub fn kv_heads_per_gpu(model: &ModelSpec, tp: u64) -> u64 {
+    if model.mla.is_some() {
+        return 1;
+    }
+    (model.num_kv_heads / tp.max(1)).max(1)
+}
+
+/// Per-GPU output widths of a GQA layer's attention projections at tensor-parallel size `tp`:
+/// (query `n_h d / TP`, keys or values `kv_heads_per_gpu x d`). The one rule the step-time
+/// model and the calibration's GEMM shapes (calibrate's `layer_gemms`) share.
+pub fn gqa_projection_widths(model: &ModelSpec, tp: u64) -> (f64, f64) {
+    (
+        model.q_dim() as f64 / tp as f64,
+        (kv_heads_per_gpu(model, tp) * model.head_dim) as f64,
+    )
 }

@@ -87,8 +87,7 @@ impl Deployment {
         };
         match &m.mla {
             None => {
-                let q = m.q_dim() as f64 / tp;
-                let kv = (self.kv_heads_per_gpu() * m.head_dim) as f64;
+                let (q, kv) = super::gqa_projection_widths(m, self.tp as u64);
                 vec![gemm(h, q + 2.0 * kv), gemm(q, h)]
             }
             Some(a) => {
@@ -112,10 +111,7 @@ impl Deployment {
         let m = &self.model;
         let tp = self.tp as f64;
         match &m.mla {
-            None => (
-                m.q_dim() as f64 / tp,
-                (self.kv_heads_per_gpu() * m.head_dim) as f64,
-            ),
+            None => super::gqa_projection_widths(m, self.tp as u64),
             Some(a) => {
                 let q = m.num_attention_heads as f64 / tp
                     * (a.qk_nope_head_dim + a.qk_rope_head_dim) as f64;
