@@ -2,7 +2,7 @@
 //! max_num_seqs for the smallest fleet of each that meets every SLO in steady state, and pick
 //! the cheapest.
 //!
-//! The method (docs/capacity-planning.md, "Method"; DESIGN.md §7):
+//! The method (docs/capacity-planning.md, "Method"):
 //! 1. Every candidate's steady-state **capacity** per replica (a closed loop far above
 //!    max_num_seqs; [`search::capacity`]) bounds its cost from below: no fleet of it can
 //!    cost less than ceil(target / capacity) replicas.

@@ -1,5 +1,6 @@
 //! The step-time model: how long one engine iteration takes on one tensor-parallel group, and
-//! how much KV cache fits. DESIGN.md §3; the formulas are written out in docs/model.md.
+//! how much KV cache fits (docs/architecture.md places it among the layers); the formulas are
+//! written out in docs/model.md.
 //!
 //! Every operator is a roofline term `fixed + max(bytes / bandwidth, flops / rate)` with the GPU
 //! profile's calibrated curves; the per-layer and per-step fixed costs and the engine's host
