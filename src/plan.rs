@@ -950,32 +950,63 @@ pub fn plan_with_progress(
 }
 
 /// The steady-state plan at the scenario's target load.
-fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result<PlanOutput> {
-    let target = match base
+/// The plan's target load, req/s: `plan.target_rate_per_s`, else the workload's mean rate.
+fn plan_target(base: &Scenario, origin: &str) -> Result<f64> {
+    match base
         .plan
         .target_rate_per_s
         .or(base.workload.mean_rate_per_s())
     {
-        Some(r) if r.is_finite() && r > 0.0 => r,
-        _ => {
-            return Err(Error::config(
-                origin,
-                "plan.target_rate_per_s",
-                "needs a target load: set plan.target_rate_per_s or a workload arrival rate",
-            ))
-        }
+        Some(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(Error::config(
+            origin,
+            "plan.target_rate_per_s",
+            "needs a target load: set plan.target_rate_per_s or a workload arrival rate",
+        )),
+    }
+}
+
+/// When no candidate of the search space can run, the input itself is wrong: the base's
+/// error if it has one, else every candidate's reason.
+fn check_some_candidate_runs(
+    base: &Scenario,
+    origin: &str,
+    space: &[Candidate],
+    entries: &[Result<(f64, u64)>],
+) -> Result<()> {
+    if !entries.iter().all(|e| e.is_err()) {
+        return Ok(());
+    }
+    base.resolve(origin)?;
+    let reasons: Vec<String> = space
+        .iter()
+        .zip(entries)
+        .filter_map(|(c, e)| e.as_ref().err().map(|e| format!("{}: {e}", c.label())))
+        .collect();
+    let shown = reasons.len().min(20);
+    let more = match reasons.len() - shown {
+        0 => String::new(),
+        n => format!("\n  ... and {n} more"),
     };
+    Err(Error::config(
+        origin,
+        "plan",
+        format!(
+            "none of the {} candidates of the search space can run:\n  {}{more}",
+            space.len(),
+            reasons[..shown].join("\n  ")
+        ),
+    ))
+}
+
+fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result<PlanOutput> {
+    let target = plan_target(base, origin)?;
     // Every name of the search space goes through the catalog's resolver: an unknown one is
     // an error naming its key; aliases become catalog names.
     let base = &checked_search_space(base, origin)?;
     base.measure.validate(origin)?;
     let threshold = base.plan.goodput_threshold.unwrap_or(0.9);
-    let column: PriceColumn = match &base.pricing.column {
-        Some(c) => c
-            .parse()
-            .map_err(|e: String| Error::config(origin, "pricing.column", e))?,
-        None => PriceColumn::OnDemand,
-    };
+    let column = price_column(base, origin)?;
     let prices = PriceCatalog::embedded()?;
     let space = search_space(base);
     // The scenario's own deployment is only a default: the search space decides. A candidate
@@ -985,28 +1016,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
         .par_iter()
         .map(|c| entry_check(base, origin, c, &prices, column))
         .collect();
-    if entries.iter().all(|e| e.is_err()) {
-        base.resolve(origin)?;
-        let reasons: Vec<String> = space
-            .iter()
-            .zip(&entries)
-            .filter_map(|(c, e)| e.as_ref().err().map(|e| format!("{}: {e}", c.label())))
-            .collect();
-        let shown = reasons.len().min(20);
-        let more = match reasons.len() - shown {
-            0 => String::new(),
-            n => format!("\n  ... and {n} more"),
-        };
-        return Err(Error::config(
-            origin,
-            "plan",
-            format!(
-                "none of the {} candidates of the search space can run:\n  {}{more}",
-                space.len(),
-                reasons[..shown].join("\n  ")
-            ),
-        ));
-    }
+    check_some_candidate_runs(base, origin, &space, &entries)?;
     let validated = validated_headroom(base)?;
     let ctx = Ctx {
         base,
@@ -1027,10 +1037,113 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
                 .max(validated.unwrap_or(0.0)),
     };
 
-    // Phase 1: every candidate's capacity, in parallel.
+    let prelim = capacities(&ctx, &space, entries);
+    let (done, sizings) = search_in_bound_order(&ctx, prelim)?;
+    let mut simulations: u64 = done.iter().map(|r| r.simulations).sum();
+
+    let (mut candidates, chosen_sizing) = rank_candidates(done, sizings);
+    let chosen = chosen_sizing.as_ref().map(|_| 0);
+    let near_tie = near_tie(&candidates);
+    let nearest_slo = if chosen.is_none() {
+        nearest_slo(base, &candidates)
+    } else {
+        None
+    };
+
+    // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
+    // cheapest feasible candidates.
+    progress.stage("the chosen fleet: whole-fleet evidence, headroom, batch point, curves");
+    progress.add(2);
+    let mut detail = None;
+    let mut verification_run = None;
+    let curves = cheapest_curves(&ctx, &candidates);
+    progress.done(1);
+    if let (Some(i), Some(sizing)) = (chosen, chosen_sizing) {
+        let (d, sims) = chosen_detail(&ctx, &mut candidates[i], sizing)?;
+        simulations += sims;
+        verification_run = d.verification.result.clone();
+        detail = Some(d);
+    }
+    progress.done(1);
+    for c in curves {
+        let (i, curve, sims) = c?;
+        candidates[i].curve = curve;
+        simulations += sims;
+    }
+    // Tokens per request as the chosen fleet's cost figures count them: its window's
+    // tokens/s over the target.
+    let (input_tokens_per_request, output_tokens_per_request) = chosen.map_or((0.0, 0.0), |i| {
+        (
+            candidates[i].fleet_input_tokens_per_s / target,
+            candidates[i].fleet_output_tokens_per_s / target,
+        )
+    });
+    let gpu_prices = price_table(base, &space, &prices);
+    let chosen_usd_per_hour =
+        chosen.and_then(|i| candidates[i].cost_at_target.map(|c| c.usd_per_hour));
+    let disaggregated = xpyd_plan(&ctx, &prices, column, chosen_usd_per_hour);
+    if let Some(x) = &disaggregated {
+        simulations += x.candidates.iter().map(|c| c.simulations).sum::<u64>();
+    }
+    Ok(PlanOutput {
+        plan: PlanResult {
+            target_rate_per_s: target,
+            goodput_threshold: threshold,
+            price_column: column,
+            candidates,
+            chosen,
+            detail,
+            near_tie,
+            nearest_slo,
+            gpu_prices,
+            input_tokens_per_request,
+            output_tokens_per_request,
+            input_output_price_ratio: ctx.ratio,
+            method: method(base, ctx.scale, validated),
+            week: None,
+            simulations,
+            disaggregated,
+            recommendation: None,
+        },
+        verification_run,
+    })
+}
+
+/// The price column `pricing.column` names (on-demand by default).
+fn price_column(base: &Scenario, origin: &str) -> Result<PriceColumn> {
+    match &base.pricing.column {
+        Some(c) => c
+            .parse()
+            .map_err(|e: String| Error::config(origin, "pricing.column", e)),
+        None => Ok(PriceColumn::OnDemand),
+    }
+}
+
+/// How the plan measured: the steady-state analysis, run lengths, rate precision and the
+/// step-time scale (`validated`: the headroom the validation set, if any).
+fn method(base: &Scenario, step_time_scale: f64, validated: Option<f64>) -> Method {
+    Method {
+        analysis: base.measure.analysis(),
+        min_requests_per_replica: base.measure.min_requests,
+        max_requests_per_replica: base.measure.max_requests,
+        fleet_min_requests: FLEET_MIN_REQUESTS,
+        rate_precision: RATE_PRECISION,
+        step_time_scale,
+        validated_headroom: validated,
+    }
+}
+
+/// Phase 1 of the search: every candidate's capacity, in parallel (`entries`: each one's
+/// entry check, [`entry_check`]).
+fn capacities(
+    ctx: &Ctx<'_>,
+    space: &[Candidate],
+    entries: Vec<Result<(f64, u64)>>,
+) -> Vec<Phase1> {
+    let progress = ctx.progress;
     progress.stage("capacity of each candidate");
     progress.add(space.len() as u64);
-    let prelim: Vec<Phase1> = space
+    space
         .par_iter()
         .zip(entries.into_par_iter())
         .map(|(c, e)| {
@@ -1038,7 +1151,52 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
             progress.done(1);
             p
         })
-        .collect();
+        .collect()
+}
+
+/// The prefill/decode-disaggregated candidates beside the colocated plan, when
+/// `plan.disaggregated` asks for them (by default when the scenario's deployment is
+/// disaggregated); `chosen_usd_per_hour`: the colocated plan's cost, to compare with.
+fn xpyd_plan(
+    ctx: &Ctx<'_>,
+    prices: &PriceCatalog,
+    column: PriceColumn,
+    chosen_usd_per_hour: Option<f64>,
+) -> Option<DisaggPlan> {
+    let base = ctx.base;
+    let wants_xpyd = base
+        .plan
+        .disaggregated
+        .unwrap_or(base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated);
+    wants_xpyd.then(|| {
+        ctx.progress
+            .stage("prefill/decode-disaggregated candidates");
+        disagg::plan_xpyd(
+            &disagg::XpydCtx {
+                base,
+                origin: ctx.origin,
+                target: ctx.target,
+                ratio: ctx.ratio,
+                max_replicas: ctx.max_replicas,
+                scale: ctx.scale,
+                prices,
+                column,
+            },
+            chosen_usd_per_hour,
+        )
+    })
+}
+
+/// Phase 2 of the search: the candidates ready after phase 1 in order of their capacity
+/// bound, in waves as wide as the thread pool, stopping (unless `plan.exhaustive`) when the
+/// next bound costs more than the best fleet found; the rest are marked pruned. Returns every
+/// candidate's result, with its fleet sizing beside it where it was sized.
+#[allow(clippy::type_complexity)]
+fn search_in_bound_order(
+    ctx: &Ctx<'_>,
+    prelim: Vec<Phase1>,
+) -> Result<(Vec<CandidateResult>, Vec<Option<FleetSizing>>)> {
+    let progress = ctx.progress;
     progress.stage("rate search and fleet sizing");
     let mut done: Vec<CandidateResult> = Vec::new();
     let mut sizings: Vec<Option<FleetSizing>> = Vec::new();
@@ -1055,7 +1213,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
     // Phase 2: in order of the capacity bound, in waves as wide as the thread pool; stop when
     // the next bound costs more than the best fleet found.
     queue.sort_by(|a, b| a.bound_usd_per_hour.total_cmp(&b.bound_usd_per_hour));
-    let exhaustive = base.plan.exhaustive.unwrap_or(false);
+    let exhaustive = ctx.base.plan.exhaustive.unwrap_or(false);
     let wave = rayon::current_num_threads().max(2);
     let mut best = f64::INFINITY;
     let mut rest = queue.into_iter().peekable();
@@ -1101,8 +1259,15 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
         done.push(r);
         sizings.push(None);
     }
-    let mut simulations: u64 = done.iter().map(|r| r.simulations).sum();
+    Ok((done, sizings))
+}
 
+/// The candidates ranked ([`rank_key`], ties by search order), and the first one's fleet
+/// sizing when it is feasible.
+fn rank_candidates(
+    done: Vec<CandidateResult>,
+    sizings: Vec<Option<FleetSizing>>,
+) -> (Vec<CandidateResult>, Option<FleetSizing>) {
     // Rank; keep each candidate's sizing beside it.
     let mut order: Vec<usize> = (0..done.len()).collect();
     order.sort_by(|&a, &b| {
@@ -1123,21 +1288,16 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
         }
         candidates.push(r);
     }
-    let chosen = chosen_sizing.as_ref().map(|_| 0);
-    let near_tie = near_tie(&candidates);
-    let nearest_slo = if chosen.is_none() {
-        nearest_slo(base, &candidates)
-    } else {
-        None
-    };
+    (candidates, chosen_sizing)
+}
 
-    // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
-    // cheapest feasible candidates.
-    progress.stage("the chosen fleet: whole-fleet evidence, headroom, batch point, curves");
-    progress.add(2);
-    let mut detail = None;
-    let mut verification_run = None;
-    let curves: Vec<Result<(usize, Vec<CurvePoint>, u64)>> = candidates
+/// The rate curves of the [`CURVES`] cheapest feasible candidates, in parallel: (index in
+/// `candidates`, curve, simulations).
+fn cheapest_curves(
+    ctx: &Ctx<'_>,
+    candidates: &[CandidateResult],
+) -> Vec<Result<(usize, Vec<CurvePoint>, u64)>> {
+    candidates
         .iter()
         .enumerate()
         .filter(|(_, c)| c.status == Status::Feasible)
@@ -1153,86 +1313,11 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|(i, c, capacity, price)| {
-            let one = candidate_scenario(base, &c, ctx.scale);
-            let (curve, sims) = curve::rate_curve(&one, origin, capacity, price)?;
+            let one = candidate_scenario(ctx.base, &c, ctx.scale);
+            let (curve, sims) = curve::rate_curve(&one, ctx.origin, capacity, price)?;
             Ok((i, curve, sims))
         })
-        .collect();
-    progress.done(1);
-    if let (Some(i), Some(sizing)) = (chosen, chosen_sizing) {
-        let (d, sims) = chosen_detail(&ctx, &mut candidates[i], sizing)?;
-        simulations += sims;
-        verification_run = d.verification.result.clone();
-        detail = Some(d);
-    }
-    progress.done(1);
-    for c in curves {
-        let (i, curve, sims) = c?;
-        candidates[i].curve = curve;
-        simulations += sims;
-    }
-    // Tokens per request as the chosen fleet's cost figures count them: its window's
-    // tokens/s over the target.
-    let (input_tokens_per_request, output_tokens_per_request) = match chosen {
-        Some(i) => (
-            candidates[i].fleet_input_tokens_per_s / target,
-            candidates[i].fleet_output_tokens_per_s / target,
-        ),
-        None => (0.0, 0.0),
-    };
-    let gpu_prices = price_table(base, &space, &prices);
-    let wants_xpyd = base
-        .plan
-        .disaggregated
-        .unwrap_or(base.deployment.mode == crate::scenario::DeploymentMode::Disaggregated);
-    let disaggregated = wants_xpyd.then(|| {
-        progress.stage("prefill/decode-disaggregated candidates");
-        let x = disagg::plan_xpyd(
-            &disagg::XpydCtx {
-                base,
-                origin,
-                target,
-                ratio: ctx.ratio,
-                max_replicas: ctx.max_replicas,
-                scale: ctx.scale,
-                prices: &prices,
-                column,
-            },
-            chosen.and_then(|i| candidates[i].cost_at_target.map(|c| c.usd_per_hour)),
-        );
-        simulations += x.candidates.iter().map(|c| c.simulations).sum::<u64>();
-        x
-    });
-    Ok(PlanOutput {
-        plan: PlanResult {
-            target_rate_per_s: target,
-            goodput_threshold: threshold,
-            price_column: column,
-            candidates,
-            chosen,
-            detail,
-            near_tie,
-            nearest_slo,
-            gpu_prices,
-            input_tokens_per_request,
-            output_tokens_per_request,
-            input_output_price_ratio: ctx.ratio,
-            method: Method {
-                analysis: base.measure.analysis(),
-                min_requests_per_replica: base.measure.min_requests,
-                max_requests_per_replica: base.measure.max_requests,
-                fleet_min_requests: FLEET_MIN_REQUESTS,
-                rate_precision: RATE_PRECISION,
-                step_time_scale: ctx.scale,
-                validated_headroom: validated,
-            },
-            week: None,
-            simulations,
-            disaggregated,
-            recommendation: None,
-        },
-        verification_run,
-    })
+        .collect()
 }
 
 /// The chosen plan's evidence, headroom and batch point: the whole fleet at R measured until

@@ -44,6 +44,30 @@ fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
 /// Translates the flags into a scenario table, so that flags and files share one validation.
 fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     use toml::Value as V;
+    let deployment = deployment_table(a);
+    let scheduler = scheduler_table(a);
+    let workload = workload_table(a)?;
+    let slo = slo_table(a)?;
+    let limits = table(&[("fast_forward", V::Boolean(!a.no_fast_forward))]);
+    Ok(table(&[
+        ("name", V::String("bench".into())),
+        ("limits", V::Table(limits)),
+        // TOML integers stop at 2^63 - 1; larger seeds travel as text (the scenario reads both).
+        (
+            "seed",
+            i64::try_from(a.seed).map_or_else(|_| V::String(a.seed.to_string()), V::Integer),
+        ),
+        ("deployment", V::Table(deployment)),
+        ("scheduler", V::Table(scheduler)),
+        ("workload", V::Table(workload)),
+        ("slo", V::Table(slo)),
+    ]))
+}
+
+/// `[deployment]`: model, GPU, parallelism, formats, engine, replicas and router, and the P/D
+/// pools when any of their flags is given.
+fn deployment_table(a: &BenchArgs) -> toml::Table {
+    use toml::Value as V;
     let d = &a.deployment;
     let mut deployment = table(&[
         ("model", V::String(d.model.clone())),
@@ -97,7 +121,13 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
             deployment.insert("kv_transfer_latency_us".into(), V::Float(l));
         }
     }
+    deployment
+}
 
+/// `[scheduler]`: the engine limits given as flags (the engine's defaults otherwise).
+fn scheduler_table(a: &BenchArgs) -> toml::Table {
+    use toml::Value as V;
+    let d = &a.deployment;
     let mut scheduler = toml::Table::new();
     let mut put = |k: &str, v: Option<V>| {
         if let Some(v) = v {
@@ -125,7 +155,13 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         "gpu_memory_utilization",
         d.gpu_memory_utilization.map(V::Float),
     );
+    scheduler
+}
 
+/// `[workload]`: arrivals (offline, Poisson or gamma), requests, lengths or dataset, shared
+/// prefix and concurrency cap.
+fn workload_table(a: &BenchArgs) -> Result<toml::Table> {
+    use toml::Value as V;
     if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
         // As vLLM: burstiness is a gamma shape, whatever the rate.
         bail!(servesim::Error::config(
@@ -206,7 +242,12 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     if let Some(c) = a.max_concurrency {
         workload.insert("max_concurrency".into(), V::Integer(c as i64));
     }
+    Ok(workload)
+}
 
+/// `[slo]` from `--goodput KEY:MS` pairs.
+fn slo_table(a: &BenchArgs) -> Result<toml::Table> {
+    use toml::Value as V;
     let mut slo = toml::Table::new();
     for g in &a.goodput {
         let (k, v) = g.split_once(':').ok_or_else(|| {
@@ -231,20 +272,7 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         };
         slo.insert(key.into(), V::Float(ms));
     }
-    let limits = table(&[("fast_forward", V::Boolean(!a.no_fast_forward))]);
-    Ok(table(&[
-        ("name", V::String("bench".into())),
-        ("limits", V::Table(limits)),
-        // TOML integers stop at 2^63 - 1; larger seeds travel as text (the scenario reads both).
-        (
-            "seed",
-            i64::try_from(a.seed).map_or_else(|_| V::String(a.seed.to_string()), V::Integer),
-        ),
-        ("deployment", V::Table(deployment)),
-        ("scheduler", V::Table(scheduler)),
-        ("workload", V::Table(workload)),
-        ("slo", V::Table(slo)),
-    ]))
+    Ok(slo)
 }
 
 /// The files of a bench report folder: a run's, and result.json.

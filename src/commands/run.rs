@@ -12,7 +12,7 @@ use servesim::report::atomic::ReportDir;
 use servesim::report::plan::steady_line;
 use servesim::report::{export_all, CsvExporter, Exporter, JsonExporter};
 use servesim::scenario::{Resolved, Scenario};
-use servesim::summary::{RunResult, RunSummary, TimeSeriesTable};
+use servesim::summary::{DisaggSummary, RunResult, RunSummary, TimeSeriesTable};
 
 /// Runs `servesim run`.
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -102,7 +102,6 @@ pub fn write_outputs(result: &RunResult, dir: &Path) -> Result<()> {
 }
 
 fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
-    let d = &r.deployment;
     writeln!(
         w,
         "============ servesim run: {} ============",
@@ -112,6 +111,64 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             &r.scenario.name
         }
     )?;
+    write_deployment_line(w, r, s)?;
+    write_throughput_rows(w, s)?;
+    write_latency_table(w, s)?;
+    row(
+        w,
+        "Queueing delay mean / p99 (ms):",
+        format!("{:.1} / {:.1}", s.mean_queue_ms, s.p99_queue_ms),
+    )?;
+    if let Some(x) = &s.disaggregation {
+        write_disaggregation_rows(w, x)?;
+    }
+    row(
+        w,
+        "Batch mean / p50 / p99 (seqs/iteration):",
+        format!(
+            "{:.1} / {:.0} / {:.0}",
+            s.mean_batch_size, s.median_batch_size, s.p99_batch_size
+        ),
+    )?;
+    row(
+        w,
+        "KV cache utilisation mean / peak:",
+        format!(
+            "{:.1}% / {:.1}%",
+            100.0 * s.kv_cache_utilization,
+            100.0 * s.peak_kv_cache_utilization
+        ),
+    )?;
+    row(w, "Preemptions:", s.preemptions.to_string())?;
+    for (name, o) in [
+        ("TTFT", s.slo.ttft),
+        ("TPOT", s.slo.tpot),
+        ("E2E", s.slo.e2e),
+    ] {
+        if let Some(o) = o {
+            row(
+                w,
+                &format!("SLO p{} {name} <= {} ms:", o.percentile, o.threshold_ms),
+                format!(
+                    "{} ({:.1} ms)",
+                    if o.met { "met" } else { "MISSED" },
+                    o.value_ms
+                ),
+            )?;
+        }
+    }
+    write_verdict_and_warnings(w, r, s)?;
+    Ok(())
+}
+
+/// One `name: value` row of the run table, aligned as `vllm bench serve` prints it.
+fn row(w: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
+    writeln!(w, "{k:<42}{v:>14}")
+}
+
+/// The line naming the deployment: colocated (TP, or TP x DP with EP) or disaggregated pools.
+fn write_deployment_line(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
+    let d = &r.deployment;
     match &s.disaggregation {
         None if d.dp == 1 && d.ep == 1 => writeln!(
             w,
@@ -142,7 +199,11 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             x.kv_transfer_latency_us
         )?,
     }
-    let row = |w: &mut dyn Write, k: &str, v: String| writeln!(w, "{k:<42}{v:>14}");
+    Ok(())
+}
+
+/// Requests, tokens, throughput and goodput.
+fn write_throughput_rows(w: &mut dyn Write, s: &RunSummary) -> Result<()> {
     row(w, "Successful requests:", s.completed.to_string())?;
     row(
         w,
@@ -185,6 +246,11 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             100.0 * s.goodput_share
         ),
     )?;
+    Ok(())
+}
+
+/// TTFT, TPOT, ITL and E2E: mean, median, p90, p99.
+fn write_latency_table(w: &mut impl Write, s: &RunSummary) -> Result<()> {
     writeln!(
         w,
         "{:<18}{:>12}{:>12}{:>12}{:>12}",
@@ -229,80 +295,48 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             v[0], v[1], v[2], v[3]
         )?;
     }
+    Ok(())
+}
+
+/// The KV transfers, back-pressure and per-pool KV use of a disaggregated run.
+fn write_disaggregation_rows(w: &mut dyn Write, x: &DisaggSummary) -> Result<()> {
     row(
         w,
-        "Queueing delay mean / p99 (ms):",
-        format!("{:.1} / {:.1}", s.mean_queue_ms, s.p99_queue_ms),
+        "KV transfers / mean MB:",
+        format!("{} / {:.1}", x.transfers, x.mean_transfer_mb),
     )?;
-    if let Some(x) = &s.disaggregation {
-        row(
-            w,
-            "KV transfers / mean MB:",
-            format!("{} / {:.1}", x.transfers, x.mean_transfer_mb),
-        )?;
-        row(
-            w,
-            "KV transfer time mean / p99 (ms):",
-            format!("{:.2} / {:.2}", x.mean_transfer_ms, x.p99_transfer_ms),
-        )?;
-        row(
-            w,
-            "Back-pressure wait mean / p99 (ms):",
-            format!(
-                "{:.2} / {:.2}",
-                x.mean_backpressure_wait_ms, x.p99_backpressure_wait_ms
-            ),
-        )?;
-        row(
-            w,
-            "KV link utilization:",
-            format!("{:.1}%", 100.0 * x.link_utilization),
-        )?;
-        row(
-            w,
-            "Peak KV use prefill / decode:",
-            format!(
-                "{:.1}% / {:.1}%",
-                100.0 * x.peak_prefill_kv_utilization,
-                100.0 * x.peak_decode_kv_utilization
-            ),
-        )?;
-    }
     row(
         w,
-        "Batch mean / p50 / p99 (seqs/iteration):",
+        "KV transfer time mean / p99 (ms):",
+        format!("{:.2} / {:.2}", x.mean_transfer_ms, x.p99_transfer_ms),
+    )?;
+    row(
+        w,
+        "Back-pressure wait mean / p99 (ms):",
         format!(
-            "{:.1} / {:.0} / {:.0}",
-            s.mean_batch_size, s.median_batch_size, s.p99_batch_size
+            "{:.2} / {:.2}",
+            x.mean_backpressure_wait_ms, x.p99_backpressure_wait_ms
         ),
     )?;
     row(
         w,
-        "KV cache utilisation mean / peak:",
+        "KV link utilization:",
+        format!("{:.1}%", 100.0 * x.link_utilization),
+    )?;
+    row(
+        w,
+        "Peak KV use prefill / decode:",
         format!(
             "{:.1}% / {:.1}%",
-            100.0 * s.kv_cache_utilization,
-            100.0 * s.peak_kv_cache_utilization
+            100.0 * x.peak_prefill_kv_utilization,
+            100.0 * x.peak_decode_kv_utilization
         ),
     )?;
-    row(w, "Preemptions:", s.preemptions.to_string())?;
-    for (name, o) in [
-        ("TTFT", s.slo.ttft),
-        ("TPOT", s.slo.tpot),
-        ("E2E", s.slo.e2e),
-    ] {
-        if let Some(o) = o {
-            row(
-                w,
-                &format!("SLO p{} {name} <= {} ms:", o.percentile, o.threshold_ms),
-                format!(
-                    "{} ({:.1} ms)",
-                    if o.met { "met" } else { "MISSED" },
-                    o.value_ms
-                ),
-            )?;
-        }
-    }
+Ok(())
+}
+
+/// The steady-state section (or why there is none), then the warnings and a truncation.
+fn write_verdict_and_warnings(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
     match &s.steady_state {
         Some(st) => write_steady_state(w, st)?,
         None if !r.has_steady_state() => {
