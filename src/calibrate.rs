@@ -770,7 +770,7 @@ mod tests {
         let qkv = 128 * 128 / 16 + 2 * dep.kv_heads_per_gpu() * 128;
         assert_eq!((g[0].op, g[0].k, g[0].n), ("qkv", 16384, qkv));
         assert_eq!(qkv, 1280); // not (128 + 16) x 128 / 16 = 1152
-        // The KV cache the step-time model keeps per token and layer is those heads' K and V.
+                               // The KV cache the step-time model keeps per token and layer is those heads' K and V.
         assert_eq!(
             dep.kv_bytes_per_token_layer_per_gpu(),
             2.0 * (dep.kv_heads_per_gpu() * 128) as f64 * 2.0

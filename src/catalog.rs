@@ -118,10 +118,7 @@ pub fn embedded(kind: Kind, name: &str) -> &'static str {
 
 /// (file name, contents) of every catalog model (`models/*.toml`), embedded at build time.
 const MODELS: &[(&str, &str)] = &[
-    (
-        "llama-3.1-8b",
-        include_str!("../models/llama-3.1-8b.toml"),
-    ),
+    ("llama-3.1-8b", include_str!("../models/llama-3.1-8b.toml")),
     (
         "llama-3.1-70b",
         include_str!("../models/llama-3.1-70b.toml"),
@@ -142,10 +139,7 @@ const MODELS: &[(&str, &str)] = &[
         "mistral-nemo-12b",
         include_str!("../models/mistral-nemo-12b.toml"),
     ),
-    (
-        "mixtral-8x7b",
-        include_str!("../models/mixtral-8x7b.toml"),
-    ),
+    ("mixtral-8x7b", include_str!("../models/mixtral-8x7b.toml")),
     ("deepseek-v3", include_str!("../models/deepseek-v3.toml")),
     ("deepseek-r1", include_str!("../models/deepseek-r1.toml")),
     (
@@ -157,10 +151,7 @@ const MODELS: &[(&str, &str)] = &[
         "qwen3-30b-a3b",
         include_str!("../models/qwen3-30b-a3b.toml"),
     ),
-    (
-        "gpt-oss-120b",
-        include_str!("../models/gpt-oss-120b.toml"),
-    ),
+    ("gpt-oss-120b", include_str!("../models/gpt-oss-120b.toml")),
     ("gpt-oss-20b", include_str!("../models/gpt-oss-20b.toml")),
     (
         "llama-4-scout",

@@ -314,7 +314,6 @@ pub struct EngineProfile {
     pub allreduce: AllReducePolicy,
 }
 
-
 /// Names of the embedded engine profiles.
 pub fn engine_names() -> Vec<&'static str> {
     Kind::Engine.names()

@@ -194,7 +194,6 @@ pub struct GpuProfile {
     pub network: NetworkCurve,
 }
 
-
 /// Names of the embedded GPU profiles.
 pub fn gpu_names() -> Vec<&'static str> {
     Kind::Gpu.names()

@@ -9,9 +9,9 @@ mod hub;
 mod layers;
 mod load;
 
-pub use load::{catalog_names, load_model};
 pub use hub::{looks_like_hub_id, resolve_model_path, HubLookup};
 pub use layers::{AttentionKind, KvPerToken, LayerKind, MlpKind};
+pub use load::{catalog_names, load_model};
 
 use serde::{Deserialize, Serialize};
 

@@ -1135,11 +1135,7 @@ fn method(base: &Scenario, step_time_scale: f64, validated: Option<f64>) -> Meth
 
 /// Phase 1 of the search: every candidate's capacity, in parallel (`entries`: each one's
 /// entry check, [`entry_check`]).
-fn capacities(
-    ctx: &Ctx<'_>,
-    space: &[Candidate],
-    entries: Vec<Result<(f64, u64)>>,
-) -> Vec<Phase1> {
+fn capacities(ctx: &Ctx<'_>, space: &[Candidate], entries: Vec<Result<(f64, u64)>>) -> Vec<Phase1> {
     let progress = ctx.progress;
     progress.stage("capacity of each candidate");
     progress.add(space.len() as u64);

@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::{analyze_sample, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
-use crate::table::{CellValue, TableSheet, ToTable};
 use crate::scenario::Resolved;
 use crate::sim::{simulate_traced, SimOutput, TraceSink};
+use crate::table::{CellValue, TableSheet, ToTable};
 use crate::workload::RequestGenerator;
 
 /// One SLO's outcome: the percentile of the metric against its threshold.

@@ -25,9 +25,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// `text` without comments and without everything from the first `#[cfg(test)]` module on
 /// (the project keeps its unit-test modules at the end of each file).
 fn production_code(text: &str) -> String {
-    let test_module = text.match_indices("#[cfg(test)]").find(|(i, m)| {
-        text[i + m.len()..].trim_start().starts_with("mod ")
-    });
+    let test_module = text
+        .match_indices("#[cfg(test)]")
+        .find(|(i, m)| text[i + m.len()..].trim_start().starts_with("mod "));
     let text = match test_module {
         Some((i, _)) => &text[..i],
         None => text,
@@ -209,7 +209,12 @@ fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 fn top_level_modules_depend_one_way_only() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let g = module_graph(&src);
-    assert!(g.len() > 10, "read {} modules from {}", g.len(), src.display());
+    assert!(
+        g.len() > 10,
+        "read {} modules from {}",
+        g.len(),
+        src.display()
+    );
     let found = cycles(&g);
     let describe: Vec<String> = found
         .iter()

@@ -23,8 +23,8 @@
 //! own best point until it stops improving. Deterministic: no random starts.
 
 use crate::error::{Error, Result};
-pub(crate) use crate::numeric::nelder_mead;
 use crate::gpu::GpuProfile;
+pub(crate) use crate::numeric::nelder_mead;
 
 use super::measurement::{KernelClass, Measurement};
 use super::profile::{profile_intervals, Interval, ProfileOptions};

@@ -332,7 +332,7 @@ fn write_disaggregation_rows(w: &mut dyn Write, x: &DisaggSummary) -> Result<()>
             100.0 * x.peak_decode_kv_utilization
         ),
     )?;
-Ok(())
+    Ok(())
 }
 
 /// The steady-state section (or why there is none), then the warnings and a truncation.

@@ -5,7 +5,6 @@ use super::ModelSpec;
 use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
 
-
 /// Names of the catalog models.
 pub fn catalog_names() -> Vec<&'static str> {
     Kind::Model.names()

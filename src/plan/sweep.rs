@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::measure::{measure, stationary_load, StopRule};
 use crate::error::{Error, Result};
-use crate::table::{CellValue, TableSheet, ToTable};
 use crate::scenario::Scenario;
 use crate::summary::RunSummary;
+use crate::table::{CellValue, TableSheet, ToTable};
 
 /// One swept key and its values (as TOML literals).
 #[derive(Debug, Clone, PartialEq)]

@@ -17,9 +17,7 @@ use super::plot::{
 use super::{export_all, write_atomic, CsvExporter, JsonExporter};
 use crate::error::{Error, Result};
 use crate::metrics::steady_state::SteadyState;
-use crate::plan::{
-    CandidateResult, LightLoad, LoadMeasurement, PlanOutput, PlanResult, Status,
-};
+use crate::plan::{CandidateResult, LightLoad, LoadMeasurement, PlanOutput, PlanResult, Status};
 use crate::scenario::Scenario;
 
 fn io(e: std::io::Error) -> Error {
@@ -372,143 +370,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         );
     }
     match (p.chosen_candidate(), &p.detail) {
-        (Some(c), Some(d)) => {
-            let cost = c.cost_at_target.unwrap_or_else(|| {
-                crate::plan::pricing::cost(c.gpus, c.price_usd_per_gpu_hour, 0.0, 0.0, 0.0)
-            });
-            let _ = writeln!(
-                t,
-                "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}",
-                c.gpus,
-                c.candidate.gpu,
-                c.replicas,
-                match (c.candidate.dp, c.candidate.ep) {
-                    (1, 1) => format!("TP {}", c.candidate.tp),
-                    (dp, ep) => format!("TP {} x DP {}, EP {}", c.candidate.tp, dp, ep),
-                },
-                c.candidate.dtype,
-                c.candidate.kv_cache_dtype,
-                c.candidate.max_num_seqs
-            );
-            let _ = writeln!(
-                t,
-                "  cost: ${:.2}/hour, ${:.0}/month at ${:.2}/GPU-hour; ${:.3} per M output tokens, ${:.3} per M total tokens",
-                cost.usd_per_hour, cost.usd_per_month, cost.price_usd_per_gpu_hour, cost.usd_per_million_output_tokens, cost.usd_per_million_total_tokens
-            );
-            let _ = writeln!(
-                t,
-                "  blended prices (input at {}x output): ${:.3} per M output, ${:.3} per M input",
-                sc.pricing.input_output_price_ratio.unwrap_or(0.25),
-                cost.usd_per_million_output_blended,
-                cost.usd_per_million_input_blended
-            );
-            let _ = writeln!(
-                t,
-                "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} req/s within the SLOs; binding: {}",
-                c.capacity_rate_per_replica,
-                c.capacity_output_tokens_per_s,
-                c.max_rate_per_replica,
-                c.binding
-                    .as_ref()
-                    .map_or("none found".to_string(), |b| format!(
-                        "{}: {}",
-                        b.constraint.label(),
-                        b.detail
-                    ))
-            );
-            let _ = writeln!(
-                t,
-                "{}",
-                fleet_line(
-                    &format!(
-                        "fleet of {} at {:.2} req/s",
-                        d.fleet.replicas, p.target_rate_per_s
-                    ),
-                    &d.verification,
-                    None
-                )
-            );
-            match &d.fleet.one_fewer {
-                Some(m) => {
-                    let _ = writeln!(
-                        t,
-                        "{}",
-                        fleet_line(
-                            &format!("fleet of {} (one fewer)", m.replicas),
-                            m,
-                            d.unresolved.as_deref()
-                        )
-                    );
-                }
-                None => match &d.unresolved {
-                    Some(why) => {
-                        let _ = writeln!(t, "  UNRESOLVED: {why}");
-                    }
-                    None => {
-                        let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
-                    }
-                },
-            }
-            if let Some(cmd) = &d.run_command {
-                let _ = writeln!(
-                    t,
-                    "  re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): {cmd}",
-                    d.fleet.replicas.saturating_sub(1),
-                    d.fleet.replicas
-                );
-            }
-            let _ = writeln!(
-                t,
-                "  headroom: {}{}",
-                headroom_text(&d.headroom),
-                match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
-                    (Some(v), _) => format!(
-                        "; sized {:.1}% slower than modelled (the model's out-of-sample error on the reference rows at plan.headroom_coverage: {:+.1}%)",
-                        100.0 * (p.method.step_time_scale - 1.0),
-                        100.0 * v
-                    ),
-                    (None, true) => format!(
-                        "; sized with plan.headroom = {:.0}%",
-                        100.0 * (p.method.step_time_scale - 1.0)
-                    ),
-                    (None, false) => String::new(),
-                }
-            );
-            let b = &d.batch;
-            let _ = writeln!(
-                t,
-                "  batch point: ${:.3} per M output tokens at capacity (no latency SLO) vs ${:.3} at the SLO-bound rate: funds a {:.0}% batch discount",
-                b.usd_per_million_at_capacity,
-                b.usd_per_million_at_slo,
-                100.0 * b.discount
-            );
-            let _ = writeln!(
-                t,
-                "    {:>12}{:>20}{:>12}{:>16}",
-                "TPOT SLO", "max req/s/replica", "$/M out", "batch discount"
-            );
-            for r in &b.by_tpot {
-                if r.max_rate_per_replica > 0.0 {
-                    let _ = writeln!(
-                        t,
-                        "    {:>9.0} ms{:>20.2}{:>12.3}{:>15.0}%",
-                        r.tpot_ms,
-                        r.max_rate_per_replica,
-                        r.usd_per_million,
-                        100.0 * r.discount
-                    );
-                } else {
-                    let _ = writeln!(
-                        t,
-                        "    {:>9.0} ms{:>20}{:>12}{:>16}",
-                        r.tpot_ms, "not reachable", "-", "-"
-                    );
-                }
-            }
-            if let Some(n) = &p.near_tie {
-                let _ = writeln!(t, "  note: {n}");
-            }
-        }
+        (Some(c), Some(d)) => write_chosen_text(&mut t, sc, p, c, d),
         _ => {
             let _ = writeln!(
                 t,
@@ -541,6 +403,157 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     );
     let _ = writeln!(t, "({} simulations)", p.simulations);
     w.write_all(t.as_bytes()).map_err(io)
+}
+
+/// The chosen plan: its fleet, cost, per-replica figures, whole-fleet evidence (R and R - 1),
+/// re-run line, headroom and batch point.
+fn write_chosen_text(
+    t: &mut String,
+    sc: &Scenario,
+    p: &PlanResult,
+    c: &CandidateResult,
+    d: &crate::plan::ChosenDetail,
+) {
+    let cost = c.cost_at_target.unwrap_or_else(|| {
+        crate::plan::pricing::cost(c.gpus, c.price_usd_per_gpu_hour, 0.0, 0.0, 0.0)
+    });
+    let _ = writeln!(
+        t,
+        "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}",
+        c.gpus,
+        c.candidate.gpu,
+        c.replicas,
+        match (c.candidate.dp, c.candidate.ep) {
+            (1, 1) => format!("TP {}", c.candidate.tp),
+            (dp, ep) => format!("TP {} x DP {}, EP {}", c.candidate.tp, dp, ep),
+        },
+        c.candidate.dtype,
+        c.candidate.kv_cache_dtype,
+        c.candidate.max_num_seqs
+    );
+    let _ = writeln!(
+        t,
+        "  cost: ${:.2}/hour, ${:.0}/month at ${:.2}/GPU-hour; ${:.3} per M output tokens, ${:.3} per M total tokens",
+        cost.usd_per_hour, cost.usd_per_month, cost.price_usd_per_gpu_hour, cost.usd_per_million_output_tokens, cost.usd_per_million_total_tokens
+    );
+    let _ = writeln!(
+        t,
+        "  blended prices (input at {}x output): ${:.3} per M output, ${:.3} per M input",
+        sc.pricing.input_output_price_ratio.unwrap_or(0.25),
+        cost.usd_per_million_output_blended,
+        cost.usd_per_million_input_blended
+    );
+    let _ = writeln!(
+        t,
+        "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} req/s within the SLOs; binding: {}",
+        c.capacity_rate_per_replica,
+        c.capacity_output_tokens_per_s,
+        c.max_rate_per_replica,
+        c.binding
+            .as_ref()
+            .map_or("none found".to_string(), |b| format!(
+                "{}: {}",
+                b.constraint.label(),
+                b.detail
+            ))
+    );
+    let _ = writeln!(
+        t,
+        "{}",
+        fleet_line(
+            &format!(
+                "fleet of {} at {:.2} req/s",
+                d.fleet.replicas, p.target_rate_per_s
+            ),
+            &d.verification,
+            None
+        )
+    );
+    match &d.fleet.one_fewer {
+        Some(m) => {
+            let _ = writeln!(
+                t,
+                "{}",
+                fleet_line(
+                    &format!("fleet of {} (one fewer)", m.replicas),
+                    m,
+                    d.unresolved.as_deref()
+                )
+            );
+        }
+        None => match &d.unresolved {
+            Some(why) => {
+                let _ = writeln!(t, "  UNRESOLVED: {why}");
+            }
+            None => {
+                let _ = writeln!(t, "  (one replica holds: no smaller fleet exists)");
+            }
+        },
+    }
+    if let Some(cmd) = &d.run_command {
+        let _ = writeln!(
+            t,
+            "  re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): {cmd}",
+            d.fleet.replicas.saturating_sub(1),
+            d.fleet.replicas
+        );
+    }
+    let _ = writeln!(
+        t,
+        "  headroom: {}{}",
+        headroom_text(&d.headroom),
+        match (p.method.validated_headroom, p.method.step_time_scale > 1.0) {
+            (Some(v), _) => format!(
+                "; sized {:.1}% slower than modelled (the model's out-of-sample error on the reference rows at plan.headroom_coverage: {:+.1}%)",
+                100.0 * (p.method.step_time_scale - 1.0),
+                100.0 * v
+            ),
+            (None, true) => format!(
+                "; sized with plan.headroom = {:.0}%",
+                100.0 * (p.method.step_time_scale - 1.0)
+            ),
+            (None, false) => String::new(),
+        }
+    );
+    write_batch_point(t, &d.batch);
+    if let Some(n) = &p.near_tie {
+        let _ = writeln!(t, "  note: {n}");
+    }
+}
+
+/// The batch point: cost per million output tokens at capacity against the SLO-bound rate,
+/// and by TPOT SLO.
+fn write_batch_point(t: &mut String, b: &crate::plan::BatchPoint) {
+    let _ = writeln!(
+        t,
+        "  batch point: ${:.3} per M output tokens at capacity (no latency SLO) vs ${:.3} at the SLO-bound rate: funds a {:.0}% batch discount",
+        b.usd_per_million_at_capacity,
+        b.usd_per_million_at_slo,
+        100.0 * b.discount
+    );
+    let _ = writeln!(
+        t,
+        "    {:>12}{:>20}{:>12}{:>16}",
+        "TPOT SLO", "max req/s/replica", "$/M out", "batch discount"
+    );
+    for r in &b.by_tpot {
+        if r.max_rate_per_replica > 0.0 {
+            let _ = writeln!(
+                t,
+                "    {:>9.0} ms{:>20.2}{:>12.3}{:>15.0}%",
+                r.tpot_ms,
+                r.max_rate_per_replica,
+                r.usd_per_million,
+                100.0 * r.discount
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "    {:>9.0} ms{:>20}{:>12}{:>16}",
+                r.tpot_ms, "not reachable", "-", "-"
+            );
+        }
+    }
 }
 
 /// The xPyD candidates and the best of each kind side by side, for people.
@@ -744,215 +757,235 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
     let p = &out.plan;
     let mut charts = Vec::new();
     if let (Some(c), Some(_)) = (p.chosen_candidate(), &p.detail) {
-        let title = format!(
-            "{} {} TP{} seqs {} (1 replica)",
-            c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
-        );
-        let binding = c.binding.as_ref().map_or(String::new(), |b| {
-            format!(", binding: {}", b.constraint.label())
-        });
-        let split = |f: &dyn Fn(&crate::plan::CurvePoint) -> f64| -> Vec<Series> {
-            let steady: Vec<(f64, f64)> = c
-                .curve
-                .iter()
-                .filter(|q| q.stationary)
-                .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
-                .collect();
-            let saturated: Vec<(f64, f64)> = c
-                .curve
-                .iter()
-                .filter(|q| !q.stationary)
-                .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
-                .collect();
-            let mut v = vec![Series {
-                name: "load sweep (steady state)".into(),
-                points: steady,
-                style: SeriesStyle::LineWithPoints,
-            }];
-            if !saturated.is_empty() {
-                v.push(Series {
-                    name: "past saturation: queue grows".into(),
-                    points: saturated,
-                    style: SeriesStyle::Points,
-                });
-            }
-            v
-        };
-        let gpu_out =
-            |s: &SteadyState| s.output_throughput.value / c.candidate.gpus().max(1) as f64;
-        let marker = |x: f64, s: &SteadyState| Marker {
-            x,
-            y: gpu_out(s),
-            label: format!(
-                "plan: {:.2} req/s per replica{binding}",
-                c.max_rate_per_replica
-            ),
-        };
-        for (stem, metric, slo_ms, pct, log_x) in [
-            (
-                "throughput-vs-p99-ttft",
-                "TTFT",
-                sc.slo.ttft_ms,
-                sc.slo.ttft_percentile,
-                true,
-            ),
-            (
-                "throughput-vs-p99-tpot",
-                "TPOT",
-                sc.slo.tpot_ms,
-                sc.slo.tpot_percentile,
-                false,
-            ),
-        ] {
-            let pick = |q: &crate::plan::CurvePoint| {
-                if metric == "TTFT" {
-                    q.p99_ttft_ms
-                } else {
-                    q.p99_tpot_ms
-                }
-            };
-            let at = c.at_max_rate.as_ref();
-            charts.push((
-                stem,
-                Chart {
-                    title: format!("throughput vs p99 {metric}: {title}"),
-                    x_label: format!("p99 {metric} (ms)"),
-                    y_label: "output tokens/s per GPU".into(),
-                    series: split(&pick),
-                    x_rules: slo_ms
-                        .map(|t| Rule {
-                            value: t,
-                            label: format!("SLO p{pct} {metric} {t} ms"),
-                        })
-                        .into_iter()
-                        .collect(),
-                    y_rules: vec![],
-                    markers: at
-                        .map(|s| {
-                            let x = if metric == "TTFT" {
-                                s.ttft.p99_ms
-                            } else {
-                                s.tpot.p99_ms
-                            };
-                            vec![marker(x, s)]
-                        })
-                        .unwrap_or_default(),
-                    log_x,
-                    log_y: false,
-                },
-            ));
-        }
-        charts.push((
-            "cost-vs-load",
-            Chart {
-                title: format!("$ per 1M output tokens vs load: {title}"),
-                x_label: "arrival rate per replica (req/s)".into(),
-                y_label: "$ per 1M output tokens".into(),
-                series: vec![Series {
-                    name: format!(
-                        "{} at ${:.2}/GPU-hour",
-                        c.candidate.gpu, c.price_usd_per_gpu_hour
-                    ),
-                    points: c
-                        .curve
-                        .iter()
-                        .filter(|q| q.usd_per_million_output_tokens > 0.0)
-                        .map(|q| (q.rate_per_s, q.usd_per_million_output_tokens))
-                        .collect(),
-                    style: SeriesStyle::LineWithPoints,
-                }],
-                x_rules: vec![
-                    Rule {
-                        value: c.max_rate_per_replica,
-                        label: format!("max rate within SLOs{binding}"),
-                    },
-                    Rule {
-                        value: c.capacity_rate_per_replica,
-                        label: "capacity (saturated)".into(),
-                    },
-                ],
-                y_rules: vec![],
-                markers: vec![],
-                log_x: false,
-                log_y: true,
-            },
-        ));
+        charts.extend(chosen_charts(sc, c));
     }
     if let Some(run) = &out.verification_run {
+        charts.extend(verification_charts(sc, run));
+    }
+    charts
+}
+
+/// The chosen candidate's load sweep: throughput against p99 TTFT and TPOT, and cost against
+/// load.
+fn chosen_charts(sc: &Scenario, c: &CandidateResult) -> Vec<(&'static str, Chart)> {
+    let mut charts = Vec::new();
+    let title = format!(
+        "{} {} TP{} seqs {} (1 replica)",
+        c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
+    );
+    let binding = c.binding.as_ref().map_or(String::new(), |b| {
+        format!(", binding: {}", b.constraint.label())
+    });
+    let split = |f: &dyn Fn(&crate::plan::CurvePoint) -> f64| -> Vec<Series> {
+        let steady: Vec<(f64, f64)> = c
+            .curve
+            .iter()
+            .filter(|q| q.stationary)
+            .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
+            .collect();
+        let saturated: Vec<(f64, f64)> = c
+            .curve
+            .iter()
+            .filter(|q| !q.stationary)
+            .map(|q| (f(q), q.output_tokens_per_s_per_gpu))
+            .collect();
+        let mut v = vec![Series {
+            name: "load sweep (steady state)".into(),
+            points: steady,
+            style: SeriesStyle::LineWithPoints,
+        }];
+        if !saturated.is_empty() {
+            v.push(Series {
+                name: "past saturation: queue grows".into(),
+                points: saturated,
+                style: SeriesStyle::Points,
+            });
+        }
+        v
+    };
+    let gpu_out = |s: &SteadyState| s.output_throughput.value / c.candidate.gpus().max(1) as f64;
+    let marker = |x: f64, s: &SteadyState| Marker {
+        x,
+        y: gpu_out(s),
+        label: format!(
+            "plan: {:.2} req/s per replica{binding}",
+            c.max_rate_per_replica
+        ),
+    };
+    for (stem, metric, slo_ms, pct, log_x) in [
+        (
+            "throughput-vs-p99-ttft",
+            "TTFT",
+            sc.slo.ttft_ms,
+            sc.slo.ttft_percentile,
+            true,
+        ),
+        (
+            "throughput-vs-p99-tpot",
+            "TPOT",
+            sc.slo.tpot_ms,
+            sc.slo.tpot_percentile,
+            false,
+        ),
+    ] {
+        let pick = |q: &crate::plan::CurvePoint| {
+            if metric == "TTFT" {
+                q.p99_ttft_ms
+            } else {
+                q.p99_tpot_ms
+            }
+        };
+        let at = c.at_max_rate.as_ref();
         charts.push((
-            "latency-cdf",
+            stem,
             Chart {
-                title: "verification run of the fleet: TTFT and TPOT CDFs (whole run)".into(),
-                x_label: "latency (ms)".into(),
-                y_label: "fraction of requests".into(),
-                series: vec![
-                    cdf_series("TTFT", &run.ttft_cdf),
-                    cdf_series("TPOT", &run.tpot_cdf),
-                ],
-                x_rules: [("TTFT", sc.slo.ttft_ms), ("TPOT", sc.slo.tpot_ms)]
-                    .iter()
-                    .filter_map(|&(metric, v)| {
-                        v.map(|v| Rule {
-                            value: v,
-                            label: format!("{metric} SLO {v} ms"),
-                        })
+                title: format!("throughput vs p99 {metric}: {title}"),
+                x_label: format!("p99 {metric} (ms)"),
+                y_label: "output tokens/s per GPU".into(),
+                series: split(&pick),
+                x_rules: slo_ms
+                    .map(|t| Rule {
+                        value: t,
+                        label: format!("SLO p{pct} {metric} {t} ms"),
                     })
+                    .into_iter()
                     .collect(),
                 y_rules: vec![],
-                markers: vec![],
-                log_x: true,
-                log_y: false,
-            },
-        ));
-        let ts = &run.timeseries;
-        let window = run.summary.steady_state.as_ref();
-        charts.push((
-            "timeseries",
-            Chart {
-                title: "verification run of the fleet: time series".into(),
-                x_label: "simulated time (s)".into(),
-                y_label: "requests; KV use (% of capacity)".into(),
-                series: vec![
-                    Series {
-                        name: "running".into(),
-                        points: ts.iter().map(|p| (p.time_s, p.running)).collect(),
-                        style: SeriesStyle::Line,
-                    },
-                    Series {
-                        name: "waiting".into(),
-                        points: ts.iter().map(|p| (p.time_s, p.waiting)).collect(),
-                        style: SeriesStyle::Line,
-                    },
-                    Series {
-                        name: "KV use %".into(),
-                        points: ts
-                            .iter()
-                            .map(|p| (p.time_s, 100.0 * p.kv_utilization))
-                            .collect(),
-                        style: SeriesStyle::Line,
-                    },
-                ],
-                x_rules: window
-                    .map(|w| {
-                        vec![
-                            Rule {
-                                value: w.window_start_s,
-                                label: "warm-up ends".into(),
-                            },
-                            Rule {
-                                value: w.window_end_s,
-                                label: "last arrival: drain".into(),
-                            },
-                        ]
+                markers: at
+                    .map(|s| {
+                        let x = if metric == "TTFT" {
+                            s.ttft.p99_ms
+                        } else {
+                            s.tpot.p99_ms
+                        };
+                        vec![marker(x, s)]
                     })
                     .unwrap_or_default(),
-                y_rules: vec![],
-                markers: vec![],
-                log_x: false,
+                log_x,
                 log_y: false,
             },
         ));
     }
+    charts.push(("cost-vs-load", cost_chart(c, &title, &binding)));
+    charts
+}
+
+/// Cost per million output tokens against the load per replica, with the maximum rate within
+/// the SLOs and the capacity marked.
+fn cost_chart(c: &CandidateResult, title: &str, binding: &str) -> Chart {
+    Chart {
+        title: format!("$ per 1M output tokens vs load: {title}"),
+        x_label: "arrival rate per replica (req/s)".into(),
+        y_label: "$ per 1M output tokens".into(),
+        series: vec![Series {
+            name: format!(
+                "{} at ${:.2}/GPU-hour",
+                c.candidate.gpu, c.price_usd_per_gpu_hour
+            ),
+            points: c
+                .curve
+                .iter()
+                .filter(|q| q.usd_per_million_output_tokens > 0.0)
+                .map(|q| (q.rate_per_s, q.usd_per_million_output_tokens))
+                .collect(),
+            style: SeriesStyle::LineWithPoints,
+        }],
+        x_rules: vec![
+            Rule {
+                value: c.max_rate_per_replica,
+                label: format!("max rate within SLOs{binding}"),
+            },
+            Rule {
+                value: c.capacity_rate_per_replica,
+                label: "capacity (saturated)".into(),
+            },
+        ],
+        y_rules: vec![],
+        markers: vec![],
+        log_x: false,
+        log_y: true,
+    }
+}
+
+/// The verification run's latency CDFs and time series (with its steady-state window).
+fn verification_charts(
+    sc: &Scenario,
+    run: &crate::summary::RunResult,
+) -> Vec<(&'static str, Chart)> {
+    let mut charts = Vec::new();
+    charts.push((
+        "latency-cdf",
+        Chart {
+            title: "verification run of the fleet: TTFT and TPOT CDFs (whole run)".into(),
+            x_label: "latency (ms)".into(),
+            y_label: "fraction of requests".into(),
+            series: vec![
+                cdf_series("TTFT", &run.ttft_cdf),
+                cdf_series("TPOT", &run.tpot_cdf),
+            ],
+            x_rules: [("TTFT", sc.slo.ttft_ms), ("TPOT", sc.slo.tpot_ms)]
+                .iter()
+                .filter_map(|&(metric, v)| {
+                    v.map(|v| Rule {
+                        value: v,
+                        label: format!("{metric} SLO {v} ms"),
+                    })
+                })
+                .collect(),
+            y_rules: vec![],
+            markers: vec![],
+            log_x: true,
+            log_y: false,
+        },
+    ));
+    let ts = &run.timeseries;
+    let window = run.summary.steady_state.as_ref();
+    charts.push((
+        "timeseries",
+        Chart {
+            title: "verification run of the fleet: time series".into(),
+            x_label: "simulated time (s)".into(),
+            y_label: "requests; KV use (% of capacity)".into(),
+            series: vec![
+                Series {
+                    name: "running".into(),
+                    points: ts.iter().map(|p| (p.time_s, p.running)).collect(),
+                    style: SeriesStyle::Line,
+                },
+                Series {
+                    name: "waiting".into(),
+                    points: ts.iter().map(|p| (p.time_s, p.waiting)).collect(),
+                    style: SeriesStyle::Line,
+                },
+                Series {
+                    name: "KV use %".into(),
+                    points: ts
+                        .iter()
+                        .map(|p| (p.time_s, 100.0 * p.kv_utilization))
+                        .collect(),
+                    style: SeriesStyle::Line,
+                },
+            ],
+            x_rules: window
+                .map(|w| {
+                    vec![
+                        Rule {
+                            value: w.window_start_s,
+                            label: "warm-up ends".into(),
+                        },
+                        Rule {
+                            value: w.window_end_s,
+                            label: "last arrival: drain".into(),
+                        },
+                    ]
+                })
+                .unwrap_or_default(),
+            y_rules: vec![],
+            markers: vec![],
+            log_x: false,
+            log_y: false,
+        },
+    ));
     charts
 }
 

@@ -26,8 +26,8 @@ use rust_xlsxwriter::{
 };
 
 use super::atomic::write_atomic;
-pub use crate::table::{CellValue, TableSheet};
 use crate::error::{Error, Result};
+pub use crate::table::{CellValue, TableSheet};
 
 /// The price columns of the GPU price table, in sheet order.
 pub const PRICE_COLUMNS: [&str; 3] = ["on_demand", "reserved", "spot"];
