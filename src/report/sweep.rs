@@ -60,21 +60,7 @@ pub fn write_sweep_text(
                         if st.sustainable {
                             "sustainable".to_string()
                         } else {
-                            format!(
-                                "NOT sustainable: {}",
-                                st.misses
-                                    .iter()
-                                    .map(|m| match m.check.as_str() {
-                                        "ttft" => "TTFT",
-                                        "tpot" => "TPOT",
-                                        "e2e" => "E2E",
-                                        "warmup" => "no steady state",
-                                        "queue" => "queue grows",
-                                        other => other,
-                                    })
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            )
+                            format!("NOT sustainable: {}", misses_text(st))
                         },
                     ),
                     None => {
@@ -108,11 +94,46 @@ pub fn write_sweep_text(
         }
         rows.push(row);
     }
+    write_aligned(w, &rows)?;
+    writeln!(
+        w,
+        "figures: steady state (warm-up cut by MSER-5, drain excluded) where the arrivals are \
+         stationary{}; KV tokens per replica; every column in sweep.csv",
+        if whole_run {
+            ", the whole run otherwise"
+        } else {
+            ""
+        }
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
+/// The SLO checks a point missed, for people.
+fn misses_text(st: &crate::metrics::steady_state::SteadyState) -> String {
+    st.misses
+        .iter()
+        .map(|m| match m.check.as_str() {
+            "ttft" => "TTFT",
+            "tpot" => "TPOT",
+            "e2e" => "E2E",
+            "warmup" => "no steady state",
+            "queue" => "queue grows",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Writes `rows` (the header first) right-aligned in columns, the last column (the verdict)
+/// left-aligned.
+fn write_aligned(w: &mut dyn Write, rows: &[Vec<String>]) -> Result<()> {
+    let io = |e: std::io::Error| Error::io("<stdout>", e);
     let columns = rows[0].len();
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
-    for r in &rows {
+    for r in rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
             if c + 1 == columns {
@@ -128,16 +149,5 @@ pub fn write_sweep_text(
         }
         writeln!(w, "{}", line.trim_end()).map_err(io)?;
     }
-    writeln!(
-        w,
-        "figures: steady state (warm-up cut by MSER-5, drain excluded) where the arrivals are \
-         stationary{}; KV tokens per replica; every column in sweep.csv",
-        if whole_run {
-            ", the whole run otherwise"
-        } else {
-            ""
-        }
-    )
-    .map_err(io)?;
     Ok(())
 }

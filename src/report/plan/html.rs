@@ -361,6 +361,137 @@ fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
     );
 }
 
+/// The chosen plan's card: its fleet, cost, headroom, binding constraint, whole-fleet
+/// evidence, re-run line and batch point.
+fn chosen_card(
+    h: &mut String,
+    p: &PlanResult,
+    c: &crate::plan::CandidateResult,
+    d: &crate::plan::ChosenDetail,
+) {
+    let cost = c.cost_at_target;
+    h.push_str(
+        "<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan</h2>",
+    );
+    let _ = write!(
+        h,
+        "<p><b>{} × {}</b>: {} replica(s) of TP {}, {} weights, {} KV, max_num_seqs {}.</p><div class=\"kpis\">",
+        c.gpus,
+        escape(&c.candidate.gpu),
+        c.replicas,
+        c.candidate.tp,
+        escape(&c.candidate.dtype),
+        escape(if c.candidate.kv_cache_dtype == "auto" { "16-bit" } else { &c.candidate.kv_cache_dtype }),
+        c.candidate.max_num_seqs
+    );
+    if let Some(x) = cost {
+        kpi(h, &format!("${:.2}", x.usd_per_hour), "per hour");
+        kpi(h, &format!("${:.0}", x.usd_per_month), "per month (730 h)");
+        kpi(
+            h,
+            &format!("${:.3}", x.usd_per_million_output_tokens),
+            "per million output tokens",
+        );
+    }
+    kpi(
+        h,
+        &if d.headroom.slower_pct >= 1.0 {
+            format!("{:.0}%", d.headroom.slower_pct)
+        } else {
+            "under 1%".to_string()
+        },
+        "headroom: GPUs may run this much slower",
+    );
+    kpi(
+        h,
+        c.binding.as_ref().map_or("none", |b| b.constraint.label()),
+        "binding constraint per replica",
+    );
+    h.push_str("</div><ul>");
+    fleet_row(
+        h,
+        &format!(
+            "{} replica(s) at {:.2} req/s",
+            d.fleet.replicas, p.target_rate_per_s
+        ),
+        &d.verification,
+        None,
+    );
+    match &d.fleet.one_fewer {
+        Some(m) => fleet_row(
+            h,
+            &format!("{} replica(s), one fewer", m.replicas),
+            m,
+            d.unresolved.as_deref(),
+        ),
+        None => match &d.unresolved {
+            Some(why) => {
+                let _ = write!(
+                    h,
+                    "<li><span class=\"miss\">unresolved</span>: {}</li>",
+                    escape(why)
+                );
+            }
+            None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
+        },
+    }
+    if let Some(cmd) = &d.run_command {
+        let _ = write!(
+            h,
+            "<li>Re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): <code>{}</code></li>",
+            d.fleet.replicas.saturating_sub(1),
+            d.fleet.replicas,
+            escape(cmd)
+        );
+    }
+    if let Some(b) = &c.binding {
+        let _ = write!(
+            h,
+            "<li>One replica sustains {:.2} req/s (capacity {:.2}); just above, <b>{}</b> binds: {}.</li>",
+            c.max_rate_per_replica,
+            c.capacity_rate_per_replica,
+            escape(b.constraint.label()),
+            escape(&b.detail)
+        );
+    }
+    let b = &d.batch;
+    let _ = write!(
+        h,
+        "<li>Batch point: ${:.3} per million output tokens at capacity (no latency SLO) against ${:.3} at the SLO-bound rate: a {:.0}% batch discount.</li></ul>",
+        b.usd_per_million_at_capacity,
+        b.usd_per_million_at_slo,
+        100.0 * b.discount
+    );
+    if let Some(n) = &p.near_tie {
+        let _ = write!(h, "<p class=\"small\">Note: {}</p>", escape(n));
+    }
+    tpot_table(h, &d.batch);
+}
+
+/// The batch point by TPOT SLO, closing the chosen plan's card.
+fn tpot_table(h: &mut String, b: &crate::plan::BatchPoint) {
+    h.push_str("<table style=\"width:auto\"><thead><tr><th>TPOT SLO</th><th>max req/s per replica</th><th>$/M output</th><th>batch discount</th></tr></thead><tbody>");
+    for r in &b.by_tpot {
+        if r.max_rate_per_replica > 0.0 {
+            let _ = write!(
+                h,
+                "<tr><td>{:.0} ms</td><td>{:.2}</td><td>${:.3}</td><td>{:.0}%</td></tr>",
+                r.tpot_ms,
+                r.max_rate_per_replica,
+                r.usd_per_million,
+                100.0 * r.discount
+            );
+        } else {
+            let _ = write!(
+                h,
+                "<tr><td>{:.0} ms</td><td>not reachable</td><td>-</td><td>-</td></tr>",
+                r.tpot_ms
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>");
+}
+
 /// The whole page; `images` are (png, svg) file names beside it, in order.
 pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> String {
     let mut h = String::with_capacity(64 * 1024);
@@ -393,126 +524,7 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
         escape(&sc.description)
     );
     match (p.chosen_candidate(), &p.detail) {
-        (Some(c), Some(d)) => {
-            let cost = c.cost_at_target;
-            h.push_str("<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan</h2>");
-            let _ = write!(
-                h,
-                "<p><b>{} × {}</b>: {} replica(s) of TP {}, {} weights, {} KV, max_num_seqs {}.</p><div class=\"kpis\">",
-                c.gpus,
-                escape(&c.candidate.gpu),
-                c.replicas,
-                c.candidate.tp,
-                escape(&c.candidate.dtype),
-                escape(if c.candidate.kv_cache_dtype == "auto" { "16-bit" } else { &c.candidate.kv_cache_dtype }),
-                c.candidate.max_num_seqs
-            );
-            if let Some(x) = cost {
-                kpi(&mut h, &format!("${:.2}", x.usd_per_hour), "per hour");
-                kpi(
-                    &mut h,
-                    &format!("${:.0}", x.usd_per_month),
-                    "per month (730 h)",
-                );
-                kpi(
-                    &mut h,
-                    &format!("${:.3}", x.usd_per_million_output_tokens),
-                    "per million output tokens",
-                );
-            }
-            kpi(
-                &mut h,
-                &if d.headroom.slower_pct >= 1.0 {
-                    format!("{:.0}%", d.headroom.slower_pct)
-                } else {
-                    "under 1%".to_string()
-                },
-                "headroom: GPUs may run this much slower",
-            );
-            kpi(
-                &mut h,
-                c.binding.as_ref().map_or("none", |b| b.constraint.label()),
-                "binding constraint per replica",
-            );
-            h.push_str("</div><ul>");
-            fleet_row(
-                &mut h,
-                &format!(
-                    "{} replica(s) at {:.2} req/s",
-                    d.fleet.replicas, p.target_rate_per_s
-                ),
-                &d.verification,
-                None,
-            );
-            match &d.fleet.one_fewer {
-                Some(m) => fleet_row(
-                    &mut h,
-                    &format!("{} replica(s), one fewer", m.replicas),
-                    m,
-                    d.unresolved.as_deref(),
-                ),
-                None => match &d.unresolved {
-                    Some(why) => {
-                        let _ = write!(
-                            h,
-                            "<li><span class=\"miss\">unresolved</span>: {}</li>",
-                            escape(why)
-                        );
-                    }
-                    None => h.push_str("<li>One replica holds: no smaller fleet exists.</li>"),
-                },
-            }
-            if let Some(cmd) = &d.run_command {
-                let _ = write!(
-                    h,
-                    "<li>Re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): <code>{}</code></li>",
-                    d.fleet.replicas.saturating_sub(1),
-                    d.fleet.replicas,
-                    escape(cmd)
-                );
-            }
-            if let Some(b) = &c.binding {
-                let _ = write!(
-                    h,
-                    "<li>One replica sustains {:.2} req/s (capacity {:.2}); just above, <b>{}</b> binds: {}.</li>",
-                    c.max_rate_per_replica,
-                    c.capacity_rate_per_replica,
-                    escape(b.constraint.label()),
-                    escape(&b.detail)
-                );
-            }
-            let b = &d.batch;
-            let _ = write!(
-                h,
-                "<li>Batch point: ${:.3} per million output tokens at capacity (no latency SLO) against ${:.3} at the SLO-bound rate: a {:.0}% batch discount.</li></ul>",
-                b.usd_per_million_at_capacity,
-                b.usd_per_million_at_slo,
-                100.0 * b.discount
-            );
-            if let Some(n) = &p.near_tie {
-                let _ = write!(h, "<p class=\"small\">Note: {}</p>", escape(n));
-            }
-            h.push_str("<table style=\"width:auto\"><thead><tr><th>TPOT SLO</th><th>max req/s per replica</th><th>$/M output</th><th>batch discount</th></tr></thead><tbody>");
-            for r in &b.by_tpot {
-                if r.max_rate_per_replica > 0.0 {
-                    let _ = write!(
-                        h,
-                        "<tr><td>{:.0} ms</td><td>{:.2}</td><td>${:.3}</td><td>{:.0}%</td></tr>",
-                        r.tpot_ms,
-                        r.max_rate_per_replica,
-                        r.usd_per_million,
-                        100.0 * r.discount
-                    );
-                } else {
-                    let _ = write!(
-                        h,
-                        "<tr><td>{:.0} ms</td><td>not reachable</td><td>-</td><td>-</td></tr>",
-                        r.tpot_ms
-                    );
-                }
-            }
-            h.push_str("</tbody></table></div>");
-        }
+        (Some(c), Some(d)) => chosen_card(&mut h, p, c, d),
         _ => {
             h.push_str("<div class=\"card none\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">No plan</h2><p>No candidate meets the SLOs at this load within the search space. The table says what stops each one.</p>");
             if let Some(n) = &p.nearest_slo {
