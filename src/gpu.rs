@@ -349,8 +349,49 @@ impl GpuProfile {
     fn check_plausible(&self, origin: &str) -> Result<()> {
         crate::error::check_printable(origin, "name", &self.name)?;
         crate::error::check_printable(origin, "display_name", &self.display_name)?;
-        // (key, value, low, high); a value of 0 is allowed where the key says "0: none".
-        let ranges = [
+        let ranges = self.plausible_ranges();
+        let or_none = [
+            (
+                "datasheet.fp8_flops_per_s",
+                self.datasheet.fp8_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            (
+                "gemm.fp8_flops_per_s",
+                self.gemm.fp8_flops_per_s,
+                1e12,
+                1e17,
+            ),
+            (
+                "gemm.fp8_half_rate_tokens",
+                self.gemm.fp8_half_rate_tokens.unwrap_or(1.0),
+                1e-3,
+                1e6,
+            ),
+        ];
+        let out = ranges
+            .into_iter()
+            .find(|&(_, v, lo, hi)| !(lo..=hi).contains(&v))
+            .or_else(|| {
+                or_none
+                    .into_iter()
+                    .find(|&(_, v, lo, hi)| v != 0.0 && !(lo..=hi).contains(&v))
+            });
+        match out {
+            Some((key, v, lo, hi)) => Err(Error::config(
+                origin,
+                key,
+                format!("must be in [{lo:e}, {hi:e}] (a plausible GPU), got {v:e}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
+    /// value of 0 is allowed where the key says "0: none".
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 20] {
+        [
             (
                 "datasheet.memory_bytes",
                 self.datasheet.memory_bytes,
@@ -436,43 +477,7 @@ impl GpuProfile {
                 1e-2,
                 1.0,
             ),
-        ];
-        let or_none = [
-            (
-                "datasheet.fp8_flops_per_s",
-                self.datasheet.fp8_flops_per_s,
-                1e12,
-                1e17,
-            ),
-            (
-                "gemm.fp8_flops_per_s",
-                self.gemm.fp8_flops_per_s,
-                1e12,
-                1e17,
-            ),
-            (
-                "gemm.fp8_half_rate_tokens",
-                self.gemm.fp8_half_rate_tokens.unwrap_or(1.0),
-                1e-3,
-                1e6,
-            ),
-        ];
-        let out = ranges
-            .into_iter()
-            .find(|&(_, v, lo, hi)| !(lo..=hi).contains(&v))
-            .or_else(|| {
-                or_none
-                    .into_iter()
-                    .find(|&(_, v, lo, hi)| v != 0.0 && !(lo..=hi).contains(&v))
-            });
-        match out {
-            Some((key, v, lo, hi)) => Err(Error::config(
-                origin,
-                key,
-                format!("must be in [{lo:e}, {hi:e}] (a plausible GPU), got {v:e}"),
-            )),
-            None => Ok(()),
-        }
+        ]
     }
 
     /// Whether the GPU has FP8 tensor cores.

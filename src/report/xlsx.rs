@@ -321,43 +321,7 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         }
         None => (0.0, 0.0, 0.0),
     };
-    let week = m.week.as_ref().map(|w| {
-        let price = price_of(m, &w.gpu);
-        let tp = w.tp as f64;
-        let hours: Vec<(f64, f64, f64, f64)> = w
-            .hours
-            .iter()
-            .map(|h| {
-                let gpus = h.replicas * tp;
-                (
-                    gpus,
-                    gpus * price * 1.0,
-                    h.planned_replicas as f64 * tp * price,
-                    h.rate_per_s * 3600.0,
-                )
-            })
-            .collect();
-        let autoscaled_usd: f64 = hours.iter().map(|h| h.1).sum();
-        let planned_usd: f64 = hours.iter().map(|h| h.2).sum();
-        let requests: f64 = hours.iter().map(|h| h.3).sum();
-        let static_usd = w.static_replicas as f64 * tp * price * w.hours.len() as f64;
-        let good: f64 = w
-            .hours
-            .iter()
-            .zip(&hours)
-            .map(|(h, x)| h.slo_attainment * x.3)
-            .sum();
-        WeekResults {
-            price,
-            hours,
-            autoscaled_usd,
-            planned_usd,
-            static_usd,
-            saving: 1.0 - autoscaled_usd / static_usd,
-            requests,
-            attainment: good / requests,
-        }
-    });
+    let week = m.week.as_ref().map(|w| week_results(m, w));
     CostResults {
         selected_prices,
         candidates,
@@ -367,6 +331,46 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         blended_input,
         batch_usd_per_million: batch,
         week,
+    }
+}
+
+/// The period sheet's figures: per hour (GPUs, autoscaled $, planned $, requests), the
+/// totals, the saving against the static fleet and the SLO attainment.
+fn week_results(m: &CostModel, w: &WeekSheet) -> WeekResults {
+    let price = price_of(m, &w.gpu);
+    let tp = w.tp as f64;
+    let hours: Vec<(f64, f64, f64, f64)> = w
+        .hours
+        .iter()
+        .map(|h| {
+            let gpus = h.replicas * tp;
+            (
+                gpus,
+                gpus * price * 1.0,
+                h.planned_replicas as f64 * tp * price,
+                h.rate_per_s * 3600.0,
+            )
+        })
+        .collect();
+    let autoscaled_usd: f64 = hours.iter().map(|h| h.1).sum();
+    let planned_usd: f64 = hours.iter().map(|h| h.2).sum();
+    let requests: f64 = hours.iter().map(|h| h.3).sum();
+    let static_usd = w.static_replicas as f64 * tp * price * w.hours.len() as f64;
+    let good: f64 = w
+        .hours
+        .iter()
+        .zip(&hours)
+        .map(|(h, x)| h.slo_attainment * x.3)
+        .sum();
+    WeekResults {
+        price,
+        hours,
+        autoscaled_usd,
+        planned_usd,
+        static_usd,
+        saving: 1.0 - autoscaled_usd / static_usd,
+        requests,
+        attainment: good / requests,
     }
 }
 

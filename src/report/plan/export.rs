@@ -232,71 +232,13 @@ pub struct CostWorkbookExporter;
 impl CostWorkbookExporter {
     /// The workbook's model of `plan`: its inputs as written give the plan's chosen fleet.
     pub fn model(plan: &PlanResult) -> CostModel {
-        let label = |c: &crate::plan::Candidate| {
-            format!(
-                "{} {} {} seqs{}",
-                c.gpu,
-                c.dtype,
-                c.parallelism(),
-                c.max_num_seqs
-            )
-        };
-        let candidates = plan
-            .candidates
-            .iter()
-            .map(|c| CandidateRow {
-                label: label(&c.candidate),
-                gpu: c.candidate.gpu.clone(),
-                dtype: c.candidate.dtype.clone(),
-                // GPUs per replica (TP x DP), as the workbook multiplies by replicas.
-                tp: c.candidate.gpus(),
-                max_num_seqs: c.candidate.max_num_seqs,
-                status: status_name(c.status).to_string(),
-                rate_alone_per_s: (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
-                    .then_some(c.max_rate_per_replica),
-                // A pruned candidate's capacity bounds its rate: its replicas and cost in the
-                // sheet are lower bounds, so a price change can still make it win.
-                rate_in_fleet_per_s: match c.status {
-                    Status::Feasible => Some(c.rate_in_fleet_per_replica),
-                    Status::Pruned => Some(c.capacity_rate_per_replica),
-                    Status::Infeasible => None,
-                },
-                note: match c.status {
-                    Status::Pruned => format!(
-                        "capacity bound, not searched: its rate is one replica's steady-state capacity, so its replicas and cost are lower bounds; when it wins, rerun servesim plan with these prices to size it by simulation ({})",
-                        c.note.as_deref().unwrap_or("")
-                    ),
-                    _ => c.note.clone().unwrap_or_default(),
-                },
-                pools: None,
-            })
-            .chain(plan.disaggregated.iter().flat_map(|x| {
-                x.candidates.iter().map(|c| CandidateRow {
-                    label: c.label(),
-                    gpu: c.prefill.gpu.clone(),
-                    dtype: c.dtype.clone(),
-                    tp: c.prefill.tp,
-                    max_num_seqs: 0,
-                    status: status_name(c.status).to_string(),
-                    rate_alone_per_s: None,
-                    rate_in_fleet_per_s: None,
-                    note: c.note.clone().unwrap_or_default(),
-                    pools: Some(DisaggPools {
-                        sized_at_rate_per_s: plan.target_rate_per_s,
-                        prefill_replicas: c.prefill.replicas,
-                        decode_gpu: c.decode.gpu.clone(),
-                        decode_tp: c.decode.tp,
-                        decode_replicas: c.decode.replicas,
-                    }),
-                })
-            }))
-            .collect();
+        let candidates = candidate_rows(plan);
         let curves = plan
             .candidates
             .iter()
             .flat_map(|c| {
                 c.curve.iter().map(|p| CurveRow {
-                    label: label(&c.candidate),
+                    label: candidate_label(&c.candidate),
                     gpu: c.candidate.gpu.clone(),
                     rate_per_s: p.rate_per_s,
                     p50_ttft_ms: p.p50_ttft_ms,
@@ -337,28 +279,97 @@ impl CostWorkbookExporter {
                 .collect(),
             candidates,
             curves,
-            week: plan.week.as_ref().and_then(|w| {
-                let c = w.chosen_candidate()?;
-                Some(WeekSheet {
-                    label: label(&c.candidate),
-                    gpu: c.candidate.gpu.clone(),
-                    tp: c.candidate.gpus(),
-                    static_replicas: c.static_replicas,
-                    hours: c
-                        .hours
-                        .iter()
-                        .map(|h| WeekHour {
-                            hour: h.hour,
-                            rate_per_s: h.arrival_rate_per_s,
-                            planned_replicas: h.planned_replicas,
-                            replicas: h.replicas,
-                            slo_attainment: h.slo_attainment,
-                        })
-                        .collect(),
-                })
-            }),
+            week: plan.week.as_ref().and_then(week_sheet),
         }
     }
+}
+
+/// A candidate's name in the workbook: GPU, format, parallelism, max_num_seqs.
+fn candidate_label(c: &crate::plan::Candidate) -> String {
+    format!(
+        "{} {} {} seqs{}",
+        c.gpu,
+        c.dtype,
+        c.parallelism(),
+        c.max_num_seqs
+    )
+}
+
+/// The workbook's candidate rows: every colocated candidate (a pruned one at its capacity
+/// bound), then the xPyD candidates with their pools.
+fn candidate_rows(plan: &PlanResult) -> Vec<CandidateRow> {
+    plan
+        .candidates
+        .iter()
+        .map(|c| CandidateRow {
+            label: candidate_label(&c.candidate),
+            gpu: c.candidate.gpu.clone(),
+            dtype: c.candidate.dtype.clone(),
+            // GPUs per replica (TP x DP), as the workbook multiplies by replicas.
+            tp: c.candidate.gpus(),
+            max_num_seqs: c.candidate.max_num_seqs,
+            status: status_name(c.status).to_string(),
+            rate_alone_per_s: (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
+                .then_some(c.max_rate_per_replica),
+            // A pruned candidate's capacity bounds its rate: its replicas and cost in the
+            // sheet are lower bounds, so a price change can still make it win.
+            rate_in_fleet_per_s: match c.status {
+                Status::Feasible => Some(c.rate_in_fleet_per_replica),
+                Status::Pruned => Some(c.capacity_rate_per_replica),
+                Status::Infeasible => None,
+            },
+            note: match c.status {
+                Status::Pruned => format!(
+                    "capacity bound, not searched: its rate is one replica's steady-state capacity, so its replicas and cost are lower bounds; when it wins, rerun servesim plan with these prices to size it by simulation ({})",
+                    c.note.as_deref().unwrap_or("")
+                ),
+                _ => c.note.clone().unwrap_or_default(),
+            },
+            pools: None,
+        })
+        .chain(plan.disaggregated.iter().flat_map(|x| {
+            x.candidates.iter().map(|c| CandidateRow {
+                label: c.label(),
+                gpu: c.prefill.gpu.clone(),
+                dtype: c.dtype.clone(),
+                tp: c.prefill.tp,
+                max_num_seqs: 0,
+                status: status_name(c.status).to_string(),
+                rate_alone_per_s: None,
+                rate_in_fleet_per_s: None,
+                note: c.note.clone().unwrap_or_default(),
+                pools: Some(DisaggPools {
+                    sized_at_rate_per_s: plan.target_rate_per_s,
+                    prefill_replicas: c.prefill.replicas,
+                    decode_gpu: c.decode.gpu.clone(),
+                    decode_tp: c.decode.tp,
+                    decode_replicas: c.decode.replicas,
+                }),
+            })
+        }))
+        .collect()
+}
+
+/// The period sheet of a week plan's chosen candidate (none without one).
+fn week_sheet(w: &crate::plan::week::WeekPlan) -> Option<WeekSheet> {
+    let c = w.chosen_candidate()?;
+    Some(WeekSheet {
+        label: candidate_label(&c.candidate),
+        gpu: c.candidate.gpu.clone(),
+        tp: c.candidate.gpus(),
+        static_replicas: c.static_replicas,
+        hours: c
+            .hours
+            .iter()
+            .map(|h| WeekHour {
+                hour: h.hour,
+                rate_per_s: h.arrival_rate_per_s,
+                planned_replicas: h.planned_replicas,
+                replicas: h.replicas,
+                slo_attainment: h.slo_attainment,
+            })
+            .collect(),
+    })
 }
 
 impl Exporter<PlanResult> for CostWorkbookExporter {
