@@ -557,77 +557,12 @@ impl Scenario {
         }
     }
 
-    /// Looks everything up and checks every cross-field constraint.
-    pub fn resolve(&self, origin: &str) -> Result<Resolved> {
+    /// Checks `limits.max_events`, the pricing keys (prices, input/output ratio) and the
+    /// plan's (goodput threshold, step-time scale, replica cap, headroom and its coverage,
+    /// peak window).
+    fn check_pricing_and_plan(&self, origin: &str) -> Result<()> {
         let d = &self.deployment;
         let err = |key: &str, reason: String| Error::config(origin, key, reason);
-        let mean_lengths = || {
-            let gen = crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
-            Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
-        };
-        let pools = match d.mode {
-            DeploymentMode::Colocated => {
-                disaggregation::check_colocated(d, origin)?;
-                None
-            }
-            DeploymentMode::Disaggregated => {
-                for (key, set) in [
-                    ("autoscale", self.autoscale.is_some()),
-                    ("faults", self.faults.is_some()),
-                    ("deployment.dp", d.dp != 1),
-                    ("deployment.ep", d.ep != 1),
-                    ("deployment.redundant_experts", d.redundant_experts != 0),
-                ] {
-                    if set {
-                        return Err(err(
-                            key,
-                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
-                        ));
-                    }
-                }
-                Some(disaggregation::resolve_pools(
-                    d,
-                    &self.scheduler,
-                    origin,
-                    Some(&mean_lengths),
-                )?)
-            }
-        };
-        let ResolvedDeployment {
-            deployment,
-            memory,
-            scheduler,
-        } = match &pools {
-            Some(p) => p.decode.clone(),
-            None => resolve_deployment(d, &self.scheduler, origin, Some(&mean_lengths))?,
-        };
-        let max_model_len = match &pools {
-            Some(p) => scheduler
-                .max_model_len
-                .min(p.prefill.scheduler.max_model_len),
-            None => scheduler.max_model_len,
-        };
-        self.workload.validate(origin)?;
-        if let Some(shortest) = self.workload.shortest_request_tokens() {
-            if shortest > max_model_len as u64 {
-                return Err(err(
-                    "workload",
-                    format!(
-                        "every request has at least {shortest} tokens (prompt + output), more than \
-                         max_model_len ({max_model_len}); every request would be rejected"
-                    ),
-                ));
-            }
-        }
-        let slo = self.slo_policy(origin)?;
-        if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
-            return Err(err(
-                "limits.max_sim_time_s",
-                format!("must be > 0, got {}", self.limits.max_sim_time_s),
-            ));
-        }
-        let max_sim_time_ns = crate::clock::secs_to_ns(self.limits.max_sim_time_s)
-            .map_err(|e| err("limits.max_sim_time_s", e.to_string()))?;
         if self.limits.max_events == 0 {
             return Err(err("limits.max_events", "must be > 0".into()));
         }
@@ -708,6 +643,81 @@ impl Scenario {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Looks everything up and checks every cross-field constraint.
+    pub fn resolve(&self, origin: &str) -> Result<Resolved> {
+        let d = &self.deployment;
+        let err = |key: &str, reason: String| Error::config(origin, key, reason);
+        let mean_lengths = || {
+            let gen = crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
+            Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
+        };
+        let pools = match d.mode {
+            DeploymentMode::Colocated => {
+                disaggregation::check_colocated(d, origin)?;
+                None
+            }
+            DeploymentMode::Disaggregated => {
+                for (key, set) in [
+                    ("autoscale", self.autoscale.is_some()),
+                    ("faults", self.faults.is_some()),
+                    ("deployment.dp", d.dp != 1),
+                    ("deployment.ep", d.ep != 1),
+                    ("deployment.redundant_experts", d.redundant_experts != 0),
+                ] {
+                    if set {
+                        return Err(err(
+                            key,
+                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
+                        ));
+                    }
+                }
+                Some(disaggregation::resolve_pools(
+                    d,
+                    &self.scheduler,
+                    origin,
+                    Some(&mean_lengths),
+                )?)
+            }
+        };
+        let ResolvedDeployment {
+            deployment,
+            memory,
+            scheduler,
+        } = match &pools {
+            Some(p) => p.decode.clone(),
+            None => resolve_deployment(d, &self.scheduler, origin, Some(&mean_lengths))?,
+        };
+        let max_model_len = match &pools {
+            Some(p) => scheduler
+                .max_model_len
+                .min(p.prefill.scheduler.max_model_len),
+            None => scheduler.max_model_len,
+        };
+        self.workload.validate(origin)?;
+        if let Some(shortest) = self.workload.shortest_request_tokens() {
+            if shortest > max_model_len as u64 {
+                return Err(err(
+                    "workload",
+                    format!(
+                        "every request has at least {shortest} tokens (prompt + output), more than \
+                         max_model_len ({max_model_len}); every request would be rejected"
+                    ),
+                ));
+            }
+        }
+        let slo = self.slo_policy(origin)?;
+        if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
+            return Err(err(
+                "limits.max_sim_time_s",
+                format!("must be > 0, got {}", self.limits.max_sim_time_s),
+            ));
+        }
+        let max_sim_time_ns = crate::clock::secs_to_ns(self.limits.max_sim_time_s)
+            .map_err(|e| err("limits.max_sim_time_s", e.to_string()))?;
+        self.check_pricing_and_plan(origin)?;
         self.measure.validate(origin)?;
         let autoscale = match &self.autoscale {
             Some(a) => Some(a.resolve(origin, &deployment, self.slo.ttft_ms)?),
@@ -821,30 +831,10 @@ pub struct ResolvedDeployment {
     pub scheduler: SchedulerConfig,
 }
 
-/// Resolves a deployment and its scheduler overrides: looks up the model, GPU and engine
-/// ([`crate::catalog`]), applies the KV-format rule ([`crate::precision::KvDtype::resolve`])
-/// and the engine's defaults for the GPU, and plans the memory. Errors name `origin` and the
-/// key (`deployment.*`, `scheduler.*`).
-/// `mean_lengths` gives the workload's mean prompt and output tokens, for an engine whose
-/// batch limits depend on them (`workload_limits`, trtllm-bench's); without it those limits
-/// are not applied.
-pub fn resolve_deployment(
-    d: &DeploymentConfig,
-    s: &SchedulerOverrides,
-    origin: &str,
-    mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
-) -> Result<ResolvedDeployment> {
+/// Checks the deployment's parallelism and replica count: TP >= 1, DP and EP in 1..=4096,
+/// at most 4096 GPUs per replica, 1..=100000 replicas.
+fn check_deployment_shape(d: &DeploymentConfig, origin: &str) -> Result<()> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
-    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
-    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
-        None
-    } else {
-        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
-    };
-    let kv_setting: KvDtype = d
-        .kv_cache_dtype
-        .parse()
-        .map_err(|e| err("deployment.kv_cache_dtype", e))?;
     if d.tp == 0 {
         return Err(err("deployment.tp", "must be >= 1, got 0".into()));
     }
@@ -868,54 +858,17 @@ pub fn resolve_deployment(
             format!("must be in 1..=100000, got {}", d.replicas),
         ));
     }
-    // Lookup and feasibility errors name the scenario and the key they come from.
-    let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
-    let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
-    let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
-    let model = load_model(&d.model).map_err(at("deployment.model"))?;
-    let (weight_dtype, formats, kv_dtype) = resolve_formats(&model, explicit_dtype, kv_setting);
-    engine.scheduler.for_gpu(&gpu);
-    if let (Some(rule), Some(lengths)) = (engine.scheduler.workload_limits.clone(), mean_lengths) {
-        if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
-            let (input_tokens, output_tokens) = lengths()?;
-            // trtllm-bench's `--tp` is every GPU of the replica; the limits it derives become
-            // each attention data-parallel rank's (the LLM API applies them per rank).
-            let gpus = d.tp.saturating_mul(d.dp);
-            let inputs = crate::engine::LimitInputs {
-                params: model.total_params(),
-                weight_bytes: limit_weight_bytes(weight_dtype),
-                kv_bytes_per_token: limit_kv_bytes_per_token(&model, gpus, kv_dtype),
-                gpu_memory_bytes: gpu.datasheet.memory_bytes,
-                tp: gpus,
-                input_tokens,
-                output_tokens,
-            };
-            if let Some((seqs, tokens)) = rule.limits(&inputs) {
-                engine.scheduler.max_num_seqs = seqs;
-                engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
-            }
-        }
-    }
-    let es = &mut engine.scheduler;
-    if let Some(v) = s.gpu_memory_utilization {
-        if !(v > 0.0 && v <= 1.0) {
-            return Err(err(
-                "scheduler.gpu_memory_utilization",
-                format!("must be in (0, 1], got {v}"),
-            ));
-        }
-        es.gpu_memory_utilization = v;
-    }
-    let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
-    let max_batched = s
-        .max_num_batched_tokens
-        .unwrap_or(es.max_num_batched_tokens);
-    let chunked = s
-        .enable_chunked_prefill
-        .unwrap_or(es.enable_chunked_prefill);
-    let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
-    let block_size = s.block_size.unwrap_or(es.block_size);
-    let batching = s.batching.unwrap_or_default();
+    Ok(())
+}
+
+/// Checks the scheduler's limits: max_num_seqs, block size and the token budget.
+fn check_scheduler_limits(
+    origin: &str,
+    max_num_seqs: u32,
+    max_batched: u32,
+    block_size: u32,
+) -> Result<()> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
     if max_num_seqs == 0 || max_num_seqs > 1_000_000 {
         return Err(err(
             "scheduler.max_num_seqs",
@@ -946,6 +899,112 @@ pub fn resolve_deployment(
             format!("must be at least max_num_seqs ({max_num_seqs}), got {max_batched}"),
         ));
     }
+    Ok(())
+}
+
+/// An engine whose limits depend on the workload (trtllm-bench's rule) gets them from the
+/// workload's mean lengths, unless the scenario sets both.
+#[allow(clippy::too_many_arguments)]
+fn apply_workload_limits(
+    engine: &mut EngineProfile,
+    d: &DeploymentConfig,
+    s: &SchedulerOverrides,
+    model: &crate::model::ModelSpec,
+    gpu: &GpuProfile,
+    weight_dtype: WeightDtype,
+    kv_dtype: KvDtype,
+    lengths: &dyn Fn() -> Result<(f64, f64)>,
+) -> Result<()> {
+    let Some(rule) = engine.scheduler.workload_limits.clone() else {
+        return Ok(());
+    };
+    if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
+        let (input_tokens, output_tokens) = lengths()?;
+        // trtllm-bench's `--tp` is every GPU of the replica; the limits it derives become
+        // each attention data-parallel rank's (the LLM API applies them per rank).
+        let gpus = d.tp.saturating_mul(d.dp);
+        let inputs = crate::engine::LimitInputs {
+            params: model.total_params(),
+            weight_bytes: limit_weight_bytes(weight_dtype),
+            kv_bytes_per_token: limit_kv_bytes_per_token(model, gpus, kv_dtype),
+            gpu_memory_bytes: gpu.datasheet.memory_bytes,
+            tp: gpus,
+            input_tokens,
+            output_tokens,
+        };
+        if let Some((seqs, tokens)) = rule.limits(&inputs) {
+            engine.scheduler.max_num_seqs = seqs;
+            engine.scheduler.max_num_batched_tokens = tokens.max(seqs);
+        }
+    }
+    Ok(())
+}
+
+/// Resolves a deployment and its scheduler overrides: looks up the model, GPU and engine
+/// ([`crate::catalog`]), applies the KV-format rule ([`crate::precision::KvDtype::resolve`])
+/// and the engine's defaults for the GPU, and plans the memory. Errors name `origin` and the
+/// key (`deployment.*`, `scheduler.*`).
+/// `mean_lengths` gives the workload's mean prompt and output tokens, for an engine whose
+/// batch limits depend on them (`workload_limits`, trtllm-bench's); without it those limits
+/// are not applied.
+pub fn resolve_deployment(
+    d: &DeploymentConfig,
+    s: &SchedulerOverrides,
+    origin: &str,
+    mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
+) -> Result<ResolvedDeployment> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
+    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
+        None
+    } else {
+        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
+    };
+    let kv_setting: KvDtype = d
+        .kv_cache_dtype
+        .parse()
+        .map_err(|e| err("deployment.kv_cache_dtype", e))?;
+    check_deployment_shape(d, origin)?;
+    // Lookup and feasibility errors name the scenario and the key they come from.
+    let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
+    let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
+    let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
+    let model = load_model(&d.model).map_err(at("deployment.model"))?;
+    let (weight_dtype, formats, kv_dtype) = resolve_formats(&model, explicit_dtype, kv_setting);
+    engine.scheduler.for_gpu(&gpu);
+    if let Some(lengths) = mean_lengths {
+        apply_workload_limits(
+            &mut engine,
+            d,
+            s,
+            &model,
+            &gpu,
+            weight_dtype,
+            kv_dtype,
+            lengths,
+        )?;
+    }
+    let es = &mut engine.scheduler;
+    if let Some(v) = s.gpu_memory_utilization {
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(err(
+                "scheduler.gpu_memory_utilization",
+                format!("must be in (0, 1], got {v}"),
+            ));
+        }
+        es.gpu_memory_utilization = v;
+    }
+    let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
+    let max_batched = s
+        .max_num_batched_tokens
+        .unwrap_or(es.max_num_batched_tokens);
+    let chunked = s
+        .enable_chunked_prefill
+        .unwrap_or(es.enable_chunked_prefill);
+    let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
+    let block_size = s.block_size.unwrap_or(es.block_size);
+    let batching = s.batching.unwrap_or_default();
+    check_scheduler_limits(origin, max_num_seqs, max_batched, block_size)?;
     es.max_num_seqs = max_num_seqs;
     es.max_num_batched_tokens = max_batched;
     es.block_size = block_size;

@@ -516,72 +516,18 @@ pub fn plan_week(
         ));
     }
     let spares = match (chosen, &base.faults) {
-        (Some(i), Some(f)) => {
-            let w = &candidates[i];
-            let c = chosen_at_peak[i];
-            let (without, with) = rayon::join(
-                || static_with_faults(base, origin, c, scale, w.static_replicas),
-                || static_with_faults(base, origin, c, scale, w.static_replicas + f.spares),
-            );
-            let (without, with) = (without?, with?);
-            Some(SpareCheck {
-                spares: f.spares,
-                attainment_without_spares: without.goodput_share,
-                attainment_with_spares: with.goodput_share,
-                lost_without_spares: without.failed,
-                lost_with_spares: with.failed,
-            })
-        }
+        (Some(i), Some(f)) => Some(spare_check(
+            base,
+            origin,
+            chosen_at_peak[i],
+            scale,
+            &candidates[i],
+            f.spares,
+        )?),
         _ => None,
     };
     if let Some(w) = chosen.map(|i| &candidates[i]) {
-        let sp = &w.static_period;
-        let at_peak = sp.tried.first().map_or(sp.replicas, |t| t.0);
-        if !sp.meets_slos {
-            notes.push(format!(
-                "the static fleet misses the SLOs over the period even at {} replicas (plan.max_replicas)",
-                sp.replicas
-            ));
-        } else if sp.replicas > at_peak {
-            notes.push(format!(
-                "the static fleet needs {} replicas over the period, {} more than the steady state at the busiest window: the load changes faster than the queue settles",
-                sp.replicas,
-                sp.replicas - at_peak
-            ));
-        }
-        let missing: Vec<String> = w
-            .hours
-            .iter()
-            .filter(|h| h.slo_attainment < attainment_target)
-            .take(8)
-            .map(|h| format!("hour {} ({:.1}%)", h.hour, 100.0 * h.slo_attainment))
-            .collect();
-        if !missing.is_empty() {
-            let n = w
-                .hours
-                .iter()
-                .filter(|h| h.slo_attainment < attainment_target)
-                .count();
-            notes.push(format!(
-                "{n} hour(s) below {:.0}% attainment under the autoscaler: {}{}",
-                100.0 * attainment_target,
-                missing.join(", "),
-                if n > missing.len() { ", ..." } else { "" }
-            ));
-        }
-        if w.slo_attainment < attainment_target {
-            notes.push(format!(
-                "the autoscaler misses the {:.0}% attainment target ({:.2}%) with a {:.0} s cold start: scale ahead of the load (a lower autoscale.target_utilization, a higher min_replicas) or shorten the cold start",
-                100.0 * attainment_target,
-                100.0 * w.slo_attainment,
-                w.cold_start_s
-            ));
-        }
-        if w.autoscaled_cost_usd >= w.static_cost_usd {
-            notes.push(
-                "autoscaling saves nothing here: the static peak fleet costs no more".to_string(),
-            );
-        }
+        chosen_notes(w, attainment_target, &mut notes);
     }
     let pick = |f: fn(&WeekCandidate) -> f64| chosen.map_or(0.0, |i| f(&candidates[i]));
     Ok(WeekPlan {
@@ -601,6 +547,83 @@ pub fn plan_week(
         spares,
         notes,
     })
+}
+
+/// The chosen static fleet over the period with the scenario's faults, without and with
+/// `spares` spare replicas.
+fn spare_check(
+    base: &Scenario,
+    origin: &str,
+    c: &CandidateResult,
+    scale: f64,
+    w: &WeekCandidate,
+    spares: u32,
+) -> Result<SpareCheck> {
+    let (without, with) = rayon::join(
+        || static_with_faults(base, origin, c, scale, w.static_replicas),
+        || static_with_faults(base, origin, c, scale, w.static_replicas + spares),
+    );
+    let (without, with) = (without?, with?);
+    Ok(SpareCheck {
+        spares,
+        attainment_without_spares: without.goodput_share,
+        attainment_with_spares: with.goodput_share,
+        lost_without_spares: without.failed,
+        lost_with_spares: with.failed,
+    })
+}
+
+/// What the reader of the chosen week candidate must know: a static fleet that misses or
+/// needs more than the busiest window, hours below the attainment target, an autoscaler that
+/// misses it or saves nothing.
+fn chosen_notes(w: &WeekCandidate, attainment_target: f64, notes: &mut Vec<String>) {
+    let sp = &w.static_period;
+    let at_peak = sp.tried.first().map_or(sp.replicas, |t| t.0);
+    if !sp.meets_slos {
+        notes.push(format!(
+            "the static fleet misses the SLOs over the period even at {} replicas (plan.max_replicas)",
+            sp.replicas
+        ));
+    } else if sp.replicas > at_peak {
+        notes.push(format!(
+            "the static fleet needs {} replicas over the period, {} more than the steady state at the busiest window: the load changes faster than the queue settles",
+            sp.replicas,
+            sp.replicas - at_peak
+        ));
+    }
+    let missing: Vec<String> = w
+        .hours
+        .iter()
+        .filter(|h| h.slo_attainment < attainment_target)
+        .take(8)
+        .map(|h| format!("hour {} ({:.1}%)", h.hour, 100.0 * h.slo_attainment))
+        .collect();
+    if !missing.is_empty() {
+        let n = w
+            .hours
+            .iter()
+            .filter(|h| h.slo_attainment < attainment_target)
+            .count();
+        notes.push(format!(
+            "{n} hour(s) below {:.0}% attainment under the autoscaler: {}{}",
+            100.0 * attainment_target,
+            missing.join(", "),
+            if n > missing.len() { ", ..." } else { "" }
+        ));
+    }
+    if w.slo_attainment < attainment_target {
+        notes.push(format!(
+            "the autoscaler misses the {:.0}% attainment target ({:.2}%) with a {:.0} s cold start: scale ahead of the load (a lower autoscale.target_utilization, a higher min_replicas) or shorten the cold start",
+            100.0 * attainment_target,
+            100.0 * w.slo_attainment,
+            w.cold_start_s
+        ));
+    }
+    if w.autoscaled_cost_usd >= w.static_cost_usd {
+        notes.push(
+            "autoscaling saves nothing here: the static peak fleet costs no more".to_string(),
+        );
+    }
 }
 
 /// The static fleet of `replicas` over the period with the scenario's faults, no autoscaler.

@@ -189,16 +189,11 @@ impl AutoscaleSection {
         }
     }
 
-    /// Checks every key and builds the simulator's autoscaler; `ttft_slo_ms` gives the TTFT
-    /// policy's defaults.
-    pub fn resolve(
-        &self,
-        origin: &str,
-        dep: &Deployment,
-        ttft_slo_ms: Option<f64>,
-    ) -> Result<AutoscaleConfig> {
+    /// The scaling policy with its thresholds checked; `ttft_slo_ms` gives the TTFT policy's
+    /// defaults.
+    fn policy(&self, origin: &str, ttft_slo_ms: Option<f64>) -> Result<AutoscalePolicy> {
         let err = |key: &str, why: String| Error::config(origin, format!("autoscale.{key}"), why);
-        let policy = match self.policy.as_str() {
+        Ok(match self.policy.as_str() {
             "utilization" => {
                 if !(self.target_utilization > 0.0 && self.target_utilization <= 1.0) {
                     return Err(err(
@@ -273,7 +268,19 @@ impl AutoscaleSection {
                     format!("unknown policy '{other}' (utilization, queue, ttft)"),
                 ))
             }
-        };
+        })
+    }
+
+    /// Checks every key and builds the simulator's autoscaler; `ttft_slo_ms` gives the TTFT
+    /// policy's defaults.
+    pub fn resolve(
+        &self,
+        origin: &str,
+        dep: &Deployment,
+        ttft_slo_ms: Option<f64>,
+    ) -> Result<AutoscaleConfig> {
+        let err = |key: &str, why: String| Error::config(origin, format!("autoscale.{key}"), why);
+        let policy = self.policy(origin, ttft_slo_ms)?;
         if self.min_replicas == 0 {
             return Err(err("min_replicas", "must be >= 1, got 0".into()));
         }
