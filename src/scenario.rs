@@ -940,6 +940,94 @@ fn apply_workload_limits(
     Ok(())
 }
 
+/// The context length the scheduler admits before the KV cache caps it:
+/// `scheduler.max_model_len`, at most the model's, else the model's.
+fn requested_model_len(
+    deployment: &Deployment,
+    s: &SchedulerOverrides,
+    origin: &str,
+) -> Result<u32> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    let model_len = deployment
+        .model
+        .max_position_embeddings
+        .min(u32::MAX as u64) as u32;
+    let max_model_len = s.max_model_len.unwrap_or(model_len);
+    if max_model_len == 0 {
+        return Err(err("scheduler.max_model_len", "must be > 0".into()));
+    }
+    if s.max_model_len.is_some_and(|l| l > model_len) {
+        return Err(err(
+            "scheduler.max_model_len",
+            format!(
+                "{} exceeds the model's context length ({model_len})",
+                max_model_len
+            ),
+        ));
+    }
+    Ok(max_model_len)
+}
+
+/// The context length the scheduler admits, as vLLM decides it: an explicit
+/// (`explicit`) max_model_len must fit in the KV cache of `kv_tokens`, the default is capped at
+/// it; with continuous batching and chunked prefill off, the token budget must hold a whole
+/// prompt of that length.
+fn kv_capped_model_len(
+    origin: &str,
+    explicit: bool,
+    max_model_len: u32,
+    kv_tokens: u64,
+    max_batched: u32,
+    chunked: bool,
+    continuous: bool,
+) -> Result<u32> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
+    // at the KV capacity.
+    let max_model_len = if explicit {
+        if max_model_len as u64 > kv_tokens {
+            return Err(err(
+                "scheduler.max_model_len",
+                format!(
+                    "{max_model_len} tokens do not fit in the KV cache ({} tokens per replica); \
+                     lower it or raise gpu_memory_utilization / TP",
+                    kv_tokens
+                ),
+            ));
+        }
+        max_model_len
+    } else {
+        max_model_len.min(kv_tokens.min(u32::MAX as u64) as u32)
+    };
+    if !chunked && continuous && max_batched < max_model_len {
+        return Err(err(
+            "scheduler.max_num_batched_tokens",
+            format!(
+                "{max_batched} cannot hold a prompt of max_model_len ({max_model_len}) tokens \
+                 with chunked prefill off; enable chunked prefill, raise it, or lower max_model_len"
+            ),
+        ));
+    }
+    Ok(max_model_len)
+}
+
+/// The weight format the deployment asks for (`None`: auto, the checkpoint's own) and its
+/// KV-cache setting.
+fn requested_formats(d: &DeploymentConfig, origin: &str) -> Result<(Option<WeightDtype>, KvDtype)> {
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
+    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
+        None
+    } else {
+        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
+    };
+    let kv_setting: KvDtype = d
+        .kv_cache_dtype
+        .parse()
+        .map_err(|e| err("deployment.kv_cache_dtype", e))?;
+    Ok((explicit_dtype, kv_setting))
+}
+
 /// Resolves a deployment and its scheduler overrides: looks up the model, GPU and engine
 /// ([`crate::catalog`]), applies the KV-format rule ([`crate::precision::KvDtype::resolve`])
 /// and the engine's defaults for the GPU, and plans the memory. Errors name `origin` and the
@@ -954,16 +1042,7 @@ pub fn resolve_deployment(
     mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
 ) -> Result<ResolvedDeployment> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
-    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
-    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
-        None
-    } else {
-        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
-    };
-    let kv_setting: KvDtype = d
-        .kv_cache_dtype
-        .parse()
-        .map_err(|e| err("deployment.kv_cache_dtype", e))?;
+    let (explicit_dtype, kv_setting) = requested_formats(d, origin)?;
     check_deployment_shape(d, origin)?;
     // Lookup and feasibility errors name the scenario and the key they come from.
     let at = |key: &'static str| move |e: Error| Error::config(origin, key, e.to_string());
@@ -1029,23 +1108,7 @@ pub fn resolve_deployment(
         };
         Error::config(origin, key, e.to_string())
     })?;
-    let model_len = deployment
-        .model
-        .max_position_embeddings
-        .min(u32::MAX as u64) as u32;
-    let max_model_len = s.max_model_len.unwrap_or(model_len);
-    if max_model_len == 0 {
-        return Err(err("scheduler.max_model_len", "must be > 0".into()));
-    }
-    if s.max_model_len.is_some_and(|l| l > model_len) {
-        return Err(err(
-            "scheduler.max_model_len",
-            format!(
-                "{} exceeds the model's context length ({model_len})",
-                max_model_len
-            ),
-        ));
-    }
+    let max_model_len = requested_model_len(&deployment, s, origin)?;
     let es = &deployment.engine.scheduler;
     let memory = plan_memory(
         &deployment,
@@ -1056,32 +1119,15 @@ pub fn resolve_deployment(
         block_size as u64,
     )
     .map_err(at("deployment"))?;
-    // Like vLLM: an explicit max_model_len must fit in the KV cache; the default is capped
-    // at the KV capacity.
-    let max_model_len = if s.max_model_len.is_some() {
-        if max_model_len as u64 > memory.kv_tokens {
-            return Err(err(
-                "scheduler.max_model_len",
-                format!(
-                    "{max_model_len} tokens do not fit in the KV cache ({} tokens per replica); \
-                     lower it or raise gpu_memory_utilization / TP",
-                    memory.kv_tokens
-                ),
-            ));
-        }
-        max_model_len
-    } else {
-        max_model_len.min(memory.kv_tokens.min(u32::MAX as u64) as u32)
-    };
-    if !chunked && batching == Batching::Continuous && max_batched < max_model_len {
-        return Err(err(
-            "scheduler.max_num_batched_tokens",
-            format!(
-                "{max_batched} cannot hold a prompt of max_model_len ({max_model_len}) tokens \
-                 with chunked prefill off; enable chunked prefill, raise it, or lower max_model_len"
-            ),
-        ));
-    }
+    let max_model_len = kv_capped_model_len(
+        origin,
+        s.max_model_len.is_some(),
+        max_model_len,
+        memory.kv_tokens,
+        max_batched,
+        chunked,
+        batching == Batching::Continuous,
+    )?;
     // Each attention data-parallel rank runs its own scheduler with these limits; the
     // simulated replica schedules for all of them at once (the load split evenly).
     let ranks = d.dp;

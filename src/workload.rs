@@ -726,6 +726,165 @@ pub struct RequestGenerator {
     warnings: Vec<String>,
 }
 
+/// A replayed trace's source, its mean input and output tokens and its mean rate (req/s);
+/// a warning when its arrival times look like milliseconds.
+fn trace_source(
+    cfg: &WorkloadConfig,
+    path: &str,
+    time_scale: f64,
+    rate_per_s: Option<f64>,
+    origin: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Source, f64, f64, Option<f64>)> {
+    let trace = Trace::load(Path::new(path))?;
+    if !trace.prefix.is_empty() && cfg.prefix.is_some() {
+        return Err(Error::config(
+            origin,
+            "workload.prefix",
+            format!(
+                "the trace {path} has its own prefix_group / prefix_tokens columns; remove this"
+            ),
+        ));
+    }
+    let native = trace.mean_rate_per_s();
+    let scale = match (rate_per_s, native) {
+        (Some(r), Some(n)) => n / r,
+        (Some(_), None) => {
+            return Err(Error::config(
+                origin,
+                "workload.arrival.rate_per_s",
+                format!("every request of the trace {path} arrives at the same instant, so it has no rate to scale"),
+            ))
+        }
+        (None, _) => time_scale,
+    };
+    let (mi, mo) = (trace.mean_input_tokens(), trace.mean_output_tokens());
+    let rate = native.map(|n| n / scale);
+    let gap_s = trace.median_gap_s() * scale;
+    if trace.numeric_times
+        && trace.rows.len() > trace::UNIT_CHECK_MIN_ROWS
+        && gap_s > trace::UNIT_CHECK_MAX_MEDIAN_GAP_S
+    {
+        let span_s = trace.rows.last().map_or(0, |r| r.arrival_ns) as f64 * 1e-9 * scale;
+        warnings.push(format!(
+            "{path}: the median gap between arrivals is {gap_s:.0} s over {} rows \
+             (the trace spans {span_s:.0} s): are its arrival_s values in \
+             milliseconds? Then set workload.arrival.time_scale = 0.001",
+            trace.rows.len()
+        ));
+    }
+    Ok((
+        Source::Trace {
+            trace,
+            next: 0,
+            scale,
+        },
+        mi,
+        mo,
+        rate,
+    ))
+}
+
+/// A synthetic source (an arrival process and length samplers, or a dataset's), its mean
+/// input and output tokens (after the dataset's filter) and its mean rate (req/s).
+fn synthetic_source(
+    cfg: &WorkloadConfig,
+    arrival: &ArrivalConfig,
+    origin: &str,
+) -> Result<(Source, f64, f64, Option<f64>)> {
+    let arrivals = match arrival {
+        ArrivalConfig::Poisson { rate_per_s } => ArrivalProcess::poisson(*rate_per_s),
+        ArrivalConfig::Gamma {
+            rate_per_s,
+            burstiness,
+        } => ArrivalProcess::gamma(*rate_per_s, *burstiness, origin)?,
+        ArrivalConfig::Constant { rate_per_s } => ArrivalProcess::constant(*rate_per_s),
+        ArrivalConfig::Schedule { points, repeat_s } => ArrivalProcess::schedule(points, *repeat_s),
+        ArrivalConfig::Diurnal {
+            mean_rate_per_s,
+            peak_to_trough,
+            weekend_factor,
+            peak_hour,
+            days,
+        } => ArrivalProcess::schedule(
+            &diurnal_points(
+                *mean_rate_per_s,
+                *peak_to_trough,
+                *weekend_factor,
+                *peak_hour,
+                *days,
+            ),
+            Some(*days as f64 * 86_400.0),
+        ),
+        _ => ArrivalProcess::Offline,
+    };
+    let ds = cfg.dataset.as_deref().and_then(dataset);
+    let pick = |given: &Option<LengthConfig>, from_ds: Option<LengthConfig>, key: &str| {
+        given
+            .clone()
+            .or(from_ds)
+            .ok_or_else(|| Error::config(origin, "workload", format!("needs {key} lengths")))
+    };
+    let input_cfg = pick(
+        &cfg.input,
+        ds.as_ref().and_then(|d| d.input.clone()),
+        "input",
+    )?;
+    let output_cfg = pick(
+        &cfg.output,
+        ds.as_ref().and_then(|d| d.output.clone()),
+        "output",
+    )?;
+    let input = LengthSampler::from_config(&input_cfg, origin, "workload.input")?;
+    let output = LengthSampler::from_config(&output_cfg, origin, "workload.output")?;
+    let filter = ds
+        .as_ref()
+        .filter(|d| d.sharegpt_filter)
+        .map(|_| SHAREGPT_FILTER);
+    if filter.is_some() {
+        for (key, c) in [
+            ("workload.input", &cfg.input),
+            ("workload.output", &cfg.output),
+        ] {
+            if matches!(c, Some(LengthConfig::List { .. })) {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    "a list replays lengths in order, which the dataset's filter would reorder; remove workload.dataset",
+                ));
+            }
+        }
+    }
+    let (mi, mo) = match &filter {
+        Some(f) => {
+            let (keep, mi, mo) = f.expected(&input, &output);
+            if keep < 1e-3 {
+                return Err(Error::config(
+                    origin,
+                    "workload.dataset",
+                    format!(
+                        "vLLM's ShareGPT filter (prompt 4..=1024, output >= 4, total <= 2048 tokens) keeps only {keep:.2e} of requests with these lengths"
+                    ),
+                ));
+            }
+            (mi, mo)
+        }
+        None => (input.mean(), output.mean()),
+    };
+    let mi = mi + cfg.prefix.as_ref().map_or(0.0, |p| p.tokens as f64);
+    Ok((
+        Source::Synthetic {
+            arrivals,
+            input,
+            output,
+            filter,
+        },
+        mi,
+        mo,
+        cfg.mean_rate_per_s(),
+    ))
+}
+
 impl RequestGenerator {
     /// Validates `cfg` (errors name `origin` and the key path), loads any trace or empirical
     /// file (relative to the current directory), and seeds the random streams from `seed`.
@@ -742,149 +901,8 @@ impl RequestGenerator {
                 path,
                 time_scale,
                 rate_per_s,
-            } => {
-                let trace = Trace::load(Path::new(path))?;
-                if !trace.prefix.is_empty() && cfg.prefix.is_some() {
-                    return Err(Error::config(
-                        origin,
-                        "workload.prefix",
-                        format!("the trace {path} has its own prefix_group / prefix_tokens columns; remove this"),
-                    ));
-                }
-                let native = trace.mean_rate_per_s();
-                let scale = match (rate_per_s, native) {
-                    (Some(r), Some(n)) => n / r,
-                    (Some(_), None) => {
-                        return Err(Error::config(
-                            origin,
-                            "workload.arrival.rate_per_s",
-                            format!("every request of the trace {path} arrives at the same instant, so it has no rate to scale"),
-                        ))
-                    }
-                    (None, _) => *time_scale,
-                };
-                let (mi, mo) = (trace.mean_input_tokens(), trace.mean_output_tokens());
-                let rate = native.map(|n| n / scale);
-                let gap_s = trace.median_gap_s() * scale;
-                if trace.numeric_times
-                    && trace.rows.len() > trace::UNIT_CHECK_MIN_ROWS
-                    && gap_s > trace::UNIT_CHECK_MAX_MEDIAN_GAP_S
-                {
-                    let span_s =
-                        trace.rows.last().map_or(0, |r| r.arrival_ns) as f64 * 1e-9 * scale;
-                    warnings.push(format!(
-                        "{path}: the median gap between arrivals is {gap_s:.0} s over {} rows \
-                         (the trace spans {span_s:.0} s): are its arrival_s values in \
-                         milliseconds? Then set workload.arrival.time_scale = 0.001",
-                        trace.rows.len()
-                    ));
-                }
-                (
-                    Source::Trace {
-                        trace,
-                        next: 0,
-                        scale,
-                    },
-                    mi,
-                    mo,
-                    rate,
-                )
-            }
-            other => {
-                let arrivals = match other {
-                    ArrivalConfig::Poisson { rate_per_s } => ArrivalProcess::poisson(*rate_per_s),
-                    ArrivalConfig::Gamma {
-                        rate_per_s,
-                        burstiness,
-                    } => ArrivalProcess::gamma(*rate_per_s, *burstiness, origin)?,
-                    ArrivalConfig::Constant { rate_per_s } => ArrivalProcess::constant(*rate_per_s),
-                    ArrivalConfig::Schedule { points, repeat_s } => {
-                        ArrivalProcess::schedule(points, *repeat_s)
-                    }
-                    ArrivalConfig::Diurnal {
-                        mean_rate_per_s,
-                        peak_to_trough,
-                        weekend_factor,
-                        peak_hour,
-                        days,
-                    } => ArrivalProcess::schedule(
-                        &diurnal_points(
-                            *mean_rate_per_s,
-                            *peak_to_trough,
-                            *weekend_factor,
-                            *peak_hour,
-                            *days,
-                        ),
-                        Some(*days as f64 * 86_400.0),
-                    ),
-                    _ => ArrivalProcess::Offline,
-                };
-                let ds = cfg.dataset.as_deref().and_then(dataset);
-                let pick =
-                    |given: &Option<LengthConfig>, from_ds: Option<LengthConfig>, key: &str| {
-                        given.clone().or(from_ds).ok_or_else(|| {
-                            Error::config(origin, "workload", format!("needs {key} lengths"))
-                        })
-                    };
-                let input_cfg = pick(
-                    &cfg.input,
-                    ds.as_ref().and_then(|d| d.input.clone()),
-                    "input",
-                )?;
-                let output_cfg = pick(
-                    &cfg.output,
-                    ds.as_ref().and_then(|d| d.output.clone()),
-                    "output",
-                )?;
-                let input = LengthSampler::from_config(&input_cfg, origin, "workload.input")?;
-                let output = LengthSampler::from_config(&output_cfg, origin, "workload.output")?;
-                let filter = ds
-                    .as_ref()
-                    .filter(|d| d.sharegpt_filter)
-                    .map(|_| SHAREGPT_FILTER);
-                if filter.is_some() {
-                    for (key, c) in [
-                        ("workload.input", &cfg.input),
-                        ("workload.output", &cfg.output),
-                    ] {
-                        if matches!(c, Some(LengthConfig::List { .. })) {
-                            return Err(Error::config(
-                                origin,
-                                key,
-                                "a list replays lengths in order, which the dataset's filter would reorder; remove workload.dataset",
-                            ));
-                        }
-                    }
-                }
-                let (mi, mo) = match &filter {
-                    Some(f) => {
-                        let (keep, mi, mo) = f.expected(&input, &output);
-                        if keep < 1e-3 {
-                            return Err(Error::config(
-                                origin,
-                                "workload.dataset",
-                                format!(
-                                    "vLLM's ShareGPT filter (prompt 4..=1024, output >= 4, total <= 2048 tokens) keeps only {keep:.2e} of requests with these lengths"
-                                ),
-                            ));
-                        }
-                        (mi, mo)
-                    }
-                    None => (input.mean(), output.mean()),
-                };
-                let mi = mi + cfg.prefix.as_ref().map_or(0.0, |p| p.tokens as f64);
-                (
-                    Source::Synthetic {
-                        arrivals,
-                        input,
-                        output,
-                        filter,
-                    },
-                    mi,
-                    mo,
-                    cfg.mean_rate_per_s(),
-                )
-            }
+            } => trace_source(cfg, path, *time_scale, *rate_per_s, origin, &mut warnings)?,
+            other => synthetic_source(cfg, other, origin)?,
         };
         Ok(RequestGenerator {
             source,
