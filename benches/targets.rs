@@ -1,4 +1,4 @@
-//! The performance targets of docs/performance.md (DESIGN.md §5), one benchmark each:
+//! The performance targets of docs/performance.md (docs/architecture.md, "Speed"), one benchmark each:
 //!
 //! - (a) `run-1m-80pct`: 1,000,000 ShareGPT requests on Llama-3.1-8B / 1x H100 SXM (TP 1, bf16,
 //!   vLLM with max_num_seqs 256 and a 2048-token budget, pinned so figures stay comparable
