@@ -16,10 +16,10 @@ use serde::Serialize;
 
 use super::cv::Headline;
 use super::{compare, simulate, Comparison, LoadKind, Metric, ReferenceRow};
-use crate::numeric::nelder_mead;
 use crate::calibrate::profile::{profile_intervals, Interval, ProfileOptions};
 use crate::engine::{EngineProfile, HostCosts, HostPrior};
 use crate::error::{Error, Result};
+use crate::numeric::nelder_mead;
 
 /// The host costs the fitter fits, in order.
 pub const HOST_KEYS: [&str; 4] = [
