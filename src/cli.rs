@@ -236,6 +236,12 @@ pub struct BenchArgs {
     /// `limits.fast_forward = false`.
     #[arg(long = "no-fast-forward")]
     pub no_fast_forward: bool,
+    /// Speculative decoding, as vLLM's `--speculative-config` JSON: `method` (eagle, eagle3,
+    /// mtp, draft_model, ngram), `num_speculative_tokens`, `model` and
+    /// `draft_tensor_parallel_size` (draft_model), `disable_by_batch_size`, plus servesim's
+    /// `acceptance_rate` (a number or K numbers) or `mean_acceptance_length`.
+    #[arg(long = "speculative-config", value_name = "JSON")]
+    pub speculative_config: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

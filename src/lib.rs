@@ -46,6 +46,7 @@ pub mod report;
 pub mod roofline;
 pub mod scenario;
 pub mod sim;
+pub mod speculative;
 pub mod step_time;
 pub mod summary;
 pub mod table;

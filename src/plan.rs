@@ -77,6 +77,9 @@ pub struct Candidate {
     pub ep: u32,
     /// max_num_seqs (per data-parallel rank).
     pub max_num_seqs: u32,
+    /// Speculative decoding's K (0: off); `None` when the scenario has no `[speculative]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_speculative_tokens: Option<u32>,
 }
 
 fn is_one(v: &u32) -> bool {
@@ -375,6 +378,7 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         .clone()
         .or(base.scheduler.max_num_seqs.map(|s| vec![s]));
     let moe = crate::model::load_model(&d.model).is_ok_and(|m| m.moe.is_some());
+    let ks = speculative_space(base);
     let mut out = Vec::new();
     for g in &gpus {
         // Without a batch cap in the scenario, each GPU's engine default, as `run` uses.
@@ -385,18 +389,42 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
             for &tp in &tps {
                 for (dp, ep) in parallel_space(base, moe, tp) {
                     for &s in &seqs {
-                        out.push(Candidate {
-                            gpu: g.clone(),
-                            dtype: dt.clone(),
-                            kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
-                            tp,
-                            dp,
-                            ep,
-                            max_num_seqs: s,
-                        });
+                        for &k in &ks {
+                            out.push(Candidate {
+                                gpu: g.clone(),
+                                dtype: dt.clone(),
+                                kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
+                                tp,
+                                dp,
+                                ep,
+                                max_num_seqs: s,
+                                num_speculative_tokens: k,
+                            });
+                        }
                     }
                 }
             }
+        }
+    }
+    out
+}
+
+/// The speculative K values to try: `plan.speculative`, else 0 and the table's K; `[None]`
+/// without a `[speculative]` table.
+fn speculative_space(base: &Scenario) -> Vec<Option<u32>> {
+    let Some(spec) = &base.speculative else {
+        return vec![None];
+    };
+    let mut ks = base
+        .plan
+        .speculative
+        .clone()
+        .unwrap_or_else(|| vec![0, spec.num_speculative_tokens]);
+    ks.dedup();
+    let mut out: Vec<Option<u32>> = Vec::new();
+    for k in ks {
+        if !out.contains(&Some(k)) {
+            out.push(Some(k));
         }
     }
     out
@@ -484,6 +512,9 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.autoscale = None;
     s.faults = None;
     s.scheduler.max_num_seqs = Some(c.max_num_seqs);
+    if let (Some(k), Some(spec)) = (c.num_speculative_tokens, &mut s.speculative) {
+        spec.num_speculative_tokens = k;
+    }
     if let Some(b) = s.scheduler.max_num_batched_tokens {
         s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
     }
@@ -574,7 +605,54 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
             ));
         }
     }
+    check_speculative_space(&s, origin)?;
     Ok(s)
+}
+
+/// `plan.speculative` needs a `[speculative]` table whose acceptance holds at every K listed:
+/// one conditional rate (or the method's default), since a per-position list or a measured
+/// mean length is for its own K only.
+fn check_speculative_space(s: &Scenario, origin: &str) -> Result<()> {
+    let key = "plan.speculative";
+    let Some(ks) = &s.plan.speculative else {
+        return Ok(());
+    };
+    let Some(spec) = &s.speculative else {
+        return Err(Error::config(
+            origin,
+            key,
+            "needs a [speculative] table (the method and its acceptance)",
+        ));
+    };
+    if ks.is_empty() {
+        return Err(Error::config(origin, key, "is empty: list at least one value"));
+    }
+    let fixed = matches!(
+        spec.acceptance_rate,
+        Some(crate::speculative::AcceptanceRate::PerPosition(_))
+    ) || spec.mean_acceptance_length.is_some();
+    for (i, &k) in ks.iter().enumerate() {
+        if k > 16 {
+            return Err(Error::config(
+                origin,
+                format!("{key}[{i}]"),
+                format!("must be in 0..=16, got {k}"),
+            ));
+        }
+        if fixed && k != 0 && k != spec.num_speculative_tokens {
+            return Err(Error::config(
+                origin,
+                format!("{key}[{i}]"),
+                format!(
+                    "K = {k} differs from speculative.num_speculative_tokens = {} while the \
+                     acceptance is a per-position list or a mean length for that K: give \
+                     speculative.acceptance_rate as one number to search K",
+                    spec.num_speculative_tokens
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether candidate `c` can run at all: its deployment resolves (as `run` would resolve it)
@@ -595,8 +673,13 @@ fn entry_check(
 impl Candidate {
     /// `gpu dtype TPn seqs m` (with `DPd EPe` when set), for messages.
     pub fn label(&self) -> String {
+        let spec = match self.num_speculative_tokens {
+            None => String::new(),
+            Some(0) => " no-spec".into(),
+            Some(k) => format!(" spec K{k}"),
+        };
         format!(
-            "{} {} {} seqs {}",
+            "{} {} {} seqs {}{spec}",
             self.gpu,
             self.dtype,
             self.parallelism(),

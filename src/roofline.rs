@@ -114,6 +114,46 @@ pub struct StepTimeModel {
     table_ns: Vec<u64>,
     /// Multiplier on every step time, dimensionless (1 = as modelled; 1.2 = 20% slower).
     time_scale: f64,
+    /// Speculative decoding of the decode-only iterations, if on (see [`Speculation`]).
+    speculation: Option<Box<Speculation>>,
+}
+
+/// Speculative decoding as the step-time model prices it (built by [`crate::speculative`]).
+///
+/// A decode-only iteration of `B` sequences becomes a verify step: `K` drafted tokens per
+/// sequence (each a forward of the draft on `B` tokens: `draft`, or a host cost for n-gram
+/// lookup), then one target forward on `B x (K + 1)` tokens (GEMMs and LM head on all of them,
+/// attention math x `(K + 1)` over a KV read once, weights read once). Each sequence gains
+/// `mean_acceptance_length` tokens per step on average, so the simulator, which advances a
+/// decoding sequence one token per iteration, is given the step's time divided by it: the time
+/// per generated token (the mean-field model of docs/speculative-decoding.md).
+#[derive(Debug, Clone)]
+pub struct Speculation {
+    /// Drafted tokens per sequence per step (K >= 1).
+    pub num_speculative_tokens: u32,
+    /// Expected tokens a sequence gains per verify step, the bonus token included (1..=K+1).
+    pub mean_acceptance_length: f64,
+    /// The draft's step-time model (EAGLE head, MTP layer, draft model); `None` for n-gram.
+    pub draft: Option<StepTimeModel>,
+    /// Host time per sequence per step spent drafting (n-gram lookup), seconds.
+    pub draft_host_s_per_seq: f64,
+    /// Batches of more decoding sequences than this run without speculation (vLLM's
+    /// `speculative_disable_by_batch_size`); `u32::MAX`: never off.
+    pub disable_above_seqs: u32,
+}
+
+/// One verify step of a decode-only batch, seconds, as [`StepTimeModel::speculative_step`]
+/// prices it at a given context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SpeculativeStep {
+    /// Drafting: K draft forwards (or the n-gram host lookup).
+    pub draft_s: f64,
+    /// The step without drafting: the target's forward on B x (K + 1) tokens and the host.
+    pub verify_s: f64,
+    /// What the same batch takes without speculation (one token per sequence).
+    pub plain_s: f64,
+    /// Expected tokens per sequence per step.
+    pub mean_acceptance_length: f64,
 }
 
 /// The token-count terms of a step, whole model, seconds.
@@ -190,6 +230,7 @@ impl StepTimeModel {
             dp: dep.dp as f64,
             table_ns: Vec::new(),
             time_scale: 1.0,
+            speculation: None,
             dep,
         };
         let n = max_tokens as usize + 1;
@@ -507,10 +548,69 @@ impl StepTimeModel {
     /// An error when a line's time is not finite or beyond the clock ([`crate::clock`]).
     pub fn decode_step(&self, b: &BatchShape) -> Result<DecodeStep, BeyondClock> {
         debug_assert_eq!(b.prefill_tokens, 0);
-        let table = self.token_table_ns(self.padded_tokens(b) as usize)?;
+        if let Some(spec) = self.speculating(b) {
+            let (lines, per_token) = self.speculative_lines(b, spec)?;
+            return DecodeStep::new(&lines, self.time_scale / per_token);
+        }
+        DecodeStep::new(&self.decode_lines(b, 1, (0.0, 0.0))?, self.time_scale)
+    }
+
+    /// The speculation that applies to decode-only batch `b`, if any.
+    #[inline]
+    fn speculating(&self, b: &BatchShape) -> Option<&Speculation> {
+        self.speculation
+            .as_deref()
+            .filter(|s| b.decode_seqs > 0 && b.decode_seqs <= s.disable_above_seqs)
+    }
+
+    /// The lines of a verify step of `b` (seconds, unscaled) and the expected tokens per
+    /// sequence per step the time is divided by.
+    fn speculative_lines(
+        &self,
+        b: &BatchShape,
+        spec: &Speculation,
+    ) -> Result<([(f64, f64); 4], f64), BeyondClock> {
+        let k = spec.num_speculative_tokens as f64;
+        let (mut a, mut s) = match &spec.draft {
+            Some(d) => d.gpu_line(b)?,
+            None => (0.0, 0.0),
+        };
+        a = a * k + spec.draft_host_s_per_seq * b.decode_seqs as f64 / self.dp;
+        s *= k;
+        let lines = self.decode_lines(b, spec.num_speculative_tokens + 1, (a, s))?;
+        Ok((lines, spec.mean_acceptance_length))
+    }
+
+    /// The GPU time of one decode-only forward of `b` as one line in the total context
+    /// (intercept s, slope s per token): an upper bound of the GPU lines of
+    /// [`StepTimeModel::decode_lines`], no host time (a draft runs inside the target's step).
+    fn gpu_line(&self, b: &BatchShape) -> Result<(f64, f64), BeyondClock> {
+        let lines = self.decode_lines(b, 1, (0.0, 0.0))?;
+        let sync_host = if self.dep.engine.scheduler.async_scheduling {
+            0.0
+        } else {
+            self.host_time(b)
+        };
+        let a = lines[0].0.max(lines[1].0) - sync_host;
+        Ok((a, lines[0].1.max(lines[1].1)))
+    }
+
+    /// The lines (intercept s, slope s per context token) of a decode-only iteration of `b`
+    /// in which every sequence runs `q` query tokens through the model (1: plain decode;
+    /// K + 1: a verify step), plus `extra` GPU time (a draft's line) on the GPU lines.
+    fn decode_lines(
+        &self,
+        b: &BatchShape,
+        q: u32,
+        extra: (f64, f64),
+    ) -> Result<[(f64, f64); 4], BeyondClock> {
+        // The GEMMs, LM head and launches see q tokens per sequence.
+        let wide = BatchShape::decode_total(b.decode_seqs.saturating_mul(q), 0);
+        let tb = if q == 1 { b } else { &wide };
+        let table = self.token_table_ns(self.padded_tokens(tb) as usize)?;
         let g = &self.queued_gpu;
         let lm = self
-            .gemm_time(g, self.lm_head.0, self.lm_head.1, self.lm_head_rows(b))
+            .gemm_time(g, self.lm_head.0, self.lm_head.1, self.lm_head_rows(tb))
             .0
             + 3.0 * g.small_ops.kernel_s;
         // The GPU time is `base + layers x (fixed + max(hbm x kv / bw, 4 q ctx / rate))` with
@@ -527,18 +627,26 @@ impl StepTimeModel {
                         read,
                         read,
                         self.kv_bytes_per_ctx_token_layer,
-                        self.q_width,
+                        self.q_width * q as f64,
                     );
             }
+        }
+        if q != 1 {
+            base += extra.0;
         }
         let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
         let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
         let repeat = self.decode_l2_repeat_tokens(b);
-        let mem_slope = self.context_layers * self.kv_bytes_per_ctx_token_layer / bw / self.dp;
-        let flop_slope = self.context_layers * 4.0 * self.q_width / rate / self.dp;
+        let mut mem_slope = self.context_layers * self.kv_bytes_per_ctx_token_layer / bw / self.dp;
+        let mut flop_slope = self.context_layers * 4.0 * self.q_width / rate / self.dp;
+        if q != 1 {
+            flop_slope *= q as f64;
+            mem_slope += extra.1;
+            flop_slope += extra.1;
+        }
         // Host side (host_terms): a synchronous engine adds its host time to the longer of the
         // GPU and the launches; an asynchronous one takes the longer of the GPU and the host.
-        let launch = self.cpu_launch_time(b);
+        let launch = self.cpu_launch_time(tb);
         let host = self.host_time(b);
         let exposed = self.dep.engine.host.per_iteration_exposed_s;
         let (gpu_extra, host_line) = if self.dep.engine.scheduler.async_scheduling {
@@ -546,17 +654,50 @@ impl StepTimeModel {
         } else {
             (host + exposed, launch + host + exposed)
         };
-        let scale = self.time_scale;
-        DecodeStep::new(
-            &[
-                (base + gpu_extra - repeat * mem_slope, mem_slope),
-                (base + gpu_extra, flop_slope),
-                (host_line, 0.0),
-                // An iteration takes at least 1 ns.
-                (1e-9, 0.0),
-            ],
-            scale,
-        )
+        Ok([
+            (base + gpu_extra - repeat * mem_slope, mem_slope),
+            (base + gpu_extra, flop_slope),
+            (host_line, 0.0),
+            // An iteration takes at least 1 ns.
+            (1e-9, 0.0),
+        ])
+    }
+
+    /// A verify step of the decode-only batch `b` at its context, split into drafting and
+    /// the rest, with the same batch's plain decode time; `None` when the batch does not
+    /// speculate (no speculation, or past its batch limit).
+    pub fn speculative_step(&self, b: &BatchShape) -> Option<SpeculativeStep> {
+        let spec = self.speculating(b)?;
+        let ctx = b.decode_context_tokens as f64;
+        let at = |l: &[(f64, f64); 4]| {
+            l.iter().map(|&(a, s)| a + s * ctx).fold(0.0, f64::max) * self.time_scale
+        };
+        let (lines, per_token) = self.speculative_lines(b, spec).ok()?;
+        let undrafted = Speculation {
+            draft: None,
+            draft_host_s_per_seq: 0.0,
+            ..spec.clone()
+        };
+        let (bare, _) = self.speculative_lines(b, &undrafted).ok()?;
+        let plain = self.decode_lines(b, 1, (0.0, 0.0)).ok()?;
+        let (total, verify) = (at(&lines), at(&bare));
+        Some(SpeculativeStep {
+            draft_s: total - verify,
+            verify_s: verify,
+            plain_s: at(&plain),
+            mean_acceptance_length: per_token,
+        })
+    }
+
+    /// The speculation the model prices, if any.
+    pub fn speculation(&self) -> Option<&Speculation> {
+        self.speculation.as_deref()
+    }
+
+    /// The same model with speculative decoding of its decode-only iterations.
+    pub fn with_speculation(mut self, spec: Speculation) -> Self {
+        self.speculation = Some(Box::new(spec));
+        self
     }
 
     /// Iteration time in integer nanoseconds, from the precomputed table (the simulator's path).

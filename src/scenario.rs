@@ -30,6 +30,7 @@ use crate::precision::{KvDtype, WeightDtype};
 use crate::roofline::{plan_memory, Deployment, MemoryPlan, ModuleFormats, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
 use crate::workload::WorkloadConfig;
+use crate::speculative::SpeculativeConfig;
 
 /// The range of `deployment.step_time_scale` a scenario may set, dimensionless: a what-if
 /// multiplier on every step time, from 1000x faster to 1000x slower than modelled (beyond
@@ -330,6 +331,10 @@ pub struct PlanConfig {
     /// xPyD: GPU types of the decode pool to consider (default: `plan.gpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_gpus: Option<Vec<String>>,
+    /// Speculative decoding: the `num_speculative_tokens` values to try per candidate (0:
+    /// off); needs a `[speculative]` table. Default with the table: 0 and the table's K.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Vec<u32>>,
 }
 
 /// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which
@@ -426,6 +431,9 @@ pub struct Scenario {
     /// Replica failures.
     #[serde(default)]
     pub faults: Option<FaultsSection>,
+    /// Speculative decoding (absent, or `num_speculative_tokens = 0`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeConfig>,
 }
 
 /// A seed as TOML holds it: an integer up to 2^63 - 1 (TOML's range), above that a string of
@@ -719,6 +727,10 @@ impl Scenario {
             .map_err(|e| err("limits.max_sim_time_s", e.to_string()))?;
         self.check_pricing_and_plan(origin)?;
         self.measure.validate(origin)?;
+        if let Some(spec) = &self.speculative {
+            // The draft is built here too, so that a bad draft fails before any run.
+            spec.speculation(&deployment, 1, origin)?;
+        }
         let autoscale = match &self.autoscale {
             Some(a) => Some(a.resolve(origin, &deployment, self.slo.ttft_ms)?),
             None => None,
@@ -1262,11 +1274,26 @@ impl MeasureConfig {
 impl Resolved {
     /// The step-time model of this deployment, its table sized to the token budget.
     pub fn step_model(&self) -> Result<StepTimeModel> {
-        Ok(StepTimeModel::new(
-            self.deployment.clone(),
-            self.sim.scheduler.max_num_batched_tokens + self.sim.scheduler.max_num_seqs,
-        )?
-        .with_time_scale(self.scenario.deployment.step_time_scale))
+        let tokens = self.sim.scheduler.max_num_batched_tokens + self.sim.scheduler.max_num_seqs;
+        let model = StepTimeModel::new(self.deployment.clone(), tokens)?
+            .with_time_scale(self.scenario.deployment.step_time_scale);
+        self.speculate(model, &self.deployment, tokens)
+    }
+
+    /// `model` with the scenario's speculative decoding, if it has one with K >= 1.
+    fn speculate(
+        &self,
+        model: StepTimeModel,
+        dep: &Deployment,
+        tokens: u32,
+    ) -> Result<StepTimeModel> {
+        match &self.scenario.speculative {
+            Some(s) => Ok(match s.speculation(dep, tokens, &self.origin)? {
+                Some(spec) => model.with_speculation(spec),
+                None => model,
+            }),
+            None => Ok(model),
+        }
     }
 
     /// What a steady-state analysis of this scenario judges: its SLOs and the plan's goodput
@@ -1316,7 +1343,10 @@ impl Resolved {
             )?
             .with_time_scale(scale))
         };
-        Ok(Some((model(&p.prefill)?, model(&p.decode)?)))
+        let decode = model(&p.decode)?;
+        let tokens = p.decode.scheduler.max_num_batched_tokens + p.decode.scheduler.max_num_seqs;
+        let decode = self.speculate(decode, &p.decode.deployment, tokens)?;
+        Ok(Some((model(&p.prefill)?, decode)))
     }
 }
 

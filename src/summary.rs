@@ -171,6 +171,22 @@ pub struct RunSummary {
     /// Disaggregated runs: the pools and the KV transfers (absent for colocated runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<DisaggSummary>,
+    /// Speculative decoding: expected tokens a sequence gains per verify step, the bonus
+    /// token included (absent without speculation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_mean_acceptance_length: Option<f64>,
+    /// Speculative decoding: share of a verify step spent drafting, 0..1, at the run's mean
+    /// decode batch and context (absent without speculation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_draft_share: Option<f64>,
+    /// Speculative decoding: share of a verify step spent verifying (the target's wide
+    /// forward and the host), 0..1, at the same batch and context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_verify_share: Option<f64>,
+    /// Speculative decoding: decode speed with speculation over without at the same batch and
+    /// context (plain step time x acceptance length / verify step time); below 1 it costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_speedup: Option<f64>,
 }
 
 /// The pools and KV transfers of a disaggregated run.
@@ -333,11 +349,14 @@ impl Resolved {
         if keep_requests {
             sim.request_log_capacity = usize::MAX;
         }
-        let mut out = match self.pool_step_models()? {
-            Some((prefill, decode)) => simulate_traced(&sim, &prefill, &decode, &mut gen, trace),
+        let (mut out, decode_model) = match self.pool_step_models()? {
+            Some((prefill, decode)) => (
+                simulate_traced(&sim, &prefill, &decode, &mut gen, trace),
+                decode,
+            ),
             None => {
                 let step = self.step_model()?;
-                simulate_traced(&sim, &step, &step, &mut gen, trace)
+                (simulate_traced(&sim, &step, &step, &mut gen, trace), step)
             }
         };
         let mut requests = Vec::new();
@@ -346,6 +365,7 @@ impl Resolved {
             (requests, out.metrics.log) = log.split_at_capacity(self.sim.request_log_capacity);
         }
         let mut result = self.summarize(&out);
+        speculation_summary(&decode_model, &mut result.summary);
         result.summary.warnings = gen.warnings().to_vec();
         let s = &mut result.summary;
         if let Some(why) = &mut s.truncated {
@@ -512,6 +532,10 @@ impl Resolved {
             truncated: out.truncated.clone(),
             warnings: Vec::new(),
             disaggregation: self.disagg_summary(out, duration),
+            spec_decode_mean_acceptance_length: None,
+            spec_decode_draft_share: None,
+            spec_decode_verify_share: None,
+            spec_decode_speedup: None,
             steady_state: m.log.enabled().then(|| {
                 analyze_sample(
                     m.log.records(),
@@ -533,6 +557,32 @@ impl Resolved {
                     .periods
                     .summaries(out.last_arrival_ns.div_ceil(p).max(1) as usize),
             },
+        }
+    }
+}
+
+/// Fills the speculative-decoding figures of `s` from the decode model, evaluated at the
+/// run's mean batch and mean context (prompt plus half the output per request); nothing
+/// without speculation.
+fn speculation_summary(model: &crate::roofline::StepTimeModel, s: &mut RunSummary) {
+    let Some(spec) = model.speculation() else {
+        return;
+    };
+    s.spec_decode_mean_acceptance_length = Some(finite(spec.mean_acceptance_length));
+    let batch = (s.mean_batch_size.round() as u32).max(1);
+    let per_request = if s.completed > 0 {
+        (s.total_input_tokens as f64 + s.total_output_tokens as f64 / 2.0) / s.completed as f64
+    } else {
+        0.0
+    };
+    let shape = crate::step_time::BatchShape::decode(batch, per_request.round() as u64);
+    if let Some(step) = model.speculative_step(&shape) {
+        let total = step.draft_s + step.verify_s;
+        if total > 0.0 {
+            s.spec_decode_draft_share = Some(finite(step.draft_s / total));
+            s.spec_decode_verify_share = Some(finite(step.verify_s / total));
+            s.spec_decode_speedup =
+                Some(finite(step.plain_s * step.mean_acceptance_length / total));
         }
     }
 }

@@ -49,7 +49,7 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
     let workload = workload_table(a)?;
     let slo = slo_table(a)?;
     let limits = table(&[("fast_forward", V::Boolean(!a.no_fast_forward))]);
-    Ok(table(&[
+    let mut doc = table(&[
         ("name", V::String("bench".into())),
         ("limits", V::Table(limits)),
         // TOML integers stop at 2^63 - 1; larger seeds travel as text (the scenario reads both).
@@ -61,7 +61,11 @@ fn scenario_table(a: &BenchArgs) -> Result<toml::Table> {
         ("scheduler", V::Table(scheduler)),
         ("workload", V::Table(workload)),
         ("slo", V::Table(slo)),
-    ]))
+    ]);
+    if let Some(json) = &a.speculative_config {
+        doc.insert("speculative".into(), V::Table(speculative_table(json)?));
+    }
+    Ok(doc)
 }
 
 /// `[deployment]`: model, GPU, parallelism, formats, engine, replicas and router, and the P/D
@@ -273,6 +277,43 @@ fn slo_table(a: &BenchArgs) -> Result<toml::Table> {
         slo.insert(key.into(), V::Float(ms));
     }
     Ok(slo)
+}
+
+/// `--speculative-config` JSON as the scenario's `[speculative]` table: vLLM's keys
+/// (`draft_tensor_parallel_size` becomes `tp`; `prompt_lookup_max`/`_min` shape the n-gram
+/// match, which the model does not price, and are accepted and ignored), servesim's own.
+fn speculative_table(json: &str) -> Result<toml::Table> {
+    use toml::Value as V;
+    let flag = "--speculative-config";
+    let bad = |key: &str, reason: String| servesim::Error::config(flag, key, reason);
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| bad("speculative", format!("not valid JSON: {e}")))?;
+    let serde_json::Value::Object(map) = value else {
+        bail!(bad("speculative", "must be a JSON object".into()));
+    };
+    let mut out = toml::Table::new();
+    for (k, v) in map {
+        let key = match k.as_str() {
+            "draft_tensor_parallel_size" => "tp",
+            "prompt_lookup_max" | "prompt_lookup_min" => continue,
+            other => other,
+        };
+        let tv = match &v {
+            serde_json::Value::Number(n) if n.is_u64() => V::Integer(n.as_u64().unwrap_or(0).min(i64::MAX as u64) as i64),
+            serde_json::Value::Number(n) => V::Float(n.as_f64().unwrap_or(f64::NAN)),
+            serde_json::Value::String(s) => V::String(s.clone()),
+            serde_json::Value::Array(xs) => V::Array(
+                xs.iter()
+                    .map(|x| x.as_f64().map(V::Float))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| bad(&k, "a list must hold numbers".into()))?,
+            ),
+            serde_json::Value::Null => continue,
+            _ => bail!(bad(&k, format!("unsupported value {v}"))),
+        };
+        out.insert(key.into(), tv);
+    }
+    Ok(out)
 }
 
 /// The files of a bench report folder: a run's, and result.json.

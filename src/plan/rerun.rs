@@ -94,6 +94,9 @@ fn deployment_overrides(
             base.deployment.step_time_scale * scale
         ));
     }
+    if let Some(k) = c.num_speculative_tokens {
+        sets.push(format!("speculative.num_speculative_tokens={k}"));
+    }
     if let Some(b) = base.scheduler.max_num_batched_tokens {
         if b < c.max_num_seqs {
             sets.push(format!(

@@ -1,0 +1,453 @@
+//! Speculative decoding as a scenario input: the `[speculative]` table (vLLM's
+//! `--speculative-config` keys plus the acceptance), the acceptance model, and the draft each
+//! method runs, priced by the same roofline ([`crate::roofline::Speculation`]).
+//! docs/speculative-decoding.md gives the model, the defaults and their sources.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::load_model;
+use crate::roofline::{Deployment, Speculation, StepTimeModel};
+
+/// Per-position acceptance: one conditional probability for every position, or one per
+/// position (the probability that draft token `i` is accepted given that tokens `1..i` were).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AcceptanceRate {
+    /// The same conditional probability at every position.
+    Uniform(f64),
+    /// One conditional probability per drafted position, first position first.
+    PerPosition(Vec<f64>),
+}
+
+/// The `[speculative]` table of a scenario (and `bench --speculative-config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeConfig {
+    /// `eagle`, `eagle3`, `mtp`, `draft_model` or `ngram`.
+    pub method: String,
+    /// Tokens drafted per sequence per step, K (0: speculation off).
+    pub num_speculative_tokens: u32,
+    /// Conditional acceptance per position: a number or a list of K numbers in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_rate: Option<AcceptanceRate>,
+    /// Measured mean acceptance length: tokens a sequence gains per verify step, the bonus
+    /// token included (1..=K+1). Exclusive with `acceptance_rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_acceptance_length: Option<f64>,
+    /// `draft_model`: the draft model (a catalog name or a config.json path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `draft_model`: its tensor-parallel size (vLLM `draft_tensor_parallel_size`; default:
+    /// the target's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<u32>,
+    /// Batches of more decoding sequences than this run without speculation (vLLM's
+    /// `speculative_disable_by_batch_size`; default: never off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_by_batch_size: Option<u32>,
+    /// `ngram`: host time of the prompt lookup per sequence per step, microseconds
+    /// (default [`NGRAM_HOST_US_PER_SEQ`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ngram_host_us_per_seq: Option<f64>,
+}
+
+/// The drafting methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// EAGLE(-2) head: one decoder layer of the target's width and the target's LM head.
+    Eagle,
+    /// EAGLE-3 head: one decoder layer and a reduced draft vocabulary.
+    Eagle3,
+    /// Multi-token prediction: one MTP module of the target (DeepSeek-V3 style), reused for
+    /// every drafted token.
+    Mtp,
+    /// A separate draft model on the same GPUs.
+    DraftModel,
+    /// Prompt lookup (n-gram): no GPU drafting, a host cost.
+    Ngram,
+}
+
+/// Default conditional acceptance per position for EAGLE-3 when none is given: the rate
+/// whose chain expectation at K = 3 is 2.70 tokens per step (EAGLE-3 on gpt-oss-20b,
+/// MT-Bench, vLLM P-EAGLE post 2026-03-13, row PE-GPTOSS20B-E3-K3-MTBENCH of
+/// calibration/reference/speculative-decoding.csv); the same rate gives 3.31 at K = 7
+/// against the post's 3.27.
+pub const EAGLE3_DEFAULT_RATE: f64 = 0.72;
+
+/// Default conditional acceptance for MTP: the DeepSeek-V3 Technical Report (arXiv
+/// 2412.19437, §5.4.3): "the acceptance rate of the second token prediction ranges between
+/// 85% and 90%" (the low end).
+pub const MTP_DEFAULT_RATE: f64 = 0.85;
+
+/// EAGLE-3 heads' draft vocabulary: `draft_vocab_size = 32000` in the published
+/// Llama-3.1-8B head (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, config.json).
+pub const EAGLE3_DRAFT_VOCAB: u64 = 32_000;
+
+/// Default host time of n-gram prompt lookup per sequence per step, microseconds. An
+/// assumption without a published measurement (vLLM's proposer is a numba-compiled KMP
+/// match over the sequence's tokens); override with `ngram_host_us_per_seq`.
+pub const NGRAM_HOST_US_PER_SEQ: f64 = 10.0;
+
+impl Method {
+    fn parse(s: &str) -> Option<Method> {
+        Some(match s {
+            "eagle" => Method::Eagle,
+            "eagle3" => Method::Eagle3,
+            "mtp" | "deepseek_mtp" => Method::Mtp,
+            "draft_model" => Method::DraftModel,
+            "ngram" => Method::Ngram,
+            _ => return None,
+        })
+    }
+}
+
+/// Expected tokens a sequence gains per verify step with conditional acceptance `rates`
+/// (one per drafted position): `1 + sum_k prod_{i<=k} p_i` (the bonus token included).
+pub fn expected_acceptance_length(rates: &[f64]) -> f64 {
+    let mut all = 1.0;
+    let mut sum = 1.0;
+    for &p in rates {
+        all *= p;
+        sum += all;
+    }
+    sum
+}
+
+impl SpeculativeConfig {
+    /// Whether this config speculates at all (K >= 1).
+    pub fn is_on(&self) -> bool {
+        self.num_speculative_tokens > 0
+    }
+
+    /// The method, checked; `origin` names the source in the error.
+    pub fn method(&self, origin: &str) -> Result<Method> {
+        Method::parse(&self.method).ok_or_else(|| {
+            Error::config(
+                origin,
+                "speculative.method",
+                format!(
+                    "unknown method '{}'; known: eagle, eagle3, mtp, draft_model, ngram",
+                    self.method
+                ),
+            )
+        })
+    }
+
+    /// Checks every key; `origin` names the source in errors.
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let err = |key: &str, reason: String| Err(Error::config(origin, key, reason));
+        let method = self.method(origin)?;
+        let k = self.num_speculative_tokens;
+        if k > 16 {
+            return err(
+                "speculative.num_speculative_tokens",
+                format!("must be in 0..=16, got {k}"),
+            );
+        }
+        match (&self.acceptance_rate, self.mean_acceptance_length) {
+            (Some(_), Some(_)) => {
+                return err(
+                    "speculative.mean_acceptance_length",
+                    "give acceptance_rate or mean_acceptance_length, not both".into(),
+                )
+            }
+            (Some(AcceptanceRate::Uniform(p)), None) if !(0.0..=1.0).contains(p) => {
+                return err(
+                    "speculative.acceptance_rate",
+                    format!("must be in [0, 1], got {p}"),
+                )
+            }
+            (Some(AcceptanceRate::PerPosition(v)), None) => {
+                if v.len() != k as usize {
+                    return err(
+                        "speculative.acceptance_rate",
+                        format!(
+                            "a list needs one rate per drafted token (num_speculative_tokens = {k}), got {}",
+                            v.len()
+                        ),
+                    );
+                }
+                if let Some(p) = v.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+                    return err(
+                        "speculative.acceptance_rate",
+                        format!("every rate must be in [0, 1], got {p}"),
+                    );
+                }
+            }
+            (None, Some(l)) if !(l >= 1.0 && l <= k as f64 + 1.0) => {
+                return err(
+                    "speculative.mean_acceptance_length",
+                    format!("must be in [1, num_speculative_tokens + 1 = {}], got {l}", k + 1),
+                )
+            }
+            (None, None) if k > 0 && !matches!(method, Method::Eagle3 | Method::Mtp) => {
+                return err(
+                    "speculative.acceptance_rate",
+                    format!(
+                        "method '{}' has no published default acceptance: give acceptance_rate or mean_acceptance_length",
+                        self.method
+                    ),
+                )
+            }
+            _ => {}
+        }
+        match (method, &self.model) {
+            (Method::DraftModel, None) if k > 0 => {
+                return err(
+                    "speculative.model",
+                    "draft_model needs the draft model's name".into(),
+                )
+            }
+            (m, Some(_)) if m != Method::DraftModel => {
+                return err(
+                    "speculative.model",
+                    format!("only draft_model takes a model (method '{}')", self.method),
+                )
+            }
+            _ => {}
+        }
+        if self.tp == Some(0) {
+            return err("speculative.tp", "must be >= 1".into());
+        }
+        if self.tp.is_some() && method != Method::DraftModel {
+            return err("speculative.tp", "only draft_model takes its own tp".into());
+        }
+        if self.disable_by_batch_size == Some(0) {
+            return err("speculative.disable_by_batch_size", "must be >= 1".into());
+        }
+        if let Some(h) = self.ngram_host_us_per_seq {
+            if !(h.is_finite() && (0.0..=1e6).contains(&h)) {
+                return err(
+                    "speculative.ngram_host_us_per_seq",
+                    format!("must be in [0, 1e6] us, got {h}"),
+                );
+            }
+            if method != Method::Ngram {
+                return err(
+                    "speculative.ngram_host_us_per_seq",
+                    "only ngram takes a host cost".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The conditional acceptance per position (K numbers), from the input or the method's
+    /// default; empty when a mean acceptance length was given instead.
+    pub fn rates(&self) -> Vec<f64> {
+        let k = self.num_speculative_tokens as usize;
+        match &self.acceptance_rate {
+            Some(AcceptanceRate::Uniform(p)) => vec![*p; k],
+            Some(AcceptanceRate::PerPosition(v)) => v.clone(),
+            None if self.mean_acceptance_length.is_some() => Vec::new(),
+            None => {
+                let p = if self.method == "eagle3" {
+                    EAGLE3_DEFAULT_RATE
+                } else {
+                    MTP_DEFAULT_RATE
+                };
+                vec![p; k]
+            }
+        }
+    }
+
+    /// Expected tokens a sequence gains per verify step, the bonus token included.
+    pub fn mean_acceptance_length(&self) -> f64 {
+        match self.mean_acceptance_length {
+            Some(l) => l,
+            None => expected_acceptance_length(&self.rates()),
+        }
+    }
+
+    /// The speculation the step-time model prices for `target`, with a table of `max_tokens`
+    /// tokens; `None` when K = 0. Errors name the key (`origin`: the scenario).
+    pub fn speculation(
+        &self,
+        target: &Deployment,
+        max_tokens: u32,
+        origin: &str,
+    ) -> Result<Option<Speculation>> {
+        self.validate(origin)?;
+        if !self.is_on() {
+            return Ok(None);
+        }
+        let method = self.method(origin)?;
+        let draft = match method {
+            Method::Ngram => None,
+            _ => {
+                let dep = self.draft_deployment(method, target, origin)?;
+                Some(StepTimeModel::new(dep, max_tokens).map_err(|e| {
+                    Error::config(origin, "speculative", format!("the draft: {e}"))
+                })?)
+            }
+        };
+        let host_us = if method == Method::Ngram {
+            self.ngram_host_us_per_seq.unwrap_or(NGRAM_HOST_US_PER_SEQ)
+        } else {
+            0.0
+        };
+        Ok(Some(Speculation {
+            num_speculative_tokens: self.num_speculative_tokens,
+            mean_acceptance_length: self.mean_acceptance_length(),
+            draft,
+            draft_host_s_per_seq: host_us * 1e-6,
+            disable_above_seqs: self.disable_by_batch_size.unwrap_or(u32::MAX),
+        }))
+    }
+
+    /// What the draft runs on: the target's GPUs and engine (host time zeroed: it is the
+    /// target's step that the host prepares), with the draft's model.
+    fn draft_deployment(
+        &self,
+        method: Method,
+        target: &Deployment,
+        origin: &str,
+    ) -> Result<Deployment> {
+        let mut dep = target.clone();
+        dep.engine.host.per_iteration_s = 0.0;
+        dep.engine.host.per_sequence_s = 0.0;
+        let m = &mut dep.model;
+        match method {
+            Method::Eagle | Method::Eagle3 => {
+                m.num_layers = 1;
+                m.moe = None;
+                m.local_attention = None;
+                m.name = format!("{}-{}-head", m.name, self.method);
+                if method == Method::Eagle3 {
+                    m.vocab_size = m.vocab_size.min(EAGLE3_DRAFT_VOCAB);
+                }
+                // A dense head after an MoE target: no experts to split.
+                dep.ep = 1;
+                dep.redundant_experts = 0;
+            }
+            Method::Mtp => {
+                m.num_layers = 1;
+                m.local_attention = None;
+                m.name = format!("{}-mtp", m.name);
+                if let Some(moe) = &mut m.moe {
+                    // The MTP module is one layer like the target's MoE layers.
+                    moe.dense_layers.clear();
+                }
+            }
+            Method::DraftModel => {
+                let name = self.model.as_deref().unwrap_or_default();
+                dep.model = load_model(name).map_err(|e| {
+                    Error::config(origin, "speculative.model", e.to_string())
+                })?;
+                dep.tp = self.tp.unwrap_or(target.tp);
+                dep.dp = 1;
+                dep.ep = 1;
+                dep.redundant_experts = 0;
+            }
+            Method::Ngram => unreachable!("n-gram has no draft model"),
+        }
+        dep.validate()
+            .map_err(|e| Error::config(origin, "speculative", format!("the draft: {e}")))?;
+        Ok(dep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chain expectation against a Monte Carlo of the acceptance process it describes
+    /// (draft tokens accepted in order until the first rejection, plus the bonus token).
+    #[test]
+    fn the_expected_acceptance_length_matches_a_sampled_chain() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for rates in [
+            vec![0.7; 3],
+            vec![0.9, 0.8, 0.6, 0.4, 0.2],
+            vec![0.0; 4],
+            vec![1.0; 2],
+        ] {
+            let n = 200_000;
+            let mut total = 0u64;
+            for _ in 0..n {
+                let mut gained = 1;
+                for &p in &rates {
+                    if rng.gen::<f64>() < p {
+                        gained += 1;
+                    } else {
+                        break;
+                    }
+                }
+                total += gained;
+            }
+            let sampled = total as f64 / n as f64;
+            let expected = expected_acceptance_length(&rates);
+            assert!(
+                (sampled / expected - 1.0).abs() < 0.01,
+                "{rates:?}: sampled {sampled}, expected {expected}"
+            );
+        }
+        assert_eq!(expected_acceptance_length(&[0.5, 0.5]), 1.75);
+    }
+
+    #[test]
+    fn bad_inputs_name_their_key() {
+        let base = SpeculativeConfig {
+            method: "eagle3".into(),
+            num_speculative_tokens: 3,
+            acceptance_rate: None,
+            mean_acceptance_length: None,
+            model: None,
+            tp: None,
+            disable_by_batch_size: None,
+            ngram_host_us_per_seq: None,
+        };
+        assert!(base.validate("s.toml").is_ok());
+        let cases = [
+            (
+                SpeculativeConfig {
+                    method: "medusa".into(),
+                    ..base.clone()
+                },
+                "speculative.method",
+            ),
+            (
+                SpeculativeConfig {
+                    acceptance_rate: Some(AcceptanceRate::Uniform(1.5)),
+                    ..base.clone()
+                },
+                "speculative.acceptance_rate",
+            ),
+            (
+                SpeculativeConfig {
+                    acceptance_rate: Some(AcceptanceRate::PerPosition(vec![0.5, 0.5])),
+                    ..base.clone()
+                },
+                "speculative.acceptance_rate",
+            ),
+            (
+                SpeculativeConfig {
+                    mean_acceptance_length: Some(4.5),
+                    ..base.clone()
+                },
+                "speculative.mean_acceptance_length",
+            ),
+            (
+                SpeculativeConfig {
+                    method: "draft_model".into(),
+                    mean_acceptance_length: Some(2.0),
+                    ..base.clone()
+                },
+                "speculative.model",
+            ),
+            (
+                SpeculativeConfig {
+                    method: "ngram".into(),
+                    ..base.clone()
+                },
+                "speculative.acceptance_rate",
+            ),
+        ];
+        for (cfg, key) in cases {
+            let e = cfg.validate("s.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
+    }
+}

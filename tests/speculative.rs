@@ -1,0 +1,247 @@
+//! Speculative decoding (issue #31): no table or K = 0 changes nothing; with a fixed acceptance
+//! the speedup falls as concurrency rises and drops below 1; acceptance 0 costs time; the
+//! reported acceptance length is the input's expectation; the fast-forward stays the oracle's
+//! equal; the step-time contract holds for verify steps; bad input names its key.
+//!
+//!     cargo test --release --test speculative
+
+mod common;
+
+use common::{run_toml, servesim};
+use servesim::scenario::Scenario;
+use servesim::speculative::expected_acceptance_length;
+use servesim::step_time::{BatchShape, StepTime};
+use servesim::summary::RunSummary;
+
+/// A closed loop of `concurrency` clients on Llama-3.1-8B / H100, fixed 256 / 256 tokens,
+/// with `spec` appended (a `[speculative]` table or nothing).
+fn closed_loop(concurrency: u32, spec: &str) -> String {
+    let n = (concurrency * 3).max(60);
+    format!(
+        r#"seed = 3
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+engine = "sglang"
+[workload]
+num_requests = {n}
+max_concurrency = {concurrency}
+[workload.arrival]
+kind = "offline"
+[workload.input]
+kind = "fixed"
+tokens = 256
+[workload.output]
+kind = "fixed"
+tokens = 256
+{spec}"#
+    )
+}
+
+const EAGLE3_K3_P06: &str = r#"[speculative]
+method = "eagle3"
+num_speculative_tokens = 3
+acceptance_rate = 0.6
+"#;
+
+fn speedup(concurrency: u32, spec: &str) -> (f64, RunSummary) {
+    let plain = run_toml(&closed_loop(concurrency, ""));
+    let fast = run_toml(&closed_loop(concurrency, spec));
+    assert_eq!(fast.completed, plain.completed);
+    (fast.output_throughput / plain.output_throughput, fast)
+}
+
+#[test]
+fn without_a_table_or_with_k_0_every_figure_is_the_same() {
+    let text = closed_loop(16, "");
+    let plain = serde_json::to_string(&run_toml(&text)).unwrap();
+    let k0 = closed_loop(16, "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 0\n");
+    assert_eq!(serde_json::to_string(&run_toml(&k0)).unwrap(), plain);
+}
+
+#[test]
+fn the_speedup_falls_with_concurrency_and_drops_below_1() {
+    let mut last = f64::INFINITY;
+    let mut seen = Vec::new();
+    for c in [1, 16, 64, 256, 768] {
+        let (s, _) = speedup(c, EAGLE3_K3_P06);
+        seen.push((c, s));
+        assert!(s < last * 1.02, "speedup rose with concurrency: {seen:?}");
+        last = s;
+    }
+    eprintln!("speedup by concurrency: {seen:?}");
+    assert!(seen[0].1 > 1.5, "{seen:?}");
+    assert!(seen.last().unwrap().1 < 1.0, "{seen:?}");
+}
+
+#[test]
+fn acceptance_0_costs_time() {
+    let spec = "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.0\n";
+    for c in [1, 64] {
+        let (s, r) = speedup(c, spec);
+        assert!(s < 1.0, "concurrency {c}: speedup {s} with nothing accepted");
+        assert_eq!(r.spec_decode_mean_acceptance_length, Some(1.0));
+    }
+}
+
+/// The reported acceptance length against the input's expectation (per-position rates:
+/// `1 + sum_k prod_{i<=k} p_i`), within 3%, for each way of giving it.
+#[test]
+fn the_reported_acceptance_length_is_the_inputs_expectation() {
+    for (table, expected) in [
+        (
+            "acceptance_rate = [0.9, 0.7, 0.5]",
+            expected_acceptance_length(&[0.9, 0.7, 0.5]),
+        ),
+        ("acceptance_rate = 0.8", 1.0 + 0.8 + 0.64 + 0.512),
+        ("mean_acceptance_length = 2.4", 2.4),
+    ] {
+        let spec = format!(
+            "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\n{table}\n"
+        );
+        let r = run_toml(&closed_loop(8, &spec));
+        let got = r.spec_decode_mean_acceptance_length.unwrap();
+        assert!((got / expected - 1.0).abs() < 0.03, "{table}: {got} vs {expected}");
+        let (d, v) = (
+            r.spec_decode_draft_share.unwrap(),
+            r.spec_decode_verify_share.unwrap(),
+        );
+        assert!(d > 0.0 && v > d && (d + v - 1.0).abs() < 1e-9, "{d} {v}");
+    }
+}
+
+/// INV-7 with speculation: the fast-forwarded run equals the one timed iteration by
+/// iteration, at a low rate (long runs) and in a closed loop.
+#[test]
+fn the_fast_forward_matches_the_oracle_with_speculation() {
+    let low_rate = format!(
+        "{}{EAGLE3_K3_P06}",
+        closed_loop(4, "").replace(
+            "kind = \"offline\"",
+            "kind = \"poisson\"\nrate_per_s = 2.0"
+        )
+    );
+    for text in [closed_loop(32, EAGLE3_K3_P06), low_rate] {
+        let run = |ff: bool| {
+            let set = [format!("limits.fast_forward={ff}")];
+            let r = Scenario::parse(&text, "t", &set)
+                .unwrap()
+                .resolve("t")
+                .unwrap()
+                .run()
+                .unwrap();
+            serde_json::to_value(&r.summary).unwrap()
+        };
+        let (fast, oracle) = (run(true), run(false));
+        for key in [
+            "completed",
+            "generated_tokens",
+            "iterations",
+            "duration",
+            "mean_tpot_ms",
+            "mean_ttft_ms",
+            "output_throughput",
+        ] {
+            assert_eq!(fast[key], oracle[key], "{key}\n{text}");
+        }
+    }
+}
+
+/// S2 and S4 for verify steps: a speculating model times decode-only batches by its decode
+/// step function, which never shrinks with the context and walks runs exactly.
+#[test]
+fn the_step_time_contract_holds_for_verify_steps() {
+    for spec in [
+        EAGLE3_K3_P06,
+        "[speculative]\nmethod = \"ngram\"\nnum_speculative_tokens = 4\nacceptance_rate = 0.5\n",
+        "[speculative]\nmethod = \"draft_model\"\nmodel = \"llama-3.1-8b\"\nnum_speculative_tokens = 2\nmean_acceptance_length = 2.0\n",
+    ] {
+        let text = closed_loop(8, spec).replace("llama-3.1-8b\"\ngpu", "llama-3.1-70b\"\ntp = 4\ngpu");
+        let r = Scenario::parse(&text, "t", &[]).unwrap().resolve("t").unwrap();
+        let m = r.step_model().unwrap();
+        assert!(m.speculation().is_some());
+        for batch in [1u32, 7, 64, 300] {
+            let shape = BatchShape::decode(batch, 0);
+            let d = m.decode_step(&shape).unwrap();
+            let mut prev = 0;
+            let mut walk = d.times(100, batch as u64, 0);
+            for k in 0..2000u64 {
+                let ctx = 100 + k * batch as u64;
+                let ns = m.step_ns(&BatchShape::decode_total(batch, ctx)).unwrap();
+                assert_eq!(ns, d.ns_at(ctx).unwrap());
+                assert_eq!(walk.next_ns(), ns);
+                assert!(ns >= prev && ns >= 1);
+                prev = ns;
+            }
+        }
+    }
+}
+
+/// `disable_by_batch_size`: batches above it decode as without speculation.
+#[test]
+fn speculation_switches_off_above_the_batch_limit() {
+    let spec = format!("{EAGLE3_K3_P06}disable_by_batch_size = 32\n");
+    let r = Scenario::parse(&closed_loop(8, &spec), "t", &[])
+        .unwrap()
+        .resolve("t")
+        .unwrap();
+    let on = r.step_model().unwrap();
+    let plain = Scenario::parse(&closed_loop(8, ""), "t", &[])
+        .unwrap()
+        .resolve("t")
+        .unwrap()
+        .step_model()
+        .unwrap();
+    let at = |m: &servesim::roofline::StepTimeModel, b: u32| {
+        m.step_ns(&BatchShape::decode(b, 512)).unwrap()
+    };
+    assert_ne!(at(&on, 32), at(&plain, 32));
+    assert_eq!(at(&on, 33), at(&plain, 33));
+}
+
+#[test]
+fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
+    let args = |spec: Option<&str>| {
+        let mut a = vec![
+            "bench",
+            "--model",
+            "llama-3.1-8b",
+            "--input-len",
+            "128",
+            "--output-len",
+            "128",
+            "--num-prompts",
+            "50",
+            "--max-concurrency",
+            "4",
+            "--format",
+            "json",
+        ];
+        if let Some(s) = spec {
+            a.extend(["--speculative-config", s]);
+        }
+        servesim(&a)
+    };
+    let (code, out, err) = args(Some(
+        r#"{"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": 0.7}"#,
+    ));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let l = v["spec_decode_mean_acceptance_length"].as_f64().unwrap();
+    assert!((l - (1.0 + 0.7 + 0.49 + 0.343)).abs() < 1e-9, "{l}");
+    assert!(v["spec_decode_draft_share"].as_f64().unwrap() > 0.0);
+    let (_, plain, _) = args(None);
+    assert!(!plain.contains("spec_decode"));
+    for (bad, key) in [
+        (r#"{"method": "medusa", "num_speculative_tokens": 3}"#, "speculative.method"),
+        (r#"{"method": "ngram", "num_speculative_tokens": 3}"#, "speculative.acceptance_rate"),
+        (r#"{"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": [0.5]}"#, "speculative.acceptance_rate"),
+        (r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "no-such"}"#, "speculative.model"),
+        (r#"{"method": "eagle3", "num_speculative_tokens": 3, "foo": 1}"#, "foo"),
+        ("not json", "--speculative-config"),
+    ] {
+        let (code, _, err) = args(Some(bad));
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains(key), "{bad}: {err}");
+    }
+}
