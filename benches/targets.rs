@@ -43,6 +43,12 @@
 //!   ran at about 200,000 requests per wall second). Target: >= 500,000 requests per wall
 //!   second.
 //!
+//! - (j) `spec-1m-1rps`, `spec-1m-25rps` (issue #31): (g)'s runs at 1 and 25 req/s with
+//!   EAGLE-3 speculative decoding (K = 3, acceptance rate 0.7). Target: >= 1,000,000
+//!   simulated requests per wall second (the verify step is a decode step function like any
+//!   other, so the fast-forward books speculating runs in bulk). `cargo bench --bench targets
+//!   -- spec` runs them alone.
+//!
 //! `cargo bench --bench targets` (about 1-2 minutes, plus (f)). Criterion prints time per iteration and,
 //! for (a)-(c), the throughput in elements (simulated requests) per second.
 //! `scripts/perf-bench.sh` runs it and prints the table with the sweep speed-up.
@@ -216,13 +222,29 @@ fn fast_forward_runs(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(8))
         .throughput(Throughput::Elements(n));
-    for (name, rate, target) in cases {
-        let r = scenario(
-            n,
-            1,
-            &format!("kind = \"poisson\"\nrate_per_s = {rate:.2}"),
-            "",
-        );
+    let spec = "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.7";
+    let cases = cases
+        .iter()
+        .map(|&(name, rate, target)| (name.to_string(), rate, target, false))
+        .chain([
+            ("spec-1m-1rps".to_string(), 1.0, 1_000_000.0, true),
+            ("spec-1m-25rps".to_string(), 25.0, 1_000_000.0, true),
+        ]);
+    for (name, rate, target, speculate) in cases {
+        let arrival = format!("kind = \"poisson\"\nrate_per_s = {rate:.2}");
+        let r = if speculate {
+            // The speculative table after the arrival table, at the document's top level.
+            let text = format!(
+                "seed = 1\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\n\
+                 [workload]\ndataset = \"sharegpt\"\nnum_requests = {n}\n\
+                 [workload.arrival]\n{arrival}\n{spec}\n"
+            );
+            Scenario::parse(&text, "bench", &[])
+                .and_then(|s| s.resolve("bench"))
+                .expect("the benchmark scenario is valid")
+        } else {
+            scenario(n, 1, &arrival, "")
+        };
         let t = std::time::Instant::now();
         let s = r.run().expect("runs").summary;
         let wall = t.elapsed().as_secs_f64();
@@ -235,7 +257,7 @@ fn fast_forward_runs(c: &mut Criterion) {
             n as f64 / wall
         );
         assert_eq!(s.completed, n, "{name}: every request completes");
-        g.bench_function(name, |b| b.iter(|| r.run().expect("runs")));
+        g.bench_function(&name, |b| b.iter(|| r.run().expect("runs")));
     }
     g.finish();
 }

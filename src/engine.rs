@@ -51,6 +51,12 @@ pub struct SchedulerDefaults {
     /// longer of its GPU time and its host time, instead of their sum.
     #[serde(default)]
     pub async_scheduling: bool,
+    /// Whether the asynchronous scheduling stays on while the engine speculates (absent: as
+    /// `async_scheduling`). SGLang v0.5.6 turns its overlap scheduler off for EAGLE-3 and
+    /// standalone speculative decoding (server_args.py), so its verify steps add their host
+    /// time to the GPU's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_async_scheduling: Option<bool>,
     /// Larger defaults the engine picks on large-memory GPUs, if it does.
     #[serde(default)]
     pub large_gpu: Option<LargeGpuDefaults>,

@@ -296,6 +296,115 @@ pub struct PlanResult {
     /// `disaggregated.recommended` says when an xPyD deployment is cheaper); `None` when
     /// nothing is feasible.
     pub recommendation: Option<Recommendation>,
+    /// Speculative decoding, when the scenario has a `[speculative]` table: whether it pays at
+    /// the target, and from which batch it stops paying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<SpeculationVerdict>,
+}
+
+/// Does speculation pay at the target load? The best feasible fleet with and without it, and
+/// where it stops paying on the chosen deployment.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeculationVerdict {
+    /// The cheapest feasible candidate without speculation (K = 0) and its $ per million
+    /// output tokens at the target.
+    pub without: Option<(String, f64)>,
+    /// The cheapest feasible candidate with speculation (K >= 1) and its $/M output tokens.
+    pub with: Option<(String, f64)>,
+    /// Whether the cheapest fleet speculates.
+    pub pays_at_target: bool,
+    /// The deployment the break-even is measured on (the chosen one, at the largest K
+    /// searched when it does not speculate).
+    pub deployment: String,
+    /// Decode speedup of speculation (plain step x acceptance length / verify step) by batch
+    /// size, at the workload's mean context: (batch, speedup).
+    pub speedup_by_batch: Vec<(u32, f64)>,
+    /// The smallest batch at which the speedup falls below 1 (`None`: it pays at every batch
+    /// up to max_num_seqs).
+    pub stops_paying_at_batch: Option<u32>,
+}
+
+/// The speculation verdict of a plan over `candidates` (`None` without a `[speculative]`
+/// table): the cheapest with and without, and the chosen deployment's speedup by batch.
+fn speculation_verdict(
+    base: &Scenario,
+    origin: &str,
+    candidates: &[CandidateResult],
+    chosen: Option<usize>,
+    mean_context: f64,
+) -> Option<SpeculationVerdict> {
+    base.speculative.as_ref()?;
+    let best = |on: bool| {
+        candidates
+            .iter()
+            .filter(|c| c.status == Status::Feasible)
+            .filter(|c| c.candidate.num_speculative_tokens.is_some_and(|k| (k > 0) == on))
+            .filter_map(|c| {
+                c.cost_at_target
+                    .map(|x| (c.candidate.label(), x.usd_per_million_output_tokens))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let (with, without) = (best(true), best(false));
+    let pays = match (&with, &without) {
+        (Some(w), Some(o)) => w.1 < o.1,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    let mut c = candidates.get(chosen?)?.candidate.clone();
+    if c.num_speculative_tokens == Some(0) {
+        let k_max = speculative_space(base).into_iter().flatten().max().unwrap_or(0);
+        c.num_speculative_tokens = Some(k_max);
+    }
+    let model = candidate_scenario(base, &c, 1.0)
+        .resolve(origin)
+        .and_then(|r| r.step_model())
+        .ok()?;
+    let mut speedup_by_batch = Vec::new();
+    let mut stops = None;
+    let mut b = 1u32;
+    while b <= c.max_num_seqs {
+        let shape = crate::step_time::BatchShape::decode(b, mean_context.round() as u64);
+        if let Some(x) = model.speculative_step(&shape) {
+            let s = x.plain_s * x.mean_acceptance_length / (x.draft_s + x.verify_s);
+            if s < 1.0 && stops.is_none() {
+                stops = Some(b);
+            }
+            speedup_by_batch.push((b, s));
+        }
+        b = if b == c.max_num_seqs {
+            break;
+        } else {
+            (b * 2).min(c.max_num_seqs)
+        };
+    }
+    if let (Some(hi), true) = (stops, stops.is_some_and(|s| s > 1)) {
+        // Bisect between the last batch that paid and the first that did not.
+        let speedup = |b: u32| {
+            let shape = crate::step_time::BatchShape::decode(b, mean_context.round() as u64);
+            model
+                .speculative_step(&shape)
+                .map(|x| x.plain_s * x.mean_acceptance_length / (x.draft_s + x.verify_s))
+        };
+        let (mut lo, mut hi) = (hi / 2, hi);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if speedup(mid).is_some_and(|s| s < 1.0) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        stops = Some(hi);
+    }
+    Some(SpeculationVerdict {
+        without,
+        with,
+        pays_at_target: pays,
+        deployment: c.label(),
+        speedup_by_batch,
+        stops_paying_at_batch: stops,
+    })
 }
 
 /// What to deploy, what it costs at the target, and the line that re-runs it.
@@ -1168,6 +1277,13 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
     if let Some(x) = &disaggregated {
         simulations += x.candidates.iter().map(|c| c.simulations).sum::<u64>();
     }
+    let speculation = speculation_verdict(
+        base,
+        ctx.origin,
+        &candidates,
+        chosen,
+        input_tokens_per_request + output_tokens_per_request / 2.0,
+    );
     Ok(PlanOutput {
         plan: PlanResult {
             target_rate_per_s: target,
@@ -1187,6 +1303,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
             simulations,
             disaggregated,
             recommendation: None,
+            speculation,
         },
         verification_run,
     })

@@ -646,10 +646,20 @@ impl StepTimeModel {
         }
         // Host side (host_terms): a synchronous engine adds its host time to the longer of the
         // GPU and the launches; an asynchronous one takes the longer of the GPU and the host.
+        // A verify step is synchronous where the engine turns its overlap off to speculate
+        // (`speculative_async_scheduling`, e.g. SGLang v0.5.6).
         let launch = self.cpu_launch_time(tb);
         let host = self.host_time(b);
         let exposed = self.dep.engine.host.per_iteration_exposed_s;
-        let (gpu_extra, host_line) = if self.dep.engine.scheduler.async_scheduling {
+        let sched = &self.dep.engine.scheduler;
+        let overlapped = if q == 1 {
+            sched.async_scheduling
+        } else {
+            sched
+                .speculative_async_scheduling
+                .unwrap_or(sched.async_scheduling)
+        };
+        let (gpu_extra, host_line) = if overlapped {
             (exposed, launch + host + exposed)
         } else {
             (host + exposed, launch + host + exposed)

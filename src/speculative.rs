@@ -307,6 +307,7 @@ impl SpeculativeConfig {
         let mut dep = target.clone();
         dep.engine.host.per_iteration_s = 0.0;
         dep.engine.host.per_sequence_s = 0.0;
+        dep.engine.host.per_iteration_exposed_s = 0.0;
         let m = &mut dep.model;
         match method {
             Method::Eagle | Method::Eagle3 => {

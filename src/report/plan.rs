@@ -263,7 +263,11 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
             (1, 1) => c.candidate.tp.to_string(),
             (dp, ep) => format!("{}x{}{}", c.candidate.tp, dp, if ep > 1 { "e" } else { "" }),
         },
-        c.candidate.max_num_seqs.to_string(),
+        // With a [speculative] table, the candidate's K after its batch cap: `256 K3`.
+        match c.candidate.num_speculative_tokens {
+            None => c.candidate.max_num_seqs.to_string(),
+            Some(k) => format!("{} K{k}", c.candidate.max_num_seqs),
+        },
         format!("{:.2}", c.capacity_rate_per_replica),
         max,
         c.binding
@@ -419,7 +423,7 @@ fn write_chosen_text(
     });
     let _ = writeln!(
         t,
-        "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}",
+        "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}{}",
         c.gpus,
         c.candidate.gpu,
         c.replicas,
@@ -429,7 +433,12 @@ fn write_chosen_text(
         },
         c.candidate.dtype,
         c.candidate.kv_cache_dtype,
-        c.candidate.max_num_seqs
+        c.candidate.max_num_seqs,
+        match c.candidate.num_speculative_tokens {
+            None => String::new(),
+            Some(0) => ", no speculative decoding".into(),
+            Some(k) => format!(", speculative decoding K = {k}"),
+        }
     );
     let _ = writeln!(
         t,
@@ -519,6 +528,7 @@ fn write_chosen_text(
     if let Some(n) = &p.near_tie {
         let _ = writeln!(t, "  note: {n}");
     }
+    speculation_lines(t, p);
 }
 
 /// The batch point: cost per million output tokens at capacity against the SLO-bound rate,
@@ -1098,4 +1108,47 @@ pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<
     }
     let page = html::page(sc, p, &images);
     write_atomic(&dir.join("index.html"), page.as_bytes())
+}
+
+/// Whether speculative decoding pays at the target, and the batch at which it stops paying.
+fn speculation_lines(t: &mut String, p: &PlanResult) {
+    let Some(v) = &p.speculation else {
+        return;
+    };
+    let cost = |x: &Option<(String, f64)>| match x {
+        Some((label, usd)) => format!("${usd:.3}/M output tokens ({label})"),
+        None => "no feasible fleet".to_string(),
+    };
+    let _ = writeln!(t, "\nSpeculative decoding at {:.1} req/s:", p.target_rate_per_s);
+    let _ = writeln!(t, "  with:    {}", cost(&v.with));
+    let _ = writeln!(t, "  without: {}", cost(&v.without));
+    let verdict = match (&v.with, &v.without) {
+        (Some(w), Some(o)) if (w.1 / o.1 - 1.0).abs() < 0.03 => format!(
+            "with and without cost the same within the search's resolution (about 3%): {:+.1}%",
+            100.0 * (w.1 / o.1 - 1.0)
+        ),
+        (Some(w), Some(o)) if v.pays_at_target => format!(
+            "speculation pays at the target load: {:.1}% cheaper",
+            100.0 * (1.0 - w.1 / o.1)
+        ),
+        _ if v.pays_at_target => "speculation pays at the target load".into(),
+        _ => "speculation does not pay at the target load".into(),
+    };
+    let _ = writeln!(t, "  {verdict}");
+    match v.stops_paying_at_batch {
+        Some(b) => {
+            let _ = writeln!(
+                t,
+                "  on {}: decode speedup < 1 from a batch of {b} sequences",
+                v.deployment
+            );
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "  on {}: speculation speeds decoding up at every batch up to max_num_seqs",
+                v.deployment
+            );
+        }
+    }
 }
