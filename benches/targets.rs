@@ -222,7 +222,8 @@ fn fast_forward_runs(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(8))
         .throughput(Throughput::Elements(n));
-    let spec = "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.7";
+    let spec =
+        "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.7";
     let cases = cases
         .iter()
         .map(|&(name, rate, target)| (name.to_string(), rate, target, false))

@@ -338,7 +338,11 @@ fn speculation_verdict(
         candidates
             .iter()
             .filter(|c| c.status == Status::Feasible)
-            .filter(|c| c.candidate.num_speculative_tokens.is_some_and(|k| (k > 0) == on))
+            .filter(|c| {
+                c.candidate
+                    .num_speculative_tokens
+                    .is_some_and(|k| (k > 0) == on)
+            })
             .filter_map(|c| {
                 c.cost_at_target
                     .map(|x| (c.candidate.label(), x.usd_per_million_output_tokens))
@@ -353,7 +357,11 @@ fn speculation_verdict(
     };
     let mut c = candidates.get(chosen?)?.candidate.clone();
     if c.num_speculative_tokens == Some(0) {
-        let k_max = speculative_space(base).into_iter().flatten().max().unwrap_or(0);
+        let k_max = speculative_space(base)
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0);
         c.num_speculative_tokens = Some(k_max);
     }
     let model = candidate_scenario(base, &c, 1.0)
@@ -734,7 +742,11 @@ fn check_speculative_space(s: &Scenario, origin: &str) -> Result<()> {
         ));
     };
     if ks.is_empty() {
-        return Err(Error::config(origin, key, "is empty: list at least one value"));
+        return Err(Error::config(
+            origin,
+            key,
+            "is empty: list at least one value",
+        ));
     }
     let fixed = matches!(
         spec.acceptance_rate,

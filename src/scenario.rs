@@ -29,8 +29,8 @@ use crate::model::load_model;
 use crate::precision::{KvDtype, WeightDtype};
 use crate::roofline::{plan_memory, Deployment, MemoryPlan, ModuleFormats, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
-use crate::workload::WorkloadConfig;
 use crate::speculative::SpeculativeConfig;
+use crate::workload::WorkloadConfig;
 
 /// The range of `deployment.step_time_scale` a scenario may set, dimensionless: a what-if
 /// multiplier on every step time, from 1000x faster to 1000x slower than modelled (beyond

@@ -273,15 +273,16 @@ impl SpeculativeConfig {
             return Ok(None);
         }
         let method = self.method(origin)?;
-        let draft = match method {
-            Method::Ngram => None,
-            _ => {
-                let dep = self.draft_deployment(method, target, origin)?;
-                Some(StepTimeModel::new(dep, max_tokens).map_err(|e| {
-                    Error::config(origin, "speculative", format!("the draft: {e}"))
-                })?)
-            }
-        };
+        let draft =
+            match method {
+                Method::Ngram => None,
+                _ => {
+                    let dep = self.draft_deployment(method, target, origin)?;
+                    Some(StepTimeModel::new(dep, max_tokens).map_err(|e| {
+                        Error::config(origin, "speculative", format!("the draft: {e}"))
+                    })?)
+                }
+            };
         let host_us = if method == Method::Ngram {
             self.ngram_host_us_per_seq.unwrap_or(NGRAM_HOST_US_PER_SEQ)
         } else {
@@ -333,9 +334,8 @@ impl SpeculativeConfig {
             }
             Method::DraftModel => {
                 let name = self.model.as_deref().unwrap_or_default();
-                dep.model = load_model(name).map_err(|e| {
-                    Error::config(origin, "speculative.model", e.to_string())
-                })?;
+                dep.model = load_model(name)
+                    .map_err(|e| Error::config(origin, "speculative.model", e.to_string()))?;
                 dep.tp = self.tp.unwrap_or(target.tp);
                 dep.dp = 1;
                 dep.ep = 1;

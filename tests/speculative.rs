@@ -10,7 +10,7 @@ mod common;
 use common::{run_toml, servesim};
 use servesim::scenario::Scenario;
 use servesim::speculative::expected_acceptance_length;
-use servesim::step_time::{BatchShape, StepTime};
+use servesim::step_time::BatchShape;
 use servesim::summary::RunSummary;
 
 /// A closed loop of `concurrency` clients on Llama-3.1-8B / H100, fixed 256 / 256 tokens,
@@ -55,7 +55,10 @@ fn speedup(concurrency: u32, spec: &str) -> (f64, RunSummary) {
 fn without_a_table_or_with_k_0_every_figure_is_the_same() {
     let text = closed_loop(16, "");
     let plain = serde_json::to_string(&run_toml(&text)).unwrap();
-    let k0 = closed_loop(16, "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 0\n");
+    let k0 = closed_loop(
+        16,
+        "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 0\n",
+    );
     assert_eq!(serde_json::to_string(&run_toml(&k0)).unwrap(), plain);
 }
 
@@ -76,10 +79,14 @@ fn the_speedup_falls_with_concurrency_and_drops_below_1() {
 
 #[test]
 fn acceptance_0_costs_time() {
-    let spec = "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.0\n";
+    let spec =
+        "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\nacceptance_rate = 0.0\n";
     for c in [1, 64] {
         let (s, r) = speedup(c, spec);
-        assert!(s < 1.0, "concurrency {c}: speedup {s} with nothing accepted");
+        assert!(
+            s < 1.0,
+            "concurrency {c}: speedup {s} with nothing accepted"
+        );
         assert_eq!(r.spec_decode_mean_acceptance_length, Some(1.0));
     }
 }
@@ -96,12 +103,14 @@ fn the_reported_acceptance_length_is_the_inputs_expectation() {
         ("acceptance_rate = 0.8", 1.0 + 0.8 + 0.64 + 0.512),
         ("mean_acceptance_length = 2.4", 2.4),
     ] {
-        let spec = format!(
-            "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\n{table}\n"
-        );
+        let spec =
+            format!("[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\n{table}\n");
         let r = run_toml(&closed_loop(8, &spec));
         let got = r.spec_decode_mean_acceptance_length.unwrap();
-        assert!((got / expected - 1.0).abs() < 0.03, "{table}: {got} vs {expected}");
+        assert!(
+            (got / expected - 1.0).abs() < 0.03,
+            "{table}: {got} vs {expected}"
+        );
         let (d, v) = (
             r.spec_decode_draft_share.unwrap(),
             r.spec_decode_verify_share.unwrap(),
@@ -116,10 +125,7 @@ fn the_reported_acceptance_length_is_the_inputs_expectation() {
 fn the_fast_forward_matches_the_oracle_with_speculation() {
     let low_rate = format!(
         "{}{EAGLE3_K3_P06}",
-        closed_loop(4, "").replace(
-            "kind = \"offline\"",
-            "kind = \"poisson\"\nrate_per_s = 2.0"
-        )
+        closed_loop(4, "").replace("kind = \"offline\"", "kind = \"poisson\"\nrate_per_s = 2.0")
     );
     for text in [closed_loop(32, EAGLE3_K3_P06), low_rate] {
         let run = |ff: bool| {
@@ -235,11 +241,26 @@ fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
     let (_, plain, _) = args(None);
     assert!(!plain.contains("spec_decode"));
     for (bad, key) in [
-        (r#"{"method": "medusa", "num_speculative_tokens": 3}"#, "speculative.method"),
-        (r#"{"method": "ngram", "num_speculative_tokens": 3}"#, "speculative.acceptance_rate"),
-        (r#"{"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": [0.5]}"#, "speculative.acceptance_rate"),
-        (r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "no-such"}"#, "speculative.model"),
-        (r#"{"method": "eagle3", "num_speculative_tokens": 3, "foo": 1}"#, "foo"),
+        (
+            r#"{"method": "medusa", "num_speculative_tokens": 3}"#,
+            "speculative.method",
+        ),
+        (
+            r#"{"method": "ngram", "num_speculative_tokens": 3}"#,
+            "speculative.acceptance_rate",
+        ),
+        (
+            r#"{"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": [0.5]}"#,
+            "speculative.acceptance_rate",
+        ),
+        (
+            r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "no-such"}"#,
+            "speculative.model",
+        ),
+        (
+            r#"{"method": "eagle3", "num_speculative_tokens": 3, "foo": 1}"#,
+            "foo",
+        ),
         ("not json", "--speculative-config"),
     ] {
         let (code, _, err) = args(Some(bad));
@@ -269,12 +290,22 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let plan = if v.get("plan").is_some() { &v["plan"] } else { &v };
+    let plan = if v.get("plan").is_some() {
+        &v["plan"]
+    } else {
+        &v
+    };
     let s = &plan["speculation"];
-    let with = s["with"][1].as_f64().expect("a feasible fleet with speculation");
+    let with = s["with"][1]
+        .as_f64()
+        .expect("a feasible fleet with speculation");
     let without = s["without"][1].as_f64().expect("a feasible fleet without");
     assert!(with > 0.0 && without > 0.0, "{s}");
-    assert_eq!(s["pays_at_target"].as_bool().unwrap(), with < without, "{s}");
+    assert_eq!(
+        s["pays_at_target"].as_bool().unwrap(),
+        with < without,
+        "{s}"
+    );
     // The verdict's speedups fall with the batch, and the break-even is where they cross 1.
     let by_batch = s["speedup_by_batch"].as_array().unwrap();
     let first = by_batch[0][1].as_f64().unwrap();
@@ -299,13 +330,24 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
         "plan.speculative=[0, 3]",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(text.contains("Speculative decoding at 40.0 req/s"), "{text}");
-    assert!(text.contains("speculative.num_speculative_tokens="), "{text}");
+    assert!(
+        text.contains("Speculative decoding at 40.0 req/s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("speculative.num_speculative_tokens="),
+        "{text}"
+    );
 }
 
 #[test]
 fn plan_speculative_needs_a_table_and_one_rate_to_vary_k() {
-    let (code, _, err) = servesim(&["plan", "scenarios/chat-slo.toml", "--set", "plan.speculative=[0, 3]"]);
+    let (code, _, err) = servesim(&[
+        "plan",
+        "scenarios/chat-slo.toml",
+        "--set",
+        "plan.speculative=[0, 3]",
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("plan.speculative"), "{err}");
 }

@@ -118,7 +118,14 @@ fn published_speedups_are_reproduced_given_their_acceptance() {
         out.push((row["id"].clone(), al, predicted, num(row, "speedup")));
     }
     // Relaxed acceptance (lossy) against strict MTP 3: same steps, more tokens per step.
-    let strict = tpot_ms(s, 1, 1024, 2048, 3, num(&rows["TRT-DSR1-MTP3"], "acceptance_length"));
+    let strict = tpot_ms(
+        s,
+        1,
+        1024,
+        2048,
+        3,
+        num(&rows["TRT-DSR1-MTP3"], "acceptance_length"),
+    );
     for id in [
         "TRT-DSR1-MTP3-RELAX-TOP1-D00",
         "TRT-DSR1-MTP3-RELAX-TOP10-D05",
@@ -140,7 +147,11 @@ fn published_speedups_are_reproduced_given_their_acceptance() {
     }
     errors.sort_by(f64::total_cmp);
     let median = errors[errors.len() / 2];
-    println!("median |error| {:.1}% over {} rows", median * 100.0, errors.len());
+    println!(
+        "median |error| {:.1}% over {} rows",
+        median * 100.0,
+        errors.len()
+    );
     let misses: Vec<_> = out
         .iter()
         .filter(|(_, _, p, m)| (p / m - 1.0).abs() > 0.15)

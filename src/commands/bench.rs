@@ -299,7 +299,9 @@ fn speculative_table(json: &str) -> Result<toml::Table> {
             other => other,
         };
         let tv = match &v {
-            serde_json::Value::Number(n) if n.is_u64() => V::Integer(n.as_u64().unwrap_or(0).min(i64::MAX as u64) as i64),
+            serde_json::Value::Number(n) if n.is_u64() => {
+                V::Integer(n.as_u64().unwrap_or(0).min(i64::MAX as u64) as i64)
+            }
             serde_json::Value::Number(n) => V::Float(n.as_f64().unwrap_or(f64::NAN)),
             serde_json::Value::String(s) => V::String(s.clone()),
             serde_json::Value::Array(xs) => V::Array(

@@ -1119,7 +1119,11 @@ fn speculation_lines(t: &mut String, p: &PlanResult) {
         Some((label, usd)) => format!("${usd:.3}/M output tokens ({label})"),
         None => "no feasible fleet".to_string(),
     };
-    let _ = writeln!(t, "\nSpeculative decoding at {:.1} req/s:", p.target_rate_per_s);
+    let _ = writeln!(
+        t,
+        "\nSpeculative decoding at {:.1} req/s:",
+        p.target_rate_per_s
+    );
     let _ = writeln!(t, "  with:    {}", cost(&v.with));
     let _ = writeln!(t, "  without: {}", cost(&v.without));
     let verdict = match (&v.with, &v.without) {
