@@ -118,7 +118,7 @@ pub struct StepTimeModel {
     speculation: Option<Box<Speculation>>,
 }
 
-/// Speculative decoding as the step-time model prices it (built by [`crate::speculative`]).
+/// Speculative decoding as the step-time model prices it (built by src/speculative.rs).
 ///
 /// A decode-only iteration of `B` sequences becomes a verify step: `K` drafted tokens per
 /// sequence (each a forward of the draft on `B` tokens: `draft`, or a host cost for n-gram

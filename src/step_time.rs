@@ -1,10 +1,10 @@
 //! The step-time contract: what the simulator asks of a step-time model, and what its
 //! fast-forward of decode-only runs may assume.
 //!
-//! The simulator ([`crate::sim`]) depends on the [`StepTime`] trait and on the two value types
+//! The simulator (src/sim) depends on the [`StepTime`] trait and on the two value types
 //! it speaks in, [`BatchShape`] (what one engine iteration computes) and [`DecodeStep`] (the
 //! time of a decode-only iteration as a function of its total context), not on how a model
-//! computes them. [`crate::roofline::StepTimeModel`] is the implementation servesim ships;
+//! computes them. `StepTimeModel` (src/roofline.rs) is the implementation servesim ships;
 //! tests/step_time_contract.rs checks it against the contract below over random shapes.
 //!
 //! # The contract
