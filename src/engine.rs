@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
 
+mod speculation;
+pub use speculation::{DraftMemory, SpeculativeDefaults};
+
 /// Scheduler defaults of an engine; a scenario may override each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -318,6 +321,10 @@ pub struct EngineProfile {
     /// All-reduce implementation choice.
     #[serde(default)]
     pub allreduce: AllReducePolicy,
+    /// How the engine finds room for speculative decoding and its limits on it (absent: the
+    /// draft counted by the memory profile, K lookahead slots, no limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeDefaults>,
 }
 
 /// Names of the embedded engine profiles.
@@ -410,6 +417,9 @@ impl EngineProfile {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
             }
+        }
+        if let Some(spec) = &self.speculative {
+            spec.validate(origin)?;
         }
         crate::error::check_printable(origin, "name", &self.name)?;
         crate::error::check_printable(origin, "display_name", &self.display_name)?;

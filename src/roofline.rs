@@ -14,7 +14,7 @@ pub mod parallel;
 
 pub use crate::step_time::{BatchShape, DecodeStep};
 pub use deployment::{gqa_projection_widths, kv_heads_per_gpu, Deployment, ModuleFormats};
-pub use memory::{plan_memory, MemoryPlan};
+pub use memory::{plan_memory, DraftMemory, MemoryPlan};
 
 use serde::Serialize;
 

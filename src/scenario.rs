@@ -687,6 +687,7 @@ impl Scenario {
                     &self.scheduler,
                     origin,
                     Some(&mean_lengths),
+                    self.speculative.as_ref(),
                 )?)
             }
         };
@@ -696,7 +697,13 @@ impl Scenario {
             scheduler,
         } = match &pools {
             Some(p) => p.decode.clone(),
-            None => resolve_deployment(d, &self.scheduler, origin, Some(&mean_lengths))?,
+            None => resolve_deployment(
+                d,
+                &self.scheduler,
+                origin,
+                Some(&mean_lengths),
+                self.speculative.as_ref(),
+            )?,
         };
         let max_model_len = match &pools {
             Some(p) => scheduler
@@ -1046,12 +1053,14 @@ fn requested_formats(d: &DeploymentConfig, origin: &str) -> Result<(Option<Weigh
 /// key (`deployment.*`, `scheduler.*`).
 /// `mean_lengths` gives the workload's mean prompt and output tokens, for an engine whose
 /// batch limits depend on them (`workload_limits`, trtllm-bench's); without it those limits
-/// are not applied.
+/// are not applied. `spec`: speculative decoding, whose draft and slots take KV as the
+/// engine reserves them ([`SpeculativeConfig::draft_memory`]).
 pub fn resolve_deployment(
     d: &DeploymentConfig,
     s: &SchedulerOverrides,
     origin: &str,
     mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
+    spec: Option<&SpeculativeConfig>,
 ) -> Result<ResolvedDeployment> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
     let (explicit_dtype, kv_setting) = requested_formats(d, origin)?;
@@ -1075,6 +1084,7 @@ pub fn resolve_deployment(
             lengths,
         )?;
     }
+    let spec_seqs = spec.and_then(|x| x.default_max_num_seqs(&engine));
     let es = &mut engine.scheduler;
     if let Some(v) = s.gpu_memory_utilization {
         if !(v > 0.0 && v <= 1.0) {
@@ -1085,7 +1095,7 @@ pub fn resolve_deployment(
         }
         es.gpu_memory_utilization = v;
     }
-    let max_num_seqs = s.max_num_seqs.unwrap_or(es.max_num_seqs);
+    let max_num_seqs = s.max_num_seqs.or(spec_seqs).unwrap_or(es.max_num_seqs);
     let max_batched = s
         .max_num_batched_tokens
         .unwrap_or(es.max_num_batched_tokens);
@@ -1122,6 +1132,18 @@ pub fn resolve_deployment(
     })?;
     let max_model_len = requested_model_len(&deployment, s, origin)?;
     let es = &deployment.engine.scheduler;
+    let (draft, spec_kv_slots) = match spec {
+        Some(x) => (
+            x.draft_memory(
+                &deployment,
+                max_num_seqs,
+                s.gpu_memory_utilization.is_some(),
+                origin,
+            )?,
+            x.kv_slots_per_seq(&deployment.engine),
+        ),
+        None => (Default::default(), 0),
+    };
     let memory = plan_memory(
         &deployment,
         es.gpu_memory_utilization,
@@ -1129,13 +1151,15 @@ pub fn resolve_deployment(
         max_num_seqs,
         block_size,
         block_size as u64,
+        &draft,
     )
     .map_err(at("deployment"))?;
     let max_model_len = kv_capped_model_len(
         origin,
         s.max_model_len.is_some(),
         max_model_len,
-        memory.kv_tokens,
+        // A sequence holds its speculative slots besides its tokens.
+        memory.kv_tokens.saturating_sub(spec_kv_slots as u64),
         max_batched,
         chunked,
         batching == Batching::Continuous,
@@ -1154,6 +1178,7 @@ pub fn resolve_deployment(
             max_model_len,
             static_batching: batching == Batching::Static,
             reserve_output_kv: reserve_output,
+            spec_kv_slots,
         },
         deployment,
         memory,

@@ -56,6 +56,14 @@ pub struct SchedulerConfig {
     pub static_batching: bool,
     /// Reserve KV for the whole output at admission (no preemption; fewer requests fit).
     pub reserve_output_kv: bool,
+    /// Speculative decoding: KV slots a decoding sequence holds beyond its context (its
+    /// draft tokens and the engine's lookahead slots; src/speculative.rs); 0 without.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub spec_kv_slots: u32,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// SLO thresholds and the policies that enforce them during the run.

@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::{DraftMemory as DraftPolicy, EngineProfile, SpeculativeDefaults};
 use crate::error::{Error, Result};
 use crate::model::load_model;
-use crate::roofline::{Deployment, Speculation, StepTimeModel};
+use crate::roofline::{Deployment, DraftMemory, Speculation, StepTimeModel, ACT_BYTES};
 
 /// Per-position acceptance: one conditional probability for every position, or one per
 /// position (the probability that draft token `i` is accepted given that tokens `1..i` were).
@@ -43,7 +44,8 @@ pub struct SpeculativeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp: Option<u32>,
     /// Batches of more decoding sequences than this run without speculation (vLLM's
-    /// `speculative_disable_by_batch_size`; default: never off).
+    /// `speculative_disable_by_batch_size`, TensorRT-LLM's `max_concurrency`; default: the
+    /// engine profile's `speculative.disable_by_batch_size`, absent there: never off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_by_batch_size: Option<u32>,
     /// `ngram`: host time of the prompt lookup per sequence per step, microseconds
@@ -288,13 +290,94 @@ impl SpeculativeConfig {
         } else {
             0.0
         };
+        let engine_limit = target
+            .engine
+            .speculative
+            .as_ref()
+            .and_then(|d| d.disable_by_batch_size);
         Ok(Some(Speculation {
             num_speculative_tokens: self.num_speculative_tokens,
             mean_acceptance_length: self.mean_acceptance_length(),
             draft,
             draft_host_s_per_seq: host_us * 1e-6,
-            disable_above_seqs: self.disable_by_batch_size.unwrap_or(u32::MAX),
+            disable_above_seqs: self
+                .disable_by_batch_size
+                .or(engine_limit)
+                .unwrap_or(u32::MAX),
         }))
+    }
+
+    /// The engine's speculative rules for `target` (its profile's `[speculative]` table; a
+    /// profile without one: the draft counted by the memory profile, K lookahead slots, no
+    /// limits, as vLLM).
+    fn engine_rules(engine: &EngineProfile) -> SpeculativeDefaults {
+        engine.speculative.clone().unwrap_or_default()
+    }
+
+    /// The sequence cap the engine applies while speculating when the scenario sets none
+    /// (SGLang's 48); `None` when speculation is off or the engine has no such default.
+    pub fn default_max_num_seqs(&self, engine: &EngineProfile) -> Option<u32> {
+        if !self.is_on() {
+            return None;
+        }
+        Self::engine_rules(engine).max_num_seqs
+    }
+
+    /// KV slots a decoding sequence holds beyond its context while speculating, as the
+    /// engine allocates them: its K draft tokens (verified whether accepted or not: rejected
+    /// drafts hold their slots for the step) and the lookahead slots of a draft that writes KV
+    /// (EAGLE heads, MTP layers, draft models; not n-gram). 0 when speculation is off.
+    pub fn kv_slots_per_seq(&self, engine: &EngineProfile) -> u32 {
+        let ngram = Method::parse(&self.method) == Some(Method::Ngram);
+        Self::engine_rules(engine).slots_per_seq(self.num_speculative_tokens, !ngram)
+    }
+
+    /// What the draft takes from one GPU's memory, by the engine's rule (its profile's
+    /// `speculative.draft_memory`): counted by its memory profile (the draft's weights on the
+    /// GPU, and its attention layers' KV in every token of the target's pool: vLLM V1,
+    /// TensorRT-LLM), or a fixed set-aside off the static memory fraction (SGLang; only where
+    /// the engine sizes that fraction itself: `fraction_explicit` false). `max_num_seqs`
+    /// sizes the engine's pool headroom, if it adds one. Default (nothing) when off.
+    pub fn draft_memory(
+        &self,
+        target: &Deployment,
+        max_num_seqs: u32,
+        fraction_explicit: bool,
+        origin: &str,
+    ) -> Result<DraftMemory> {
+        self.validate(origin)?;
+        if !self.is_on() {
+            return Ok(DraftMemory::default());
+        }
+        let method = self.method(origin)?;
+        let rules = Self::engine_rules(&target.engine);
+        let k = self.num_speculative_tokens;
+        let headroom_tokens = rules.headroom_tokens(k, max_num_seqs);
+        if rules.draft_memory == DraftPolicy::Reserved {
+            let reserved_bytes = match (fraction_explicit, method) {
+                (true, _) => 0.0,
+                (false, Method::DraftModel) => rules.draft_model_reserved_bytes,
+                (false, _) => rules.draft_reserved_bytes,
+            };
+            return Ok(DraftMemory {
+                reserved_bytes,
+                headroom_tokens,
+                ..DraftMemory::default()
+            });
+        }
+        if method == Method::Ngram {
+            return Ok(DraftMemory {
+                headroom_tokens,
+                ..DraftMemory::default()
+            });
+        }
+        let dep = self.draft_deployment(method, target, origin)?;
+        Ok(DraftMemory {
+            weight_bytes: draft_weight_bytes(method, &dep, target),
+            kv_bytes_per_token: dep.kv_bytes_per_token_per_gpu(),
+            reserved_bytes: 0.0,
+            headroom_tokens,
+        })
     }
 
     /// What the draft runs on: the target's GPUs and engine (host time zeroed: it is the
@@ -347,6 +430,35 @@ impl SpeculativeConfig {
             .map_err(|e| Error::config(origin, "speculative", format!("the draft: {e}")))?;
         Ok(dep)
     }
+}
+
+/// The draft's weights on one GPU, bytes. A draft model: all of it at its own TP. An EAGLE
+/// head or an MTP layer shares the target's embedding (and EAGLE's the target's LM head), as
+/// vLLM's proposer loads them (vllm/v1/spec_decode/eagle.py shares `embed_tokens` and
+/// `lm_head` with the target where the draft's checkpoint has none): its layer, plus
+/// EAGLE-3's own LM head of its draft vocabulary and its fusion of three hidden states
+/// (3h -> h), or the MTP module's projection of the concatenated embedding and hidden state
+/// (2h -> h, DeepSeek-V3 report §2.2).
+fn draft_weight_bytes(method: Method, dep: &Deployment, target: &Deployment) -> f64 {
+    let m = &dep.model;
+    let tp = dep.tp as f64;
+    let all = dep.weight_bytes_per_gpu();
+    if method == Method::DraftModel {
+        return all;
+    }
+    let head = if m.tie_word_embeddings {
+        0.0
+    } else {
+        m.lm_head_params()
+    };
+    let layer = all - (m.embedding_params() + head) / tp * ACT_BYTES;
+    let h = target.model.hidden_size as f64;
+    let own = match method {
+        Method::Eagle3 => m.vocab_size as f64 * h + 3.0 * h * h,
+        Method::Mtp => 2.0 * h * h,
+        _ => 0.0,
+    };
+    layer + own / tp * ACT_BYTES
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         args.max_num_seqs,
         args.max_num_batched_tokens,
     );
-    let resolved = resolve_deployment(&d, &s, "servesim estimate flags", None)?;
+    let resolved = resolve_deployment(&d, &s, "servesim estimate flags", None, None)?;
     let (dep, memory) = (resolved.deployment, resolved.memory);
     let mut batch = BatchShape::decode(args.decode_batch, args.context);
     if args.prefill_tokens > 0 {

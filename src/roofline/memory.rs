@@ -34,6 +34,40 @@ pub struct MemoryPlan {
     pub kv_blocks: u64,
     /// Tokens per block.
     pub block_size: u32,
+    /// Speculative decoding: of `weight_bytes`, the draft's (an EAGLE head, an MTP layer, a
+    /// draft model) where the engine counts it in its memory profile; 0 without one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_weight_bytes: f64,
+    /// Speculative decoding: of `kv_bytes_per_token`, the draft's attention layers' KV, held
+    /// in the target's pool; 0 without one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_kv_bytes_per_token: f64,
+    /// Speculative decoding: of `reserved_bytes`, the engine's fixed set-aside for the draft
+    /// (SGLang's); 0 without one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_reserved_bytes: f64,
+    /// Speculative decoding: of `kv_tokens`, the tokens the engine adds to its pool beyond
+    /// the profiled size for the slots speculating sequences hold (SGLang's headroom).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub headroom_tokens: u64,
+}
+
+/// What speculative decoding's draft takes from one GPU's memory, as the engine counts it
+/// (built by src/speculative.rs from the engine profile's `[speculative]` table).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DraftMemory {
+    /// The draft's weights on one GPU, bytes, where the engine's memory profile counts them.
+    pub weight_bytes: f64,
+    /// KV bytes per token of the draft's attention layers on one GPU, in the target's pool.
+    pub kv_bytes_per_token: f64,
+    /// A fixed set-aside for the draft instead of counting it, bytes per GPU.
+    pub reserved_bytes: f64,
+    /// Tokens added to the pool beyond the profiled size (whole replica).
+    pub headroom_tokens: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -94,19 +128,22 @@ fn plan_for(
     max_batched_tokens: u32,
     max_num_seqs: u32,
     block_size: u32,
+    draft: &DraftMemory,
 ) -> MemoryPlan {
     let budget = dep.gpu.datasheet.memory_bytes * gpu_memory_utilization;
-    let weights = dep.weight_bytes_per_gpu();
+    let weights = dep.weight_bytes_per_gpu() + draft.weight_bytes;
     let act = activation_bytes(dep, max_batched_tokens, max_num_seqs);
-    let reserved = dep.engine.host.runtime_reserved_bytes;
+    let reserved = dep.engine.host.runtime_reserved_bytes + draft.reserved_bytes;
     let kv = budget - weights - act - reserved;
-    let (per_token, window_reserved) = kv_per_token(dep, kv, max_num_seqs, block_size);
+    let (per_token, window_reserved) = kv_per_token(dep, kv, max_num_seqs, block_size, draft);
     let blocks = if kv - window_reserved > 0.0 {
         ((kv - window_reserved) / (per_token * block_size as f64)).floor() as u64
     } else {
         0
     };
     let blocks = blocks.saturating_mul(dep.dp.max(1) as u64);
+    // The engine's headroom (SGLang) enlarges the pool by whole tokens; blocks here.
+    let blocks = blocks.saturating_add(draft.headroom_tokens.div_ceil(block_size as u64));
     MemoryPlan {
         budget_bytes: budget,
         weight_bytes: weights,
@@ -118,6 +155,10 @@ fn plan_for(
         kv_tokens: blocks * block_size as u64,
         kv_blocks: blocks,
         block_size,
+        draft_weight_bytes: draft.weight_bytes,
+        draft_kv_bytes_per_token: draft.kv_bytes_per_token,
+        draft_reserved_bytes: draft.reserved_bytes,
+        headroom_tokens: draft.headroom_tokens,
     }
 }
 
@@ -129,9 +170,16 @@ fn plan_for(
 /// `ChunkedLocalAttentionSpec`: the current chunk). The simulator allocates one block table
 /// per request, so the capacity is counted in full-attention tokens under whichever of two
 /// guarantees leaves more of them: every layer keeps every token (what vLLM logs as its KV
-/// cache size), or the local layers' windows are set aside for `max_num_seqs` requests.
-fn kv_per_token(dep: &Deployment, kv: f64, max_num_seqs: u32, block_size: u32) -> (f64, f64) {
-    let every_layer = dep.kv_bytes_per_token_per_gpu();
+/// cache size), or the local layers' windows are set aside for `max_num_seqs` requests. A
+/// speculative draft's attention layers (full attention) add their bytes to every token.
+fn kv_per_token(
+    dep: &Deployment,
+    kv: f64,
+    max_num_seqs: u32,
+    block_size: u32,
+    draft: &DraftMemory,
+) -> (f64, f64) {
+    let every_layer = dep.kv_bytes_per_token_per_gpu() + draft.kv_bytes_per_token;
     let m = &dep.model;
     let split = m.kv_per_token(1.0);
     let local_layers = (split.sliding_layers + split.chunked_layers) as f64;
@@ -147,7 +195,7 @@ fn kv_per_token(dep: &Deployment, kv: f64, max_num_seqs: u32, block_size: u32) -
         w.div_ceil(bs) * bs
     };
     let reserve = max_num_seqs as f64 * window_tokens as f64 * local_layers * per_layer;
-    let full = split.full_layers as f64 * per_layer;
+    let full = split.full_layers as f64 * per_layer + draft.kv_bytes_per_token;
     if (kv - reserve) / full > kv / every_layer {
         (full, reserve)
     } else {
@@ -155,8 +203,10 @@ fn kv_per_token(dep: &Deployment, kv: f64, max_num_seqs: u32, block_size: u32) -
     }
 }
 
-/// Plans one GPU's memory. Fails when the weights and workspace leave no room for one
-/// sequence of `min_kv_tokens`, saying how much is missing and which TP degree would fit.
+/// Plans one GPU's memory, with what a speculative draft takes (`draft`;
+/// `DraftMemory::default()` without one). Fails when the weights and workspace leave no room
+/// for one sequence of `min_kv_tokens`, saying how much is missing and which TP degree would
+/// fit.
 pub fn plan_memory(
     dep: &Deployment,
     gpu_memory_utilization: f64,
@@ -164,6 +214,7 @@ pub fn plan_memory(
     max_num_seqs: u32,
     block_size: u32,
     min_kv_tokens: u64,
+    draft: &DraftMemory,
 ) -> Result<MemoryPlan> {
     let plan = plan_for(
         dep,
@@ -171,6 +222,7 @@ pub fn plan_memory(
         max_batched_tokens,
         max_num_seqs,
         block_size,
+        draft,
     );
     let need = min_kv_tokens.max(block_size as u64) as f64 * plan.kv_bytes_per_token
         + plan.kv_window_reserved_bytes;
@@ -192,6 +244,7 @@ pub fn plan_memory(
                     max_batched_tokens,
                     max_num_seqs,
                     block_size,
+                    draft,
                 )
                 .kv_bytes
                     >= min_kv_tokens.max(block_size as u64) as f64 * d.kv_bytes_per_token_per_gpu()

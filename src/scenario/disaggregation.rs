@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{resolve_deployment, DeploymentConfig, ResolvedDeployment, SchedulerOverrides};
 use crate::error::{Error, Result};
 use crate::sim::{DisaggConfig, PoolConfig, RouterKind};
+use crate::speculative::SpeculativeConfig;
 
 /// How the deployment serves: colocated replicas, or separate prefill and decode pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -172,12 +173,14 @@ pub fn check_colocated(d: &DeploymentConfig, origin: &str) -> Result<()> {
 }
 
 /// Resolves both pools and the link of a disaggregated deployment; errors name the pool's
-/// key (`deployment.prefill.tp`, `deployment.kv_transfer_bandwidth_gb_s`, ...).
+/// key (`deployment.prefill.tp`, `deployment.kv_transfer_bandwidth_gb_s`, ...). `spec`:
+/// speculative decoding, which the decode pool runs (its draft and slots take its KV).
 pub fn resolve_pools(
     d: &DeploymentConfig,
     s: &SchedulerOverrides,
     origin: &str,
     mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
+    spec: Option<&SpeculativeConfig>,
 ) -> Result<ResolvedPools> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
     let mut resolved = Vec::with_capacity(2);
@@ -195,8 +198,9 @@ pub fn resolve_pools(
             max_num_batched_tokens: p.max_num_batched_tokens.or(s.max_num_batched_tokens),
             ..s.clone()
         };
-        let r =
-            resolve_deployment(&pd, &ps, origin, mean_lengths).map_err(|e| in_pool(e, name, &p))?;
+        let pool_spec = if name == "decode" { spec } else { None };
+        let r = resolve_deployment(&pd, &ps, origin, mean_lengths, pool_spec)
+            .map_err(|e| in_pool(e, name, &p))?;
         resolved.push((p, pd, r));
     }
     let (dp, dd, decode) = resolved.pop().expect("two pools");

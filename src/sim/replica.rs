@@ -326,7 +326,26 @@ impl Replica {
 
     fn phase_of(&self, r: &Req) -> usize {
         let b = self.block();
-        ((r.dec_iter0 % b + b - r.dec_kv0 as u64 % b) % b) as usize
+        let slots = r.dec_kv0 as u64 + self.spec_slots();
+        ((r.dec_iter0 % b + b - slots % b) % b) as usize
+    }
+
+    /// KV slots a decoding request holds beyond its tokens (speculative decoding's draft and
+    /// lookahead slots, `SchedulerConfig::spec_kv_slots`): a request at KV length `kv` holds
+    /// the blocks of `kv + spec_slots()` tokens, and its next token needs a new block when
+    /// that is a multiple of the block size. Taken with the prompt's last chunk.
+    fn spec_slots(&self) -> u64 {
+        self.cfg.spec_kv_slots as u64
+    }
+
+    /// The speculative slots a prefill chunk that brings the prompt to `tokens` of
+    /// `prefill_len` takes besides its tokens: all of them with the prompt's last chunk.
+    fn last_chunk_slots(&self, tokens: u32, prefill_len: u32) -> u64 {
+        if tokens >= prefill_len {
+            self.spec_slots()
+        } else {
+            0
+        }
     }
 
     /// Takes a decoding request out of the decode set before iteration `iter` runs; returns its
@@ -414,10 +433,11 @@ impl Replica {
             Phase::Decoding => {
                 let steps = iter - r.dec_iter0;
                 let kv = r.dec_kv0 as u64 + steps;
-                needed_block = kv % b == 0;
+                let slots = kv + self.spec_slots();
+                needed_block = slots % b == 0;
                 self.leave_decode(&mut r, kv);
                 r.generated = r.dec_gen0 + steps as u32;
-                r.own_blocks = (div_ceil(kv, b) - r.shared_blocks as u64) as u32;
+                r.own_blocks = (div_ceil(slots, b) - r.shared_blocks as u64) as u32;
                 r.last_token_ns = now;
                 self.pending_prefill_tokens += (r.input + r.generated) as u64;
             }
@@ -613,7 +633,9 @@ impl Replica {
                 )
             };
             let chunk = remaining.min(budget);
-            let blocks = div_ceil((computed + chunk) as u64, b).saturating_sub(held);
+            let slots = (computed + chunk) as u64
+                + self.last_chunk_slots(computed + chunk, remaining + computed);
+            let blocks = div_ceil(slots, b).saturating_sub(held);
             // Short of blocks: preempt the most recently admitted partial prefills behind this
             // one (decodes of this iteration are already counted and keep their blocks; they
             // make progress and free blocks as they finish).
@@ -693,9 +715,10 @@ impl Replica {
         } else {
             cached + chunk
         };
-        let blocks = div_ceil(now_tokens as u64, b).saturating_sub(shared as u64);
+        let slots = now_tokens as u64 + self.last_chunk_slots(now_tokens, r.prefill_len);
+        let blocks = div_ceil(slots, b).saturating_sub(shared as u64);
         let reserve = if self.cfg.reserve_output_kv {
-            let life = r.prefill_len as u64 + (r.output - r.generated) as u64;
+            let life = r.prefill_len as u64 + (r.output - r.generated) as u64 + self.spec_slots();
             div_ceil(life, b).saturating_sub(shared as u64).max(blocks)
         } else {
             0
@@ -852,7 +875,7 @@ impl Replica {
             let kv = r.dec_kv0 as u64 + (iter - r.dec_iter0) + 1;
             self.leave_decode(&mut r, kv);
             r.generated = r.output;
-            r.own_blocks = (div_ceil(kv, b) - r.shared_blocks as u64) as u32;
+            r.own_blocks = (div_ceil(kv + self.spec_slots(), b) - r.shared_blocks as u64) as u32;
             *slab.get_mut(id) = r;
             self.complete(id, now, slab, metrics, ts, slo);
         }

@@ -135,6 +135,7 @@ mod tests {
             max_model_len: 1 << 20,
             static_batching: false,
             reserve_output_kv: false,
+            spec_kv_slots: 0,
         };
         let mut slab = Slab::default();
         prompts

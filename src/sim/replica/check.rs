@@ -32,7 +32,7 @@ impl Replica {
                     let steps = self.iter.saturating_sub(r.dec_iter0);
                     sum_kv += r.dec_kv0 as u64 + steps;
                     let in_flight = (self.busy && r.dec_iter0 <= self.iter) as u64;
-                    div_ceil(r.dec_kv0 as u64 + steps + in_flight, b)
+                    div_ceil(r.dec_kv0 as u64 + steps + in_flight + self.spec_slots(), b)
                 }
                 Phase::Prefilling => (r.own_blocks + r.shared_blocks) as u64,
                 phase => return Err(format!("INV-3: request {id} runs in phase {phase:?}")),

@@ -43,11 +43,18 @@ impl Transfers {
 }
 
 /// The KV blocks a request's prompt needs on the decode side, and its reservation there
-/// (the whole life's blocks under the output-reservation policy, else 0).
-fn decode_blocks(prefill_len: u32, output: u32, block: u64, reserve_output: bool) -> (u64, u64) {
-    let blocks = div_ceil(prefill_len as u64, block);
+/// (the whole life's blocks under the output-reservation policy, else 0); `slots`: the
+/// speculative slots a decoding request holds beyond its tokens.
+fn decode_blocks(
+    prefill_len: u32,
+    output: u32,
+    block: u64,
+    reserve_output: bool,
+    slots: u64,
+) -> (u64, u64) {
+    let blocks = div_ceil(prefill_len as u64 + slots, block);
     let reserve = if reserve_output {
-        div_ceil(prefill_len as u64 + output as u64, block).max(blocks)
+        div_ceil(prefill_len as u64 + output as u64 + slots, block).max(blocks)
     } else {
         0
     };
@@ -98,6 +105,7 @@ impl Replica {
             r.output,
             self.block(),
             self.cfg.reserve_output_kv,
+            self.spec_slots(),
         );
         self.transfers.queued.push_back(id);
         self.transfers.queued_blocks += blocks.max(reserve);
@@ -118,6 +126,7 @@ impl Replica {
             r.output,
             self.block(),
             self.cfg.reserve_output_kv,
+            self.spec_slots(),
         );
         Self::timed_out(r, now, slo)
             || (self.running + self.transfers.seats < self.cfg.max_num_seqs
@@ -137,8 +146,13 @@ impl Replica {
         let b = self.block();
         while let Some(&id) = self.transfers.queued.front() {
             let r = slab.get(id);
-            let (blocks, reserve) =
-                decode_blocks(r.prefill_len, r.output, b, self.cfg.reserve_output_kv);
+            let (blocks, reserve) = decode_blocks(
+                r.prefill_len,
+                r.output,
+                b,
+                self.cfg.reserve_output_kv,
+                self.spec_slots(),
+            );
             if Self::timed_out(r, now, slo) {
                 self.transfers.queued.pop_front();
                 self.transfers.queued_blocks -= blocks.max(reserve);
@@ -179,8 +193,13 @@ impl Replica {
         self.transfers.incoming -= 1;
         let b = self.block();
         let mut r = slab.get(id).clone();
-        let (blocks, reserve) =
-            decode_blocks(r.prefill_len, r.output, b, self.cfg.reserve_output_kv);
+        let (blocks, reserve) = decode_blocks(
+            r.prefill_len,
+            r.output,
+            b,
+            self.cfg.reserve_output_kv,
+            self.spec_slots(),
+        );
         r.own_blocks = blocks as u32;
         r.reserve = reserve as u32;
         r.shared_blocks = 0;

@@ -34,6 +34,7 @@ fn config(kv_blocks: u64, budget: u32) -> SchedulerConfig {
         max_model_len: 1 << 20,
         static_batching: false,
         reserve_output_kv: false,
+        spec_kv_slots: 0,
     }
 }
 
@@ -174,6 +175,37 @@ fn a_decode_short_of_a_block_preempts_the_most_recently_admitted_request() {
     );
     assert_eq!(b.slab.get(first).phase, Phase::Decoding);
     assert_eq!(b.replica.used_blocks, 2);
+}
+
+/// Speculative decoding's slots (`spec_kv_slots`): a decoding request holds the blocks of its
+/// tokens plus its draft and lookahead slots, taken with its prompt's last chunk, and a new
+/// block when the two together cross a block boundary; preemption frees them all (INV-3 is
+/// checked at every step by `Bench::step`).
+#[test]
+fn speculative_slots_are_held_beside_the_tokens_and_freed_with_them() {
+    let mut cfg = config(4, 1_000);
+    cfg.spec_kv_slots = 10;
+    let mut b = Bench::new(cfg);
+    // 12-token prompts: 1 block of tokens each, 2 with their 10 slots (22 slots).
+    let first = b.add(12, 20, (0, 0));
+    let second = b.add(12, 20, (0, 0));
+    b.step();
+    assert_eq!(b.replica.used_blocks, 4);
+    // Decoding from KV 12, the token at KV 22 (slot 32) needs a third block: ten decode steps
+    // fit in two blocks each, the eleventh is short of one and preempts the later request.
+    for _ in 0..10 {
+        b.step();
+    }
+    assert_eq!((b.replica.used_blocks, b.metrics.preemptions), (4, 0));
+    b.step();
+    assert_eq!((b.replica.used_blocks, b.metrics.preemptions), (3, 1));
+    assert_eq!(b.slab.get(first).phase, Phase::Decoding);
+    assert_eq!(b.slab.get(second).phase, Phase::Waiting);
+    while b.replica.running > 0 || !b.replica.waiting.is_empty() {
+        b.step();
+    }
+    assert_eq!(b.replica.used_blocks, 0);
+    assert_eq!(b.metrics.preemptions, 1);
 }
 
 #[test]
