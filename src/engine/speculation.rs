@@ -9,7 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Where the draft's weights and KV cache (an EAGLE head, an MTP layer, a draft model) come
-/// from.
+/// from. Sources (the profiles' `speculative.source` repeats them): vLLM at commit
+/// 003df2961dd8 (main after 0.15), vllm/v1/spec_decode/eagle.py (`load_model`: the draft's
+/// attention layers join the target's forward context, so the KV cache specs and the one
+/// pool cover them); TensorRT-LLM tensorrt_llm/_torch/speculative/utils.py
+/// (`get_num_spec_layers`); SGLang python/sglang/srt/server_args.py
+/// (`_handle_gpu_memory_settings`: `reserved_mem += 2 GiB`, 6 GiB for STANDALONE).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DraftMemory {
@@ -38,22 +43,28 @@ pub struct SpeculativeDefaults {
     #[serde(default)]
     pub draft_model_reserved_bytes: f64,
     /// KV slots a decoding sequence holds beyond its context, besides its K draft tokens,
-    /// as K plus this (vLLM `num_lookahead_tokens` = K: offset 0; TensorRT-LLM
-    /// `num_extra_kv_tokens` = K - 1: offset -1); never below 0. Methods without a draft
-    /// that writes KV (n-gram) hold only their K draft tokens.
+    /// as K plus this (vLLM `num_lookahead_tokens` = K: offset 0, vllm/v1/core/sched/
+    /// scheduler.py `Scheduler.__init__` and vllm/v1/core/kv_cache_manager.py
+    /// `allocate_slots` at 003df2961dd8; TensorRT-LLM `get_num_extra_kv_tokens` = K - 1:
+    /// offset -1, tensorrt_llm/_torch/speculative/utils.py); never below 0, in slots. Methods
+    /// without a draft that writes KV (n-gram) hold only their K draft tokens.
     #[serde(default)]
     pub lookahead_offset: i32,
     /// Whether the engine enlarges its token pool beyond the profiled size by the slots its
     /// speculating sequences hold: `max_num_seqs x (2K + 1) + 100` tokens (SGLang's
-    /// `draft_runner_cache_size` headroom).
+    /// `draft_runner_cache_size` headroom, python/sglang/srt/model_executor/model_runner.py).
     #[serde(default)]
     pub pool_headroom: bool,
-    /// The sequence cap while speculating when the scenario sets none (SGLang: 48); absent:
-    /// the engine's usual default.
+    /// The sequence cap while speculating when the scenario sets none (SGLang: 48,
+    /// python/sglang/srt/server_args.py `_handle_speculative_decoding`); absent: the
+    /// engine's usual default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<u32>,
     /// Batches of more decoding sequences than this run without speculation, when the
-    /// scenario's `speculative.disable_by_batch_size` is not given; absent: never off.
+    /// scenario's `speculative.disable_by_batch_size` is not given; absent: never off (vLLM
+    /// V0's `speculative_disable_by_batch_size` defaulted to None; TensorRT-LLM's
+    /// `max_concurrency` defaults to None, tensorrt_llm/_torch/speculative/drafter.py
+    /// `should_use_spec_decode`; SGLang has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_by_batch_size: Option<u32>,
     /// Where the figures of this table come from (engine source files and versions).
