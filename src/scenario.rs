@@ -29,7 +29,7 @@ use crate::model::load_model;
 use crate::precision::{KvDtype, WeightDtype};
 use crate::roofline::{plan_memory, Deployment, MemoryPlan, ModuleFormats, StepTimeModel};
 use crate::sim::{Limits, RouterKind, SchedulerConfig, SimConfig, SloPolicy};
-use crate::speculative::SpeculativeConfig;
+use crate::speculative::{reservation, SpeculativeConfig};
 use crate::workload::WorkloadConfig;
 
 /// The range of `deployment.step_time_scale` a scenario may set, dimensionless: a what-if
@@ -1132,18 +1132,8 @@ pub fn resolve_deployment(
     })?;
     let max_model_len = requested_model_len(&deployment, s, origin)?;
     let es = &deployment.engine.scheduler;
-    let (draft, spec_kv_slots) = match spec {
-        Some(x) => (
-            x.draft_memory(
-                &deployment,
-                max_num_seqs,
-                s.gpu_memory_utilization.is_some(),
-                origin,
-            )?,
-            x.kv_slots_per_seq(&deployment.engine),
-        ),
-        None => (Default::default(), 0),
-    };
+    let explicit_fraction = s.gpu_memory_utilization.is_some();
+    let (draft, slots) = reservation(spec, &deployment, max_num_seqs, explicit_fraction, origin)?;
     let memory = plan_memory(
         &deployment,
         es.gpu_memory_utilization,
@@ -1158,8 +1148,7 @@ pub fn resolve_deployment(
         origin,
         s.max_model_len.is_some(),
         max_model_len,
-        // A sequence holds its speculative slots besides its tokens.
-        memory.kv_tokens.saturating_sub(spec_kv_slots as u64),
+        memory.kv_tokens.saturating_sub(slots as u64),
         max_batched,
         chunked,
         batching == Batching::Continuous,
@@ -1178,7 +1167,7 @@ pub fn resolve_deployment(
             max_model_len,
             static_batching: batching == Batching::Static,
             reserve_output_kv: reserve_output,
-            spec_kv_slots,
+            spec_kv_slots: slots,
         },
         deployment,
         memory,

@@ -432,6 +432,26 @@ impl SpeculativeConfig {
     }
 }
 
+/// What speculative decoding `spec` (if any) takes from `target`'s memory by its engine's
+/// rule, and the KV slots each decoding sequence holds besides its tokens
+/// ([`SpeculativeConfig::draft_memory`], [`SpeculativeConfig::kv_slots_per_seq`]); nothing
+/// without speculation.
+pub fn reservation(
+    spec: Option<&SpeculativeConfig>,
+    target: &Deployment,
+    max_num_seqs: u32,
+    fraction_explicit: bool,
+    origin: &str,
+) -> Result<(DraftMemory, u32)> {
+    match spec {
+        Some(x) => Ok((
+            x.draft_memory(target, max_num_seqs, fraction_explicit, origin)?,
+            x.kv_slots_per_seq(&target.engine),
+        )),
+        None => Ok((DraftMemory::default(), 0)),
+    }
+}
+
 /// The draft's weights on one GPU, bytes. A draft model: all of it at its own TP. An EAGLE
 /// head or an MTP layer shares the target's embedding (and EAGLE's the target's LM head), as
 /// vLLM's proposer loads them (vllm/v1/spec_decode/eagle.py shares `embed_tokens` and
