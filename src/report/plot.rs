@@ -500,6 +500,8 @@ fn draw_on<DB: DrawingBackend>(
     }
 }
 
+/// One chart, layer by layer: the frame (caption, axes, grid), the reference rules, the data
+/// series, the markers, the labels of rules and markers, the legend and the notes.
 fn draw_chart<DB, XS, YS>(
     root: &DrawingArea<DB, Shift>,
     chart: &Chart,
@@ -517,8 +519,51 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
     root.fill(&WHITE).map_err(err)?;
-    let (width, _) = root.dim_in_pixel();
+    let mut cc = draw_frame(root, chart, p, path, xs, ys)?;
+    draw_rules(&mut cc, p, path)?;
+    let any_legend = draw_series(&mut cc, p, path)?;
+    let corner = legend_corner(p, chart.log_x, chart.log_y);
+    {
+        let area = PlotArea::of(root, &cc);
+        let mut labels = rule_labels(p, &area, any_legend, &corner);
+        labels.extend(draw_markers(p, &area, path)?);
+        draw_labels(labels, &area, path)?;
+    }
+    if any_legend {
+        cc.configure_series_labels()
+            .position(corner)
+            .margin(12)
+            .legend_area_size(30)
+            .label_font((FONT, 16))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.35))
+            .draw()
+            .map_err(err)?;
+    }
+    let area = PlotArea::of(root, &cc);
+    draw_notes(p, &area, path)
+}
 
+/// A chart's drawing context on `f64` axes of coordinate types `X` and `Y`.
+type Plot2d<'a, DB, X, Y> = ChartContext<'a, DB, Cartesian2d<X, Y>>;
+
+/// The chart's frame: caption, axes with their descriptions and tick labels, and the grid.
+fn draw_frame<'a, DB, XS, YS>(
+    root: &'a DrawingArea<DB, Shift>,
+    chart: &Chart,
+    p: &Prepared,
+    path: &Path,
+    xs: XS,
+    ys: YS,
+) -> Result<Plot2d<'a, DB, XS::CoordDescType, YS::CoordDescType>>
+where
+    DB: DrawingBackend,
+    XS: AsRangedCoord<Value = f64>,
+    YS: AsRangedCoord<Value = f64>,
+    XS::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    YS::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
     let title_font = FontDesc::new(FontFamily::SansSerif, 26.0, FontStyle::Bold);
     let mut cc = ChartBuilder::on(root)
         .caption(&chart.title, title_font)
@@ -564,11 +609,19 @@ where
         .axis_style(BLACK.mix(0.7))
         .draw()
         .map_err(err)?;
+    Ok(cc)
+}
 
+/// The reference rules, dashed, under the data so the data stay visible.
+fn draw_rules<DB, X, Y>(cc: &mut Plot2d<'_, DB, X, Y>, p: &Prepared, path: &Path) -> Result<()>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
     let (xlo, xhi) = p.x_range;
     let (ylo, yhi) = p.y_range;
-
-    // Reference lines under the data, so the data stay visible.
     for (i, r) in p.x_rules.iter().enumerate() {
         let c = RULE_COLOURS[i % RULE_COLOURS.len()];
         cc.draw_series(DashedLineSeries::new(
@@ -589,7 +642,22 @@ where
         ))
         .map_err(err)?;
     }
+    Ok(())
+}
 
+/// The data series (lines, points or both) with their legend entries; whether any series has
+/// a name for the legend.
+fn draw_series<'a, DB, X, Y>(
+    cc: &mut Plot2d<'a, DB, X, Y>,
+    p: &Prepared,
+    path: &Path,
+) -> Result<bool>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
     let mut any_legend = false;
     for (i, (name, style, pts)) in p.series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
@@ -622,10 +690,72 @@ where
             });
         }
     }
+    Ok(any_legend)
+}
 
-    // Rule labels: at the top of a vertical rule, at the right end of a horizontal one, each
-    // moved to the other end when the legend's corner is there.
-    let corner = legend_corner(p, chart.log_x, chart.log_y);
+/// The plotting area in the pixels of `root` (relative to its own corner, not the image's
+/// when it is one panel of a stack), with the map from data to those pixels.
+struct PlotArea<'a, DB: DrawingBackend> {
+    root: &'a DrawingArea<DB, Shift>,
+    at: Box<dyn Fn(f64, f64) -> (i32, i32) + 'a>,
+    x0: i32,
+    x1: i32,
+    y0: i32,
+    y1: i32,
+}
+
+impl<'a, DB: DrawingBackend> PlotArea<'a, DB> {
+    fn of<X, Y>(root: &'a DrawingArea<DB, Shift>, cc: &'a Plot2d<'_, DB, X, Y>) -> Self
+    where
+        DB: 'a,
+        X: Ranged<ValueType = f64> + 'a,
+        Y: Ranged<ValueType = f64> + 'a,
+    {
+        let (xr, yr) = cc.plotting_area().get_pixel_range();
+        // Backend pixels are absolute; `root` draws relative to its own corner.
+        let (bx, by) = root.get_base_pixel();
+        PlotArea {
+            root,
+            at: Box::new(move |x, y| {
+                let (px, py) = cc.backend_coord(&(x, y));
+                (px - bx, py - by)
+            }),
+            x0: xr.start - bx,
+            x1: xr.end - bx,
+            y0: yr.start - by,
+            y1: yr.end - by,
+        }
+    }
+
+    /// The size of `s` in `font`, pixels (8 x 16 a character when the font cannot say).
+    fn text_size(&self, s: &str, font: &TextStyle) -> (i32, i32) {
+        self.root
+            .estimate_text_size(s, font)
+            .map(|(w, h)| (w as i32, h as i32))
+            .unwrap_or((8 * s.chars().count() as i32, 16))
+    }
+}
+
+/// A label drawn over the plot in a white box: its top-left corner (pixels), text and colour;
+/// bold for a marker's.
+struct Label {
+    at: (i32, i32),
+    text: String,
+    colour: RGBColor,
+    bold: bool,
+}
+
+/// Font size of the rule labels, points.
+const LABEL_SIZE: u32 = 16;
+
+/// The rule labels: at the top of a vertical rule, at the right end of a horizontal one, each
+/// moved to the other end when the legend's corner is there.
+fn rule_labels<DB: DrawingBackend>(
+    p: &Prepared,
+    area: &PlotArea<'_, DB>,
+    any_legend: bool,
+    corner: &SeriesLabelPosition,
+) -> Vec<Label> {
     let legend_right = matches!(
         corner,
         SeriesLabelPosition::UpperRight | SeriesLabelPosition::LowerRight
@@ -634,60 +764,72 @@ where
         corner,
         SeriesLabelPosition::UpperRight | SeriesLabelPosition::UpperLeft
     );
-    let label_font = (FONT, 16).into_font();
-    let area = cc.plotting_area();
-    let (xr, yr) = area.get_pixel_range();
-    // Backend pixels are absolute; `root` draws relative to its own corner (not the image's
-    // when it is one panel of a stack).
-    let (bx, by) = root.get_base_pixel();
-    let (ax0, ax1, ay0, ay1) = (xr.start - bx, xr.end - bx, yr.start - by, yr.end - by);
-    let at = |x: f64, y: f64| {
-        let (px, py) = cc.backend_coord(&(x, y));
-        (px - bx, py - by)
-    };
-    let text_size = |s: &str, f: &TextStyle| -> (i32, i32) {
-        root.estimate_text_size(s, f)
-            .map(|(w, h)| (w as i32, h as i32))
-            .unwrap_or((8 * s.chars().count() as i32, 16))
-    };
-    let mut labels: Vec<((i32, i32), String, RGBColor, bool)> = Vec::new();
+    let label_font: TextStyle = (FONT, LABEL_SIZE).into_font().into();
+    let (ax0, ax1, ay0, ay1) = (area.x0, area.x1, area.y0, area.y1);
+    let (xhi, yhi) = (p.x_range.1, p.y_range.1);
+    let mut labels = Vec::new();
     for (i, r) in p.x_rules.iter().enumerate() {
         if r.label.is_empty() {
             continue;
         }
         let c = RULE_COLOURS[i % RULE_COLOURS.len()];
-        let (px, _) = at(r.value, yhi);
-        let (w, _) = text_size(&r.label, &label_font.clone().into());
-        let (w, h) = (w, text_size(&r.label, &label_font.clone().into()).1);
+        let (px, _) = (area.at)(r.value, yhi);
+        let (w, h) = area.text_size(&r.label, &label_font);
         let x = if px + 6 + w > ax1 { px - 6 - w } else { px + 6 };
         let under_legend = any_legend && legend_up && ((px > (ax0 + ax1) / 2) == legend_right);
         let y = if under_legend { ay1 - h - 10 } else { ay0 + 8 };
-        labels.push(((x, y), r.label.clone(), c, false));
+        labels.push(Label {
+            at: (x, y),
+            text: r.label.clone(),
+            colour: c,
+            bold: false,
+        });
     }
     for (i, r) in p.y_rules.iter().enumerate() {
         if r.label.is_empty() {
             continue;
         }
         let c = RULE_COLOURS[(i + p.x_rules.len()) % RULE_COLOURS.len()];
-        let (_, py) = at(xhi, r.value);
-        let (w, h) = text_size(&r.label, &label_font.clone().into());
+        let (_, py) = (area.at)(xhi, r.value);
+        let (w, h) = area.text_size(&r.label, &label_font);
         let y = if py - h - 6 < ay0 { py + 6 } else { py - h - 6 };
         let by_legend = any_legend && legend_right && ((py < (ay0 + ay1) / 2) == legend_up);
         let x = if by_legend { ax0 + 10 } else { ax1 - w - 10 };
-        labels.push(((x, y), r.label.clone(), c, false));
+        labels.push(Label {
+            at: (x, y),
+            text: r.label.clone(),
+            colour: c,
+            bold: false,
+        });
     }
+    labels
+}
 
+/// The font of the marker labels: bold, 17 points.
+fn marker_font() -> FontDesc<'static> {
+    FontDesc::new(FontFamily::SansSerif, 17.0, FontStyle::Bold)
+}
+
+/// The markers: large, outlined, on top of the data; returns their labels, each placed at the
+/// corner around its marker that fits inside the plot and hides the fewest data points.
+fn draw_markers<DB: DrawingBackend>(
+    p: &Prepared,
+    area: &PlotArea<'_, DB>,
+    path: &Path,
+) -> Result<Vec<Label>> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
+    let (ax0, ax1, ay0, ay1) = (area.x0, area.x1, area.y0, area.y1);
     // Every data point in pixels, so that a marker's label can avoid covering them.
     let points_px: Vec<(i32, i32)> = p
         .series
         .iter()
-        .flat_map(|(_, _, pts)| pts.iter().map(|&(x, y)| at(x, y)))
+        .flat_map(|(_, _, pts)| pts.iter().map(|&(x, y)| (area.at)(x, y)))
         .collect();
-
-    // Markers: large, outlined, on top of everything, with a boxed label.
-    let marker_font = FontDesc::new(FontFamily::SansSerif, 17.0, FontStyle::Bold);
+    let marker_font: TextStyle = marker_font().into();
+    let mut labels = Vec::new();
     for m in &p.markers {
-        let (px, py) = at(m.x, m.y);
+        let (px, py) = (area.at)(m.x, m.y);
+        let root = area.root;
         root.draw(&Circle::new((px, py), 10, MARKER_FILL.filled()))
             .map_err(err)?;
         root.draw(&Circle::new((px, py), 10, BLACK.stroke_width(2)))
@@ -695,7 +837,7 @@ where
         root.draw(&Circle::new((px, py), 2, BLACK.filled()))
             .map_err(err)?;
         if !m.label.is_empty() {
-            let (w, h) = text_size(&m.label, &marker_font.clone().into());
+            let (w, h) = area.text_size(&m.label, &marker_font);
             // Of the four corners around the marker that fit inside the plot, the one whose
             // label box hides the fewest data points (first in this order on a tie).
             let corners = [
@@ -713,51 +855,69 @@ where
                     })
                     .count()
             };
-            let (x, y) = corners
+            let at = corners
                 .iter()
                 .filter(|c| fits(c))
                 .min_by_key(|c| hidden(c))
                 .copied()
                 .unwrap_or(corners[0]);
-            labels.push(((x, y), m.label.clone(), RGBColor(0, 0, 0), true));
+            labels.push(Label {
+                at,
+                text: m.label.clone(),
+                colour: RGBColor(0, 0, 0),
+                bold: true,
+            });
         }
     }
-    for ((x, y), text, colour, bold) in labels {
-        let font: TextStyle = if bold {
-            marker_font.clone().into()
-        } else {
-            label_font.clone().into()
-        };
-        let font = font.color(&colour);
-        let (w, h) = text_size(&text, &font);
-        let x = x.clamp(ax0 + 2, (ax1 - w - 2).max(ax0 + 2));
-        let y = y.clamp(ay0 + 2, (ay1 - h - 2).max(ay0 + 2));
-        root.draw(&Rectangle::new(
-            [(x - 4, y - 3), (x + w + 4, y + h + 5)],
-            WHITE.mix(0.85).filled(),
-        ))
-        .map_err(err)?;
-        root.draw(&Text::new(text, (x, y), font)).map_err(err)?;
-    }
+    Ok(labels)
+}
 
-    if any_legend {
-        cc.configure_series_labels()
-            .position(corner)
-            .margin(12)
-            .legend_area_size(30)
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.35))
-            .draw()
+/// The labels of rules and markers, each in a white box kept inside the plotting area.
+fn draw_labels<DB: DrawingBackend>(
+    labels: Vec<Label>,
+    area: &PlotArea<'_, DB>,
+    path: &Path,
+) -> Result<()> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
+    let (ax0, ax1, ay0, ay1) = (area.x0, area.x1, area.y0, area.y1);
+    for l in labels {
+        let font: TextStyle = if l.bold {
+            marker_font().into()
+        } else {
+            (FONT, LABEL_SIZE).into_font().into()
+        };
+        let font = font.color(&l.colour);
+        let (w, h) = area.text_size(&l.text, &font);
+        let x = l.at.0.clamp(ax0 + 2, (ax1 - w - 2).max(ax0 + 2));
+        let y = l.at.1.clamp(ay0 + 2, (ay1 - h - 2).max(ay0 + 2));
+        area.root
+            .draw(&Rectangle::new(
+                [(x - 4, y - 3), (x + w + 4, y + h + 5)],
+                WHITE.mix(0.85).filled(),
+            ))
+            .map_err(err)?;
+        area.root
+            .draw(&Text::new(l.text, (x, y), font))
             .map_err(err)?;
     }
+    Ok(())
+}
 
+/// The notes: "no data" in the middle of an empty chart, and at the bottom right how many
+/// points could not be shown.
+fn draw_notes<DB: DrawingBackend>(
+    p: &Prepared,
+    area: &PlotArea<'_, DB>,
+    path: &Path,
+) -> Result<()> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| draw_error(path, e);
+    let root = area.root;
     if !p.has_data {
         let font = (FONT, 22).into_font().color(&GREY);
-        let (w, h) = text_size("no data", &font);
+        let (w, h) = area.text_size("no data", &font);
         root.draw(&Text::new(
             "no data",
-            ((ax0 + ax1 - w) / 2, (ay0 + ay1 - h) / 2),
+            ((area.x0 + area.x1 - w) / 2, (area.y0 + area.y1 - h) / 2),
             font,
         ))
         .map_err(err)?;
@@ -769,8 +929,8 @@ where
             if p.dropped == 1 { "" } else { "s" }
         );
         let font = (FONT, 13).into_font().color(&GREY);
-        let (w, _) = text_size(&note, &font);
-        let (_, h) = root.dim_in_pixel();
+        let (w, _) = area.text_size(&note, &font);
+        let (width, h) = root.dim_in_pixel();
         root.draw(&Text::new(
             note,
             (width as i32 - w - 10, h as i32 - 20),
