@@ -570,18 +570,35 @@ fn price_table(price_rows: u32) -> String {
     format!("Inputs!$A${first}:$E${last}")
 }
 
+/// The Inputs sheet: the scalar inputs, the price table, the chosen plan at these inputs, its
+/// blended and batch prices, and the notes on how the workbook computes.
 fn write_inputs(
     ws: &mut Worksheet,
     m: &CostModel,
     r: &CostResults,
 ) -> std::result::Result<(), XlsxError> {
+    write_input_cells(ws, m)?;
+    write_price_table(ws, m, r)?;
+    // The chosen plan's block starts two rows below the price table.
+    let at = layout::PRICE_HEADER + 3 + m.gpu_prices.len() as u32;
+    write_chosen_plan(ws, m, r, at)?;
+    write_blended_prices(ws, r, at)?;
+    write_input_notes(ws, at)
+}
+
+/// The grey italic format of the Inputs sheet's notes.
+fn note_format() -> Format {
+    Format::new()
+        .set_italic()
+        .set_font_color(Color::RGB(0x595959))
+}
+
+/// The title, the column widths and the shaded scalar inputs (target, tokens per request,
+/// price column, paid hours, headroom, batch discount, price ratio) with their validations.
+fn write_input_cells(ws: &mut Worksheet, m: &CostModel) -> std::result::Result<(), XlsxError> {
     use layout::*;
     let title = Format::new().set_bold().set_font_size(14);
-    let bold = Format::new().set_bold();
-    let note = Format::new()
-        .set_italic()
-        .set_font_color(Color::RGB(0x595959));
-    let header = header_format();
+    let note = note_format();
     ws.set_column_width(0, 50)?;
     ws.set_column_width(1, 30)?;
     for c in 2..5 {
@@ -626,8 +643,18 @@ fn write_inputs(
         "Input:output price ratio (input token / output token)",
     )?;
     ws.write_number_with_format(RATIO, 1, m.input_output_price_ratio, &num)?;
+    Ok(())
+}
 
-    // $/GPU-hour by GPU type; the selected column by formula.
+/// $/GPU-hour by GPU type (shaded inputs), the selected column by formula.
+fn write_price_table(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    r: &CostResults,
+) -> std::result::Result<(), XlsxError> {
+    use layout::*;
+    let bold = Format::new().set_bold();
+    let header = header_format();
     ws.write_string_with_format(PRICE_HEADER - 1, 0, "$/GPU-hour by GPU type", &bold)?;
     for (c, h) in ["GPU"]
         .iter()
@@ -654,9 +681,25 @@ fn write_inputs(
         );
         ws.write_formula_with_format(row, 4, num_formula(f, r.selected_prices[i]), &usd)?;
     }
+    Ok(())
+}
 
-    // The chosen plan at these inputs.
-    let at = PRICE_HEADER + 3 + m.gpu_prices.len() as u32;
+/// The chosen candidate (index and formula results), if it has results.
+fn chosen_cost(r: &CostResults) -> Option<(usize, CandidateCost)> {
+    r.chosen.and_then(|i| r.candidates[i].map(|c| (i, c)))
+}
+
+/// The chosen plan at these inputs, from row `at`: the cheapest eligible candidate's label,
+/// replicas, GPUs, $/hour, $/month and $ per 1M output tokens, looked up by formula, with its
+/// status beside the label.
+fn write_chosen_plan(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    r: &CostResults,
+    at: u32,
+) -> std::result::Result<(), XlsxError> {
+    let bold = Format::new().set_bold();
+    let usd = Format::new().set_num_format("$#,##0.00");
     ws.write_string_with_format(
         at,
         0,
@@ -666,7 +709,7 @@ fn write_inputs(
     let n = m.candidates.len().max(1) as u32;
     let elig = format!("Candidates!$P$2:$P${}", n + 1);
     let idx = format!("MATCH(MIN({elig}),{elig},0)");
-    let chosen = r.chosen.and_then(|i| r.candidates[i].map(|c| (i, c)));
+    let chosen = chosen_cost(r);
     let pick = |col: &str| {
         format!(
             "IFERROR(INDEX(Candidates!${col}$2:${col}${},{idx}),\"{NA}\")",
@@ -729,7 +772,17 @@ fn write_inputs(
         Formula::new(pick("F"))
             .set_result(chosen.map_or(NA.to_string(), |(i, _)| m.candidates[i].status.clone())),
     )?;
-    // Blended prices and the batch tier, from the chosen row.
+    Ok(())
+}
+
+/// Below the chosen plan (block at row `at`): its blended $ per 1M output and input tokens
+/// and its batch-tier price, from the chosen row.
+fn write_blended_prices(
+    ws: &mut Worksheet,
+    r: &CostResults,
+    at: u32,
+) -> std::result::Result<(), XlsxError> {
+    use layout::*;
     let usd3 = Format::new().set_num_format("$#,##0.000");
     let hour = at + 5; // the $/hour row
     let per_m = at + 6;
@@ -764,6 +817,7 @@ fn write_inputs(
             r.batch_usd_per_million,
         ),
     ];
+    let chosen = chosen_cost(r);
     for (k, (label, f, v)) in extra.into_iter().enumerate() {
         let row = at + 7 + k as u32;
         ws.write_string(row, 0, label)?;
@@ -774,6 +828,12 @@ fn write_inputs(
         };
         ws.write_formula_with_format(row, 1, Formula::new(f).set_result(res), &usd3)?;
     }
+    Ok(())
+}
+
+/// The notes under the chosen plan (block at row `at`): how the workbook sizes and prices.
+fn write_input_notes(ws: &mut Worksheet, at: u32) -> std::result::Result<(), XlsxError> {
+    let note = note_format();
     let notes = [
         "Replicas = ROUNDUP(target x (1 + headroom) / sustained rate per replica in the fleet), per candidate (sheet Candidates).",
         "The sustained rates come from the simulation: one replica's highest rate within the SLOs, adjusted to the fleet servesim sized and verified (R replicas hold at the target, R - 1 do not).",
@@ -1220,6 +1280,105 @@ fn sheet_name(wanted: &str, position: usize, used: &mut HashSet<String>) -> Stri
 
 /// A small model for examples and tests: three candidates on two GPU types, two with curves.
 pub fn sample_model() -> CostModel {
+    CostModel {
+        title: "servesim cost model: sample".into(),
+        target_rate_per_s: 40.0,
+        input_tokens_per_request: 230.0,
+        output_tokens_per_request: 200.0,
+        price_column: 0,
+        paid_hours_per_month: 730.0,
+        headroom: 0.0,
+        batch_discount: 0.3,
+        input_output_price_ratio: 0.25,
+        gpu_prices: sample_prices(),
+        candidates: sample_candidates(),
+        curves: sample_curves(),
+        week: Some(sample_week()),
+    }
+}
+
+/// The sample's prices: H100 and H200, $/GPU-hour.
+fn sample_prices() -> Vec<GpuPrices> {
+    vec![
+        GpuPrices {
+            gpu: "h100-sxm".into(),
+            on_demand: 3.0,
+            reserved: 2.2,
+            spot: 1.35,
+        },
+        GpuPrices {
+            gpu: "h200-sxm".into(),
+            on_demand: 4.0,
+            reserved: 3.1,
+            spot: 2.0,
+        },
+    ]
+}
+
+/// The sample's candidates: two feasible colocated, one infeasible, one xPyD.
+fn sample_candidates() -> Vec<CandidateRow> {
+    vec![
+        CandidateRow {
+            label: "h100-sxm fp8 TP2 seqs256".into(),
+            gpu: "h100-sxm".into(),
+            dtype: "fp8".into(),
+            tp: 2,
+            max_num_seqs: 256,
+            status: "feasible".into(),
+            rate_alone_per_s: Some(26.9),
+            rate_in_fleet_per_s: Some(26.9),
+            note: String::new(),
+            pools: None,
+        },
+        CandidateRow {
+            label: "h200-sxm bf16 TP4 seqs128".into(),
+            gpu: "h200-sxm".into(),
+            dtype: "bf16".into(),
+            tp: 4,
+            max_num_seqs: 128,
+            status: "feasible".into(),
+            rate_alone_per_s: Some(30.0),
+            rate_in_fleet_per_s: Some(31.5),
+            note: String::new(),
+            pools: None,
+        },
+        CandidateRow {
+            label: "a100-sxm-80gb bf16 TP2 seqs64".into(),
+            gpu: "a100-sxm-80gb".into(),
+            dtype: "bf16".into(),
+            tp: 2,
+            max_num_seqs: 64,
+            status: "infeasible".into(),
+            rate_alone_per_s: None,
+            rate_in_fleet_per_s: None,
+            note: "does not fit".into(),
+            pools: None,
+        },
+        // 2 prefill replicas of one H100 and 1 decode replica of two H200s: $14/h at
+        // on-demand prices, against the H100 TP2 fleet's $12/h.
+        CandidateRow {
+            label: "2P x h100-sxm TP1 + 1D x h200-sxm TP2".into(),
+            gpu: "h100-sxm".into(),
+            dtype: "fp8".into(),
+            tp: 1,
+            max_num_seqs: 0, // an xPyD row's pools keep their scenario's limits
+            status: "feasible".into(),
+            rate_alone_per_s: None,
+            rate_in_fleet_per_s: None,
+            note: String::new(),
+            pools: Some(DisaggPools {
+                sized_at_rate_per_s: 40.0,
+                prefill_replicas: 2,
+                decode_gpu: "h200-sxm".into(),
+                decode_tp: 2,
+                decode_replicas: 1,
+            }),
+        },
+    ]
+}
+
+/// The sample's curves: six load points of each feasible colocated candidate.
+fn sample_curves() -> Vec<CurveRow> {
     let curve = |label: &str, gpu: &str, tps: f64| -> Vec<CurveRow> {
         (1..=6)
             .map(|k| CurveRow {
@@ -1236,108 +1395,28 @@ pub fn sample_model() -> CostModel {
     };
     let mut curves = curve("h100-sxm fp8 TP2 seqs256", "h100-sxm", 200.0);
     curves.extend(curve("h200-sxm bf16 TP4 seqs128", "h200-sxm", 150.0));
-    CostModel {
-        title: "servesim cost model: sample".into(),
-        target_rate_per_s: 40.0,
-        input_tokens_per_request: 230.0,
-        output_tokens_per_request: 200.0,
-        price_column: 0,
-        paid_hours_per_month: 730.0,
-        headroom: 0.0,
-        batch_discount: 0.3,
-        input_output_price_ratio: 0.25,
-        gpu_prices: vec![
-            GpuPrices {
-                gpu: "h100-sxm".into(),
-                on_demand: 3.0,
-                reserved: 2.2,
-                spot: 1.35,
-            },
-            GpuPrices {
-                gpu: "h200-sxm".into(),
-                on_demand: 4.0,
-                reserved: 3.1,
-                spot: 2.0,
-            },
-        ],
-        candidates: vec![
-            CandidateRow {
-                label: "h100-sxm fp8 TP2 seqs256".into(),
-                gpu: "h100-sxm".into(),
-                dtype: "fp8".into(),
-                tp: 2,
-                max_num_seqs: 256,
-                status: "feasible".into(),
-                rate_alone_per_s: Some(26.9),
-                rate_in_fleet_per_s: Some(26.9),
-                note: String::new(),
-                pools: None,
-            },
-            CandidateRow {
-                label: "h200-sxm bf16 TP4 seqs128".into(),
-                gpu: "h200-sxm".into(),
-                dtype: "bf16".into(),
-                tp: 4,
-                max_num_seqs: 128,
-                status: "feasible".into(),
-                rate_alone_per_s: Some(30.0),
-                rate_in_fleet_per_s: Some(31.5),
-                note: String::new(),
-                pools: None,
-            },
-            CandidateRow {
-                label: "a100-sxm-80gb bf16 TP2 seqs64".into(),
-                gpu: "a100-sxm-80gb".into(),
-                dtype: "bf16".into(),
-                tp: 2,
-                max_num_seqs: 64,
-                status: "infeasible".into(),
-                rate_alone_per_s: None,
-                rate_in_fleet_per_s: None,
-                note: "does not fit".into(),
-                pools: None,
-            },
-            // 2 prefill replicas of one H100 and 1 decode replica of two H200s: $14/h at
-            // on-demand prices, against the H100 TP2 fleet's $12/h.
-            CandidateRow {
-                label: "2P x h100-sxm TP1 + 1D x h200-sxm TP2".into(),
-                gpu: "h100-sxm".into(),
-                dtype: "fp8".into(),
-                tp: 1,
-                max_num_seqs: 0, // an xPyD row's pools keep their scenario's limits
-                status: "feasible".into(),
-                rate_alone_per_s: None,
-                rate_in_fleet_per_s: None,
-                note: String::new(),
-                pools: Some(DisaggPools {
-                    sized_at_rate_per_s: 40.0,
-                    prefill_replicas: 2,
-                    decode_gpu: "h200-sxm".into(),
-                    decode_tp: 2,
-                    decode_replicas: 1,
-                }),
-            },
-        ],
-        curves,
-        week: Some(WeekSheet {
-            label: "h100-sxm fp8 TP2 seqs256".into(),
-            gpu: "h100-sxm".into(),
-            tp: 2,
-            static_replicas: 3,
-            hours: (0..24)
-                .map(|h| {
-                    let rate =
-                        40.0 + 25.0 * ((h as f64 - 14.0) * std::f64::consts::PI / 12.0).cos();
-                    WeekHour {
-                        hour: h,
-                        rate_per_s: rate,
-                        planned_replicas: (rate / 26.9).ceil() as u32,
-                        replicas: (rate / 20.0).ceil(),
-                        slo_attainment: 1.0 - 0.0001 * h as f64,
-                    }
-                })
-                .collect(),
-        }),
+    curves
+}
+
+/// The sample's week: 24 hours of a diurnal load on the H100 candidate.
+fn sample_week() -> WeekSheet {
+    WeekSheet {
+        label: "h100-sxm fp8 TP2 seqs256".into(),
+        gpu: "h100-sxm".into(),
+        tp: 2,
+        static_replicas: 3,
+        hours: (0..24)
+            .map(|h| {
+                let rate = 40.0 + 25.0 * ((h as f64 - 14.0) * std::f64::consts::PI / 12.0).cos();
+                WeekHour {
+                    hour: h,
+                    rate_per_s: rate,
+                    planned_replicas: (rate / 26.9).ceil() as u32,
+                    replicas: (rate / 20.0).ceil(),
+                    slo_attainment: 1.0 - 0.0001 * h as f64,
+                }
+            })
+            .collect(),
     }
 }
 
