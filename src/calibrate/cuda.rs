@@ -183,7 +183,89 @@ fn load_unit(
     Ok((module, bytes))
 }
 
+/// Opens device `ordinal` step by step, recording each check in `items`: the driver, the
+/// device, NVRTC, cuBLASLt, then the streaming kernels' module.
 fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend> {
+    let driver = open_driver(items)?;
+    let version = driver.version;
+    let dev = open_device(ordinal, items)?;
+    let sm = dev.major * 10 + dev.minor;
+    let nvrtc = open_nvrtc(version, sm, items)?;
+    let (lt_handle, lt_version) = open_cublaslt(version, items)?;
+
+    let unit = kernels::stream_unit();
+    let (module, bytes) = load_unit(&dev.ctx, &nvrtc, &unit, sm).map_err(|e| {
+        // SAFETY: the handle was created above and is not used after this.
+        let _ = unsafe { lt::destroy_handle(lt_handle) };
+        fail(items, "module stream", e.to_string())
+    })?;
+    items.push(CheckItem::new(
+        "module stream",
+        CheckStatus::Ok,
+        format!(
+            "cubin sm_{sm}, {bytes} B, {} kernels",
+            kernels::STREAM_KERNELS.len()
+        ),
+    ));
+    let f = |n: &str| {
+        module
+            .load_function(n)
+            .map_err(|e| cuda_err(&format!("function {n}"), e))
+    };
+    // SAFETY: allocation of uninitialised bytes used only as cuBLASLt scratch space.
+    let workspace = unsafe { dev.stream.alloc::<u8>(WORKSPACE_BYTES) }
+        .map_err(|e| cuda_err("workspace", e))?;
+    let fp8_hardware = (dev.major, dev.minor) >= (8, 9);
+    Ok(CudaBackend {
+        info: DeviceInfo {
+            name: dev.name,
+            driver: version.to_string(),
+            software: format!(
+                "driver CUDA {} ({version}); NVRTC {}.{} ({}), cubin sm_{sm}; cuBLASLt {lt_version}; \
+                 event timing {}",
+                compat::dotted(version),
+                nvrtc.version.0,
+                nvrtc.version.1,
+                nvrtc.name,
+                driver.elapsed_name
+            ),
+            supports_fp8: fp8_hardware,
+            fp8_note: None,
+            l2_bytes: dev.l2_bytes,
+            free_bytes: dev.free_bytes,
+        },
+        fp8_hardware,
+        sm,
+        sm_count: dev.sm_count.max(1) as u32,
+        elapsed: driver.elapsed,
+        empty: f("empty_kernel")?,
+        copy: f("copy_kernel")?,
+        reduce: f("reduce_kernel")?,
+        spin: f("spin_kernel")?,
+        fill_bf16: f("fill_bf16")?,
+        fill_fp8: f("fill_fp8")?,
+        nvrtc,
+        attention: HashMap::new(),
+        lt: lt_handle,
+        workspace,
+        ctx: dev.ctx,
+        stream: dev.stream,
+    })
+}
+
+/// The CUDA driver as the checks found it.
+struct Driver {
+    /// The event-timing function the driver exports.
+    elapsed: ElapsedFn,
+    /// Its symbol's name.
+    elapsed_name: &'static str,
+    /// The driver's CUDA version as `cuDriverGetVersion` gives it (12040 for 12.4).
+    version: std::ffi::c_int,
+}
+
+/// Loads the driver library, checks that it exports every symbol the backend calls (choosing
+/// the event-timing one) and reads its CUDA version.
+fn open_driver(items: &mut Vec<CheckItem>) -> Result<Driver> {
     // SAFETY: this only tries to dlopen the driver library; nothing is called through it.
     if !unsafe { dsys::is_culib_present() } {
         return Err(Error::Unavailable(
@@ -238,7 +320,29 @@ fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend>
         CheckStatus::Ok,
         format!("CUDA {} ({version})", compat::dotted(version)),
     ));
+    Ok(Driver {
+        elapsed,
+        elapsed_name,
+        version,
+    })
+}
 
+/// The opened device: its context and stream, and what the suite needs to know of it.
+struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    name: String,
+    /// Compute capability.
+    major: i32,
+    minor: i32,
+    l2_bytes: u64,
+    sm_count: i32,
+    free_bytes: u64,
+}
+
+/// Finds device `ordinal`, creates its context (event tracking off) and reads its name,
+/// compute capability, L2 size, SM count and free memory.
+fn open_device(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<Device> {
     let count = match CudaContext::device_count() {
         Ok(n) => n,
         Err(DriverError(dsys::CUresult::CUDA_ERROR_NO_DEVICE)) => 0,
@@ -284,8 +388,21 @@ fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend>
             super::fit::profile_for_device(&name).unwrap_or("none (fit needs --base)")
         ),
     ));
+    Ok(Device {
+        ctx,
+        stream,
+        name,
+        major,
+        minor,
+        l2_bytes: l2,
+        sm_count,
+        free_bytes: free as u64,
+    })
+}
 
-    // NVRTC: the library whose major version is the driver's, compiling SASS for this device.
+/// NVRTC: the library whose major version is the driver's (`version`), compiling SASS for
+/// `sm_<sm>`; `SERVESIM_NVRTC` names one explicitly.
+fn open_nvrtc(version: std::ffi::c_int, sm: i32, items: &mut Vec<CheckItem>) -> Result<Nvrtc> {
     let nvrtc = match std::env::var("SERVESIM_NVRTC") {
         Ok(p) => Nvrtc::open(&p),
         Err(_) => Nvrtc::open_first(&compat::nvrtc_candidates(version), compat::major(version)),
@@ -313,7 +430,15 @@ fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend>
             nvrtc.version.0, nvrtc.version.1, nvrtc.name
         ),
     ));
+    Ok(nvrtc)
+}
 
+/// cuBLASLt: loads it, checks its version against the driver's (`version`) and creates a
+/// handle; the handle and the library's version.
+fn open_cublaslt(
+    version: std::ffi::c_int,
+    items: &mut Vec<CheckItem>,
+) -> Result<(ltsys::cublasLtHandle_t, usize)> {
     // SAFETY: this only tries to dlopen cuBLASLt.
     if !unsafe { ltsys::is_culib_present() } {
         return Err(fail(
@@ -341,64 +466,7 @@ fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend>
         CheckStatus::Ok,
         format!("{lt_version}"),
     ));
-
-    let unit = kernels::stream_unit();
-    let (module, bytes) = load_unit(&ctx, &nvrtc, &unit, sm).map_err(|e| {
-        // SAFETY: the handle was created above and is not used after this.
-        let _ = unsafe { lt::destroy_handle(lt_handle) };
-        fail(items, "module stream", e.to_string())
-    })?;
-    items.push(CheckItem::new(
-        "module stream",
-        CheckStatus::Ok,
-        format!(
-            "cubin sm_{sm}, {bytes} B, {} kernels",
-            kernels::STREAM_KERNELS.len()
-        ),
-    ));
-    let f = |n: &str| {
-        module
-            .load_function(n)
-            .map_err(|e| cuda_err(&format!("function {n}"), e))
-    };
-    // SAFETY: allocation of uninitialised bytes used only as cuBLASLt scratch space.
-    let workspace =
-        unsafe { stream.alloc::<u8>(WORKSPACE_BYTES) }.map_err(|e| cuda_err("workspace", e))?;
-    let fp8_hardware = (major, minor) >= (8, 9);
-    Ok(CudaBackend {
-        info: DeviceInfo {
-            name,
-            driver: version.to_string(),
-            software: format!(
-                "driver CUDA {} ({version}); NVRTC {}.{} ({}), cubin sm_{sm}; cuBLASLt {lt_version}; \
-                 event timing {elapsed_name}",
-                compat::dotted(version),
-                nvrtc.version.0,
-                nvrtc.version.1,
-                nvrtc.name
-            ),
-            supports_fp8: fp8_hardware,
-            fp8_note: None,
-            l2_bytes: l2,
-            free_bytes: free as u64,
-        },
-        fp8_hardware,
-        sm,
-        sm_count: sm_count.max(1) as u32,
-        elapsed,
-        empty: f("empty_kernel")?,
-        copy: f("copy_kernel")?,
-        reduce: f("reduce_kernel")?,
-        spin: f("spin_kernel")?,
-        fill_bf16: f("fill_bf16")?,
-        fill_fp8: f("fill_fp8")?,
-        nvrtc,
-        attention: HashMap::new(),
-        lt: lt_handle,
-        workspace,
-        ctx,
-        stream,
-    })
+    Ok((lt_handle, lt_version))
 }
 
 impl CudaBackend {
