@@ -213,8 +213,8 @@ fn open_steps(ordinal: usize, items: &mut Vec<CheckItem>) -> Result<CudaBackend>
             .map_err(|e| cuda_err(&format!("function {n}"), e))
     };
     // SAFETY: allocation of uninitialised bytes used only as cuBLASLt scratch space.
-    let workspace = unsafe { dev.stream.alloc::<u8>(WORKSPACE_BYTES) }
-        .map_err(|e| cuda_err("workspace", e))?;
+    let workspace =
+        unsafe { dev.stream.alloc::<u8>(WORKSPACE_BYTES) }.map_err(|e| cuda_err("workspace", e))?;
     let fp8_hardware = (dev.major, dev.minor) >= (8, 9);
     Ok(CudaBackend {
         info: DeviceInfo {
