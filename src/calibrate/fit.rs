@@ -467,19 +467,86 @@ fn fit_gemm_curve(
 /// profile ([`check_base`]).
 pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult> {
     check_base(base, rows)?;
-    let mut gpu = base.clone();
     let of = |c: KernelClass| -> Vec<&Measurement> {
         rows.iter().filter(|r| r.class() == Some(c)).collect()
     };
-    let hbm = base.datasheet.hbm_bandwidth_bytes_per_s;
-    let mut stages = Vec::new();
-    let mut fitted: Vec<(&'static str, usize, Option<Interval>)> = Vec::new();
-
+    let mut fit = Fitting {
+        gpu: base.clone(),
+        stages: Vec::new(),
+        fitted: Vec::new(),
+    };
     let mut stream = of(KernelClass::StreamReduce);
     if stream.is_empty() {
         stream = of(KernelClass::StreamCopy);
     }
-    if !stream.is_empty() {
+    fit.memory_stage(&stream);
+    fit.gemm_stage(&of(KernelClass::Gemm));
+    fit.attention_stage(&of(KernelClass::PagedDecodeAttention));
+    fit.prefill_stage(&of(KernelClass::PrefillAttention));
+    fit.moe_stage(&of(KernelClass::FusedMoe));
+    fit.launch_stage(&of(KernelClass::EmptyKernel));
+    let ar: Vec<&Measurement> = of(KernelClass::AllReduce)
+        .into_iter()
+        .filter(|r| r.tp.unwrap_or(0) > 1)
+        .collect();
+    fit.allreduce_stage(&ar);
+
+    let Fitting {
+        gpu,
+        stages,
+        fitted,
+    } = fit;
+    if stages.is_empty() {
+        return Err(Error::Infeasible(
+            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, prefill_attention, fused_moe, empty_kernel, allreduce)".into(),
+        ));
+    }
+    gpu.validate("fitted profile")?;
+    let params = fitted
+        .into_iter()
+        .map(|(key, rows, interval)| FittedParam {
+            key,
+            base: value_of(base, key),
+            fitted: value_of(&gpu, key),
+            rows,
+            interval,
+        })
+        .collect();
+    Ok(FitResult {
+        profile: gpu,
+        params,
+        stages,
+    })
+}
+
+/// A fit in progress: the profile so far, the stages done (name, rows, root-mean-square log
+/// error) and the parameters fitted (key, rows, interval). Each stage runs only when it has
+/// rows, in the order of [`fit_profile`].
+struct Fitting {
+    gpu: GpuProfile,
+    stages: Vec<(&'static str, usize, f64)>,
+    fitted: Vec<(&'static str, usize, Option<Interval>)>,
+}
+
+impl Fitting {
+    /// Fits `params` to `rows` ([`fit_stage`]) and records the stage as `name`.
+    fn stage(&mut self, name: &'static str, params: &[Param], rows: &[&Measurement]) {
+        let (e, ivs) = fit_stage(&mut self.gpu, params, rows);
+        self.stages.push((name, rows.len(), e));
+        self.fitted.extend(
+            params
+                .iter()
+                .zip(ivs)
+                .map(|(p, iv)| (p.key, rows.len(), Some(iv))),
+        );
+    }
+
+    /// HBM: latency and streaming bandwidth (at most the datasheet's).
+    fn memory_stage(&mut self, rows: &[&Measurement]) {
+        if rows.is_empty() {
+            return;
+        }
+        let hbm = self.gpu.datasheet.hbm_bandwidth_bytes_per_s;
         let params = [
             param!("memory.latency_s", 1e-8, 1e-3, memory.latency_s),
             param!(
@@ -489,20 +556,18 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 memory.stream_bandwidth_bytes_per_s
             ),
         ];
-        let (e, ivs) = fit_stage(&mut gpu, &params, &stream);
-        stages.push(("memory", stream.len(), e));
-        fitted.extend(
-            params
-                .iter()
-                .zip(ivs)
-                .map(|(p, iv)| (p.key, stream.len(), Some(iv))),
-        );
+        self.stage("memory", &params, rows);
     }
 
-    let gemm = of(KernelClass::Gemm);
-    if !gemm.is_empty() {
-        let bf16 = base.datasheet.bf16_flops_per_s;
-        let fp8 = base.datasheet.fp8_flops_per_s;
+    /// GEMMs: the ramp, the BF16 rate, and the FP8 rate and ramp when there are FP8 rows and
+    /// the GPU has FP8; one fixed time per source ([`fit_gemm_stage`]).
+    fn gemm_stage(&mut self, gemm: &[&Measurement]) {
+        if gemm.is_empty() {
+            return;
+        }
+        let gpu = &mut self.gpu;
+        let bf16 = gpu.datasheet.bf16_flops_per_s;
+        let fp8 = gpu.datasheet.fp8_flops_per_s;
         let mut params = vec![param!(
             "gemm.half_rate_tokens",
             0.01,
@@ -544,17 +609,22 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
             });
         }
         let used: Vec<&Measurement> = gemm
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|r| r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8"))
             .collect();
-        let (e, ivs) = fit_gemm_stage(&mut gpu, &params, &used);
-        stages.push(("gemm", used.len(), e));
+        let (e, ivs) = fit_gemm_stage(gpu, &params, &used);
+        self.stages.push(("gemm", used.len(), e));
         let keys = std::iter::once("gemm.fixed_s").chain(params.iter().map(|p| p.key));
-        fitted.extend(keys.zip(ivs).map(|(k, iv)| (k, used.len(), Some(iv))));
+        self.fitted
+            .extend(keys.zip(ivs).map(|(k, iv)| (k, used.len(), Some(iv))));
     }
 
-    let attn = of(KernelClass::PagedDecodeAttention);
-    if !attn.is_empty() {
+    /// Paged decode attention: fixed time and the share of HBM bandwidth it reaches.
+    fn attention_stage(&mut self, rows: &[&Measurement]) {
+        if rows.is_empty() {
+            return;
+        }
         let params = [
             param!("attention.fixed_s", 1e-8, 1e-3, attention.fixed_s),
             param!(
@@ -564,18 +634,14 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 attention.decode_bandwidth_fraction
             ),
         ];
-        let (e, ivs) = fit_stage(&mut gpu, &params, &attn);
-        stages.push(("attention", attn.len(), e));
-        fitted.extend(
-            params
-                .iter()
-                .zip(ivs)
-                .map(|(p, iv)| (p.key, attn.len(), Some(iv))),
-        );
+        self.stage("attention", &params, rows);
     }
 
-    let prefill = of(KernelClass::PrefillAttention);
-    if !prefill.is_empty() {
+    /// Prefill attention: the share of peak FLOP/s it reaches and its ramp.
+    fn prefill_stage(&mut self, rows: &[&Measurement]) {
+        if rows.is_empty() {
+            return;
+        }
         let params = [
             param!(
                 "attention.prefill_flops_fraction",
@@ -591,51 +657,43 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 set: |g, v| g.attention.prefill_half_rate_tokens = v,
             },
         ];
-        let (e, ivs) = fit_stage(&mut gpu, &params, &prefill);
-        stages.push(("prefill attention", prefill.len(), e));
-        fitted.extend(
-            params
-                .iter()
-                .zip(ivs)
-                .map(|(p, iv)| (p.key, prefill.len(), Some(iv))),
-        );
+        self.stage("prefill attention", &params, rows);
     }
 
-    let moe = of(KernelClass::FusedMoe);
-    if !moe.is_empty() {
+    /// Fused MoE: the share of peak FLOP/s the grouped GEMMs reach.
+    fn moe_stage(&mut self, rows: &[&Measurement]) {
+        if rows.is_empty() {
+            return;
+        }
         // Start inside the bounds: from the upper bound the simplex would see a flat valley.
-        gpu.moe.grouped_flops_fraction = gpu.moe.grouped_flops_fraction.min(0.5);
+        self.gpu.moe.grouped_flops_fraction = self.gpu.moe.grouped_flops_fraction.min(0.5);
         let params = [param!(
             "moe.grouped_flops_fraction",
             0.01,
             1.0,
             moe.grouped_flops_fraction
         )];
-        let (e, ivs) = fit_stage(&mut gpu, &params, &moe);
-        stages.push(("fused moe", moe.len(), e));
-        fitted.extend(
-            params
-                .iter()
-                .zip(ivs)
-                .map(|(p, iv)| (p.key, moe.len(), Some(iv))),
-        );
+        self.stage("fused moe", &params, rows);
     }
 
-    let empty = of(KernelClass::EmptyKernel);
-    if !empty.is_empty() {
-        // The MSLE minimiser of a constant is the geometric mean.
+    /// Kernel launch: the geometric mean of the empty-kernel rows (the MSLE minimiser of a
+    /// constant); no interval.
+    fn launch_stage(&mut self, empty: &[&Measurement]) {
+        if empty.is_empty() {
+            return;
+        }
         let mean_ln = empty.iter().map(|r| r.median_s().ln()).sum::<f64>() / empty.len() as f64;
-        gpu.small_ops.launch_s = mean_ln.exp();
-        let e = msle(&gpu, &empty).sqrt();
-        stages.push(("launch", empty.len(), e));
-        fitted.push(("small_ops.launch_s", empty.len(), None));
+        self.gpu.small_ops.launch_s = mean_ln.exp();
+        let e = msle(&self.gpu, empty).sqrt();
+        self.stages.push(("launch", empty.len(), e));
+        self.fitted.push(("small_ops.launch_s", empty.len(), None));
     }
 
-    let ar: Vec<&Measurement> = of(KernelClass::AllReduce)
-        .into_iter()
-        .filter(|r| r.tp.unwrap_or(0) > 1)
-        .collect();
-    if !ar.is_empty() {
+    /// All-reduce (rows of TP > 1): latency and bus bandwidth.
+    fn allreduce_stage(&mut self, rows: &[&Measurement]) {
+        if rows.is_empty() {
+            return;
+        }
         let params = [
             param!("allreduce.latency_s", 1e-8, 1e-2, allreduce.latency_s),
             param!(
@@ -645,37 +703,8 @@ pub fn fit_profile(base: &GpuProfile, rows: &[Measurement]) -> Result<FitResult>
                 allreduce.bus_bandwidth_bytes_per_s
             ),
         ];
-        let (e, ivs) = fit_stage(&mut gpu, &params, &ar);
-        stages.push(("allreduce", ar.len(), e));
-        fitted.extend(
-            params
-                .iter()
-                .zip(ivs)
-                .map(|(p, iv)| (p.key, ar.len(), Some(iv))),
-        );
+        self.stage("allreduce", &params, rows);
     }
-
-    if stages.is_empty() {
-        return Err(Error::Infeasible(
-            "no measurement row the fitter can use (stream, gemm, paged_decode_attention, prefill_attention, fused_moe, empty_kernel, allreduce)".into(),
-        ));
-    }
-    gpu.validate("fitted profile")?;
-    let params = fitted
-        .into_iter()
-        .map(|(key, rows, interval)| FittedParam {
-            key,
-            base: value_of(base, key),
-            fitted: value_of(&gpu, key),
-            rows,
-            interval,
-        })
-        .collect();
-    Ok(FitResult {
-        profile: gpu,
-        params,
-        stages,
-    })
 }
 
 /// The value of a fitted key in `g` (NaN for a key the fitter does not know).
