@@ -485,70 +485,112 @@ pub fn run_suite(
         dev.software
     ));
     progress("verified every kernel against its CPU reference");
-    let mut out = SuiteOutput::default();
-    fn skip(out: &mut SuiteOutput, progress: &mut dyn FnMut(&str), line: String) {
-        progress(&format!("{line}: skipped"));
-        out.skipped.push(line);
+    let mut run = SuiteRun {
+        budget: cfg.max_alloc_bytes.min(dev.free_bytes / 10 * 8),
+        backend,
+        cfg,
+        progress,
+        dev,
+        out: SuiteOutput::default(),
+    };
+    let has = |p: Part| cfg.parts.contains(&p);
+    if has(Part::Launch) {
+        run.launch()?;
     }
-    let budget = cfg.max_alloc_bytes.min(dev.free_bytes / 10 * 8);
-    let source = "servesim calibrate";
-    let row = |class: KernelClass, dtype: &str, t: Timing| {
-        let mut r = Measurement::new(class, dtype, &dev.name, &dev.driver);
+    if has(Part::Stream) {
+        run.stream()?;
+    }
+    if has(Part::Gemm) {
+        run.gemms()?;
+    }
+    if has(Part::Attention) {
+        run.attention()?;
+    }
+    Ok(run.out)
+}
+
+/// A suite run in progress: the backend and device, the memory budget of one shape (bytes),
+/// and the rows and skipped lines so far.
+struct SuiteRun<'a> {
+    backend: &'a mut dyn KernelBackend,
+    cfg: &'a SuiteConfig,
+    progress: &'a mut dyn FnMut(&str),
+    dev: DeviceInfo,
+    budget: u64,
+    out: SuiteOutput,
+}
+
+impl SuiteRun<'_> {
+    /// Skips `line` (what, and why): a progress line and a line in the output.
+    fn skip(&mut self, line: String) {
+        (self.progress)(&format!("{line}: skipped"));
+        self.out.skipped.push(line);
+    }
+
+    /// A measurement row of `class` in `dtype` with `t`'s times, on this device.
+    fn row(&self, class: KernelClass, dtype: &str, t: Timing) -> Measurement {
+        let mut r = Measurement::new(class, dtype, &self.dev.name, &self.dev.driver);
         r.median_us = t.median_us;
         r.p10_us = t.p10_us;
         r.p90_us = t.p90_us;
-        r.source = source.to_string();
+        r.source = "servesim calibrate".to_string();
         r
-    };
-    let has = |p: Part| cfg.parts.contains(&p);
+    }
 
-    if has(Part::Launch) {
-        let t = backend.empty_kernel(cfg.runs)?;
-        let mut r = row(KernelClass::EmptyKernel, "u8", t);
+    /// The empty kernel: launch overhead.
+    fn launch(&mut self) -> Result<()> {
+        let t = self.backend.empty_kernel(self.cfg.runs)?;
+        let mut r = self.row(KernelClass::EmptyKernel, "u8", t);
         r.bytes = Some(0.0);
         r.flops = Some(0.0);
-        progress(&format!("empty_kernel: {:.2} us", t.median_us));
-        out.rows.push(r);
+        (self.progress)(&format!("empty_kernel: {:.2} us", t.median_us));
+        self.out.rows.push(r);
+        Ok(())
     }
-    if has(Part::Stream) {
+
+    /// HBM copy and reduction at each size within the budget.
+    fn stream(&mut self) -> Result<()> {
+        let cfg = self.cfg;
         for &b in &cfg.stream_bytes {
             // Copy holds a source and a destination of b/2 each; the reduction holds b.
-            if b > budget {
-                skip(
-                    &mut out,
-                    progress,
-                    format!("stream {b} B (over the memory budget)"),
-                );
+            if b > self.budget {
+                self.skip(format!("stream {b} B (over the memory budget)"));
                 continue;
             }
             for class in [KernelClass::StreamCopy, KernelClass::StreamReduce] {
                 let t = if class == KernelClass::StreamCopy {
-                    backend.stream_copy(b, cfg.runs)?
+                    self.backend.stream_copy(b, cfg.runs)?
                 } else {
-                    backend.stream_reduce(b, cfg.runs)?
+                    self.backend.stream_reduce(b, cfg.runs)?
                 };
-                let mut r = row(class, "u8", t);
+                let mut r = self.row(class, "u8", t);
                 r.bytes = Some(b as f64);
                 r.flops = Some(0.0);
-                progress(&format!(
+                (self.progress)(&format!(
                     "{class} {b} B: {:.2} us ({:.0} GB/s)",
                     t.median_us,
                     b as f64 / t.median_us * 1e-3
                 ));
-                out.rows.push(r);
+                self.out.rows.push(r);
             }
         }
+        Ok(())
     }
-    if has(Part::Gemm) {
+
+    /// The weight GEMMs of every model's layers at every TP and batch, in bf16 and (where the
+    /// device has it) fp8; each distinct shape once.
+    fn gemms(&mut self) -> Result<()> {
+        let cfg = self.cfg;
         let mut dtypes = vec![GemmDtype::Bf16];
-        if dev.supports_fp8 {
+        if self.dev.supports_fp8 {
             dtypes.push(GemmDtype::Fp8);
         } else {
-            let why = dev
+            let why = self
+                .dev
                 .fp8_note
                 .clone()
                 .unwrap_or_else(|| "not supported".into());
-            skip(&mut out, progress, format!("gemm fp8, every shape ({why})"));
+            self.skip(format!("gemm fp8, every shape ({why})"));
         }
         let mut seen = std::collections::HashSet::new();
         for model in &cfg.models {
@@ -556,63 +598,70 @@ pub fn run_suite(
                 for g in layer_gemms(model, tp)? {
                     for &m in &cfg.batches {
                         for &dt in &dtypes {
-                            if !seen.insert((m, g.k, g.n, dt.name())) {
-                                continue;
+                            if seen.insert((m, g.k, g.n, dt.name())) {
+                                self.gemm(model, &g, m, dt)?;
                             }
-                            let (bytes, flops) = gemm_bytes_flops(m, g.k, g.n, dt);
-                            let shape = format!("gemm {} m={m} k={} n={}", dt.name(), g.k, g.n);
-                            if bytes * 2.0 > budget as f64 {
-                                skip(&mut out, progress, format!("{shape} (memory)"));
-                                continue;
-                            }
-                            let t = match backend.gemm(m, g.k, g.n, dt, cfg.runs) {
-                                // cuBLASLt may have no fp8 algorithm for a skinny shape.
-                                Err(Error::Unavailable(why)) if dt == GemmDtype::Fp8 => {
-                                    skip(&mut out, progress, format!("{shape} ({why})"));
-                                    continue;
-                                }
-                                r => r?,
-                            };
-                            let mut r = row(KernelClass::Gemm, dt.name(), t);
-                            (r.m, r.k, r.n) = (Some(m), Some(g.k), Some(g.n));
-                            r.bytes = Some(bytes);
-                            r.flops = Some(flops);
-                            progress(&format!(
-                                "gemm {} {} m={m} k={} n={} {}: {:.2} us ({:.0} TFLOP/s)",
-                                model.name,
-                                g.op,
-                                g.k,
-                                g.n,
-                                dt.name(),
-                                t.median_us,
-                                flops / t.median_us * 1e-6
-                            ));
-                            out.rows.push(r);
                         }
                     }
                 }
             }
         }
+        Ok(())
     }
-    if has(Part::Attention) {
+
+    /// One GEMM of layer shape `g` of `model` at `m` tokens in `dt`; skipped when it does not
+    /// fit the budget or cuBLASLt has no fp8 algorithm for it.
+    fn gemm(&mut self, model: &ModelSpec, g: &GemmShape, m: u64, dt: GemmDtype) -> Result<()> {
+        let (bytes, flops) = gemm_bytes_flops(m, g.k, g.n, dt);
+        let shape = format!("gemm {} m={m} k={} n={}", dt.name(), g.k, g.n);
+        if bytes * 2.0 > self.budget as f64 {
+            self.skip(format!("{shape} (memory)"));
+            return Ok(());
+        }
+        let t = match self.backend.gemm(m, g.k, g.n, dt, self.cfg.runs) {
+            // cuBLASLt may have no fp8 algorithm for a skinny shape.
+            Err(Error::Unavailable(why)) if dt == GemmDtype::Fp8 => {
+                self.skip(format!("{shape} ({why})"));
+                return Ok(());
+            }
+            r => r?,
+        };
+        let mut r = self.row(KernelClass::Gemm, dt.name(), t);
+        (r.m, r.k, r.n) = (Some(m), Some(g.k), Some(g.n));
+        r.bytes = Some(bytes);
+        r.flops = Some(flops);
+        (self.progress)(&format!(
+            "gemm {} {} m={m} k={} n={} {}: {:.2} us ({:.0} TFLOP/s)",
+            model.name,
+            g.op,
+            g.k,
+            g.n,
+            dt.name(),
+            t.median_us,
+            flops / t.median_us * 1e-6
+        ));
+        self.out.rows.push(r);
+        Ok(())
+    }
+
+    /// Paged decode attention of every model at every TP whose heads split, at every batch
+    /// and context; each distinct shape once.
+    fn attention(&mut self) -> Result<()> {
+        let cfg = self.cfg;
         let mut seen = std::collections::HashSet::new();
         for model in &cfg.models {
             for &tp in &cfg.tp {
                 let what = format!("paged_decode_attention {} TP{tp}", model.name);
                 if tp == 0 || model.num_kv_heads % tp != 0 || model.num_attention_heads % tp != 0 {
-                    skip(
-                        &mut out,
-                        progress,
-                        format!(
-                            "{what} ({} query / {} KV heads do not split over {tp} GPUs)",
-                            model.num_attention_heads, model.num_kv_heads
-                        ),
-                    );
+                    self.skip(format!(
+                        "{what} ({} query / {} KV heads do not split over {tp} GPUs)",
+                        model.num_attention_heads, model.num_kv_heads
+                    ));
                     continue;
                 }
                 let (q_heads, kv_heads) = (model.num_attention_heads / tp, model.num_kv_heads / tp);
                 if let Err(why) = kernels::attention_supported(model.head_dim, q_heads / kv_heads) {
-                    skip(&mut out, progress, format!("{what}, every shape ({why})"));
+                    self.skip(format!("{what}, every shape ({why})"));
                     continue;
                 }
                 for &batch in &cfg.attention_batches {
@@ -624,42 +673,48 @@ pub fn run_suite(
                             kv_heads,
                             head_dim: model.head_dim,
                         };
-                        if !seen.insert((batch, context, q_heads, kv_heads, s.head_dim)) {
-                            continue;
+                        if seen.insert((batch, context, q_heads, kv_heads, s.head_dim)) {
+                            self.attention_shape(&what, s)?;
                         }
-                        let shape = format!("{what} batch {batch} context {context}");
-                        let (bytes, flops) = attention_bytes_flops(s);
-                        if bytes > budget as f64 {
-                            skip(&mut out, progress, format!("{shape} (memory)"));
-                            continue;
-                        }
-                        let t = match backend.paged_decode_attention(s, cfg.runs) {
-                            Err(Error::Unavailable(why)) => {
-                                skip(&mut out, progress, format!("{shape} ({why})"));
-                                continue;
-                            }
-                            r => r?,
-                        };
-                        let mut r = row(KernelClass::PagedDecodeAttention, "bf16", t);
-                        r.batch = Some(batch);
-                        r.context = Some(context);
-                        r.q_heads = Some(q_heads);
-                        r.kv_heads = Some(kv_heads);
-                        r.head_dim = Some(s.head_dim);
-                        r.bytes = Some(bytes);
-                        r.flops = Some(flops);
-                        progress(&format!(
-                            "{shape}: {:.2} us ({:.0} GB/s)",
-                            t.median_us,
-                            bytes / t.median_us * 1e-3
-                        ));
-                        out.rows.push(r);
                     }
                 }
             }
         }
+        Ok(())
     }
-    Ok(out)
+
+    /// One paged decode-attention shape (`what`: the model and TP); skipped when it does not
+    /// fit the budget or the kernel does not support it.
+    fn attention_shape(&mut self, what: &str, s: AttentionShape) -> Result<()> {
+        let shape = format!("{what} batch {} context {}", s.batch, s.context);
+        let (bytes, flops) = attention_bytes_flops(s);
+        if bytes > self.budget as f64 {
+            self.skip(format!("{shape} (memory)"));
+            return Ok(());
+        }
+        let t = match self.backend.paged_decode_attention(s, self.cfg.runs) {
+            Err(Error::Unavailable(why)) => {
+                self.skip(format!("{shape} ({why})"));
+                return Ok(());
+            }
+            r => r?,
+        };
+        let mut r = self.row(KernelClass::PagedDecodeAttention, "bf16", t);
+        r.batch = Some(s.batch);
+        r.context = Some(s.context);
+        r.q_heads = Some(s.q_heads);
+        r.kv_heads = Some(s.kv_heads);
+        r.head_dim = Some(s.head_dim);
+        r.bytes = Some(bytes);
+        r.flops = Some(flops);
+        (self.progress)(&format!(
+            "{shape}: {:.2} us ({:.0} GB/s)",
+            t.median_us,
+            bytes / t.median_us * 1e-3
+        ));
+        self.out.rows.push(r);
+        Ok(())
+    }
 }
 
 /// Writes `bytes` to `path` atomically ([`crate::atomic_file::write_atomic`]: an exclusive,
