@@ -15,7 +15,7 @@ use servesim::validate::markdown::{
 };
 use servesim::validate::{
     compare, fit_engine_host, prediction_intervals, read_reference, step_time_headroom, summarize,
-    Comparison, FitOptions, Metric, ReferenceRow,
+    Comparison, ErrorSummary, FitOptions, Metric, PredictionInterval, ReferenceRow,
 };
 
 /// Runs `servesim validate`.
@@ -196,6 +196,21 @@ fn print_report(
         }
         Format::Table => {}
     }
+    let which = if cross_validated {
+        "out of sample: each configuration predicted with host costs refitted without it"
+    } else {
+        "in sample (no cross-validation)"
+    };
+    write_rows_table(out, inn, oos)?;
+    write_headlines(out, inn, oos, which)?;
+    write_per_configuration(out, rows, cv, which)?;
+    write_saturated(out, rows, inn, oos)?;
+    write_per_metric(out, &summary)?;
+    write_intervals(out, &intervals, headroom, args.coverage, which)
+}
+
+/// Per row and metric: measured, predicted in and out of sample, and both errors.
+fn write_rows_table(out: &mut impl Write, inn: &[Comparison], oos: &[Comparison]) -> Result<()> {
     // The row column fits the longest id (the 0.14 files' ids run to 30 characters).
     let id_w = inn.iter().map(|c| c.id.len() + 2).fold(18, usize::max);
     writeln!(
@@ -216,11 +231,17 @@ fn print_report(
             100.0 * b.signed_error
         )?;
     }
-    let which = if cross_validated {
-        "out of sample: each configuration predicted with host costs refitted without it"
-    } else {
-        "in sample (no cross-validation)"
-    };
+    Ok(())
+}
+
+/// Per figure family: rows, median |error|, bias and worst out of sample, and the in-sample
+/// median beside (`which` says which sample).
+fn write_headlines(
+    out: &mut impl Write,
+    inn: &[Comparison],
+    oos: &[Comparison],
+    which: &str,
+) -> Result<()> {
     writeln!(out, "\nheadline figures, {which}")?;
     writeln!(
         out,
@@ -243,6 +264,18 @@ fn print_report(
             100.0 * i.median_abs
         )?;
     }
+    Ok(())
+}
+
+/// Per configuration: each figure family's median |error| and bias, and how its fold was
+/// fitted.
+fn write_per_configuration(
+    out: &mut impl Write,
+    rows: &[ReferenceRow],
+    cv: &CrossValidation,
+    which: &str,
+) -> Result<()> {
+    let oos = &cv.out_of_sample;
     writeln!(out, "\nper configuration ({which}): median |err| (bias)")?;
     for g in cv::groups(rows) {
         let mut line = format!("  {g}:");
@@ -270,6 +303,17 @@ fn print_report(
         }
         writeln!(out, "{}", line.trim_end_matches(';'))?;
     }
+    Ok(())
+}
+
+/// The online rows the engine kept up with that the model predicts saturated, in and out of
+/// sample.
+fn write_saturated(
+    out: &mut impl Write,
+    rows: &[ReferenceRow],
+    inn: &[Comparison],
+    oos: &[Comparison],
+) -> Result<()> {
     for (label, comps) in [("in sample", inn), ("out of sample", oos)] {
         let sat = cv::predicted_saturated(rows, comps);
         writeln!(
@@ -282,12 +326,17 @@ fn print_report(
             }
         )?;
     }
+    Ok(())
+}
+
+/// Per load kind and metric: rows, median |error|, bias, worst and the worst row.
+fn write_per_metric(out: &mut impl Write, summary: &[ErrorSummary]) -> Result<()> {
     writeln!(
         out,
         "\n{:<10}{:<20}{:>6}{:>14}{:>12}{:>12}  worst row",
         "load", "metric", "rows", "median |err|", "bias", "worst"
     )?;
-    for s in &summary {
+    for s in summary {
         writeln!(
             out,
             "{:<10}{:<20}{:>6}{:>13.1}%{:>+11.1}%{:>11.1}%  {}",
@@ -300,17 +349,29 @@ fn print_report(
             s.worst_id
         )?;
     }
+    Ok(())
+}
+
+/// The prediction intervals at `coverage` per load kind and metric, and the step-time
+/// headroom.
+fn write_intervals(
+    out: &mut impl Write,
+    intervals: &[PredictionInterval],
+    headroom: Option<f64>,
+    coverage: f64,
+    which: &str,
+) -> Result<()> {
     writeln!(
         out,
         "\nprediction intervals ({which}): measured / predicted - 1 on {:.0}% of the rows",
-        100.0 * args.coverage
+        100.0 * coverage
     )?;
     writeln!(
         out,
         "{:<10}{:<20}{:>6}{:>10}{:>10}",
         "load", "metric", "rows", "low", "high"
     )?;
-    for p in &intervals {
+    for p in intervals {
         writeln!(
             out,
             "{:<10}{:<20}{:>6}{:>+9.1}%{:>+9.1}%",
@@ -325,7 +386,7 @@ fn print_report(
         writeln!(
             out,
             "step-time headroom ({:.0}% of the rows' iterations within it): {:+.1}%",
-            100.0 * args.coverage,
+            100.0 * coverage,
             100.0 * h
         )?;
     }
