@@ -294,114 +294,25 @@ pub fn fit_engine_host(
     };
     let priors: Vec<HostPrior> = keys.iter().map(|&k| prior_of(engine, k)).collect();
     let iteration_bound = iteration_bound(rows, &priors[0], opts.documented_bound);
-    let bounds: Vec<(f64, f64)> = keys
-        .iter()
-        .map(|&k| {
-            let (lo, hi) = HOST_BOUNDS[k];
-            // No host time per iteration, hidden or exposed, above the fastest iteration.
-            let hi = if k == 0 || k == 3 {
-                hi.min(iteration_bound.0)
-            } else {
-                hi
-            };
-            (lo.ln(), hi.max(lo).ln())
-        })
-        .collect();
-    let at = |x: &[f64]| -> HostCosts {
-        let mut h = start.clone();
-        for ((&k, xk), &(lo, hi)) in keys.iter().zip(x).zip(&bounds) {
-            set_host_param(&mut h, k, xk.clamp(lo, hi).exp());
-        }
-        h
-    };
-    let first_error = std::sync::Mutex::new(None::<Error>);
-    let n_figures = std::sync::atomic::AtomicUsize::new(0);
-    // The data term alone, with a penalty that leads the simplex back inside the bounds.
-    let data = |x: &[f64]| -> f64 {
-        let outside: f64 = x
-            .iter()
-            .zip(&bounds)
-            .map(|(xk, &(lo, hi))| (lo - xk).max(0.0) + (xk - hi).max(0.0))
-            .sum();
-        match data_loss(rows, &at(x)) {
-            Ok((v, n)) => {
-                n_figures.store(n, std::sync::atomic::Ordering::Relaxed);
-                v + outside
-            }
-            Err(e) => {
-                if let Ok(mut slot) = first_error.lock() {
-                    slot.get_or_insert(e);
-                }
-                f64::INFINITY
-            }
-        }
-    };
-    let n0 = data_loss(rows, start)?.1 as f64;
-    let prior_x: Vec<f64> = priors
-        .iter()
-        .zip(&bounds)
-        .map(|(p, &(lo, hi))| p.value.max(1e-300).ln().clamp(lo, hi))
-        .collect();
-    let prior_term = |x: &[f64], variance: f64| -> f64 {
-        let s2 = variance / n0;
-        x.iter()
-            .zip(&prior_x)
-            .zip(&priors)
-            .map(|((xk, pk), p)| s2 * ((xk - pk) / p.factor.max(1.0 + 1e-9).ln()).powi(2))
-            .sum()
-    };
-    // First the data with the priors at their weakest (they only settle flat directions),
-    // then with the priors weighed against the variance the rows show there.
-    let first = |x: &[f64]| data(x) + prior_term(x, MIN_PRIOR_VARIANCE);
-    let x1 = minimise(&first, start, &keys, &bounds, &prior_x);
-    let variance = data(&x1).clamp(MIN_PRIOR_VARIANCE, PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE);
-    let posterior = |x: &[f64]| data(x) + prior_term(x, variance);
-    let mut best = x1;
-    for step in [0.3, 0.1] {
-        let (nx, _) = nelder_mead(&posterior, &best, step, 1e-6, 120);
-        if posterior(&nx) <= posterior(&best) {
-            best = nx;
-        }
-    }
-    if let Some(e) = first_error.lock().ok().and_then(|mut s| s.take()) {
-        return Err(e);
-    }
-    let mut host = at(&best);
+    let obj = HostObjective::new(rows, start, keys, iteration_bound.0);
+    let best = fit_with_priors(&obj, &priors)?;
+    let mut host = obj.at(&best);
     let intervals: Vec<Option<Interval>> = if opts.profile {
-        // Profile the data term from its own optimum, near the fit.
-        let (x_data, _) = nelder_mead(&data, &best, 0.2, 1e-7, 80);
-        let x_data = if data(&x_data) < data(&best) {
-            x_data
-        } else {
-            best.clone()
-        };
-        let n = n_figures.load(std::sync::atomic::Ordering::Relaxed).max(1);
-        let coords: Vec<usize> = (0..keys.len()).collect();
-        let iv = profile_intervals(
-            &data,
-            n,
-            &x_data,
-            &bounds,
-            &coords,
-            ProfileOptions::default(),
-        );
-        if let Some(e) = first_error.lock().ok().and_then(|mut s| s.take()) {
-            return Err(e);
-        }
-        iv.into_iter().map(Some).collect()
+        obj.intervals(&best)?.into_iter().map(Some).collect()
     } else {
-        vec![None; keys.len()]
+        vec![None; obj.keys.len()]
     };
     // A cost the rows do not determine goes back to its documented prior, moved into the
     // range that fits equally well (as `servesim fit` does with a GPU parameter), so it never
     // sits wherever the search stopped in a flat direction.
-    for ((&k, p), iv) in keys.iter().zip(&priors).zip(&intervals) {
+    for ((&k, p), iv) in obj.keys.iter().zip(&priors).zip(&intervals) {
         if let Some(iv) = iv.filter(|iv| !iv.determined()) {
             set_host_param(&mut host, k, iv.clamp(p.value));
         }
     }
     let (score, figures) = data_loss(rows, &host)?;
-    let params = keys
+    let params = obj
+        .keys
         .iter()
         .zip(&priors)
         .zip(intervals)
@@ -422,6 +333,151 @@ pub fn fit_engine_host(
         params,
         iteration_bound,
     })
+}
+
+/// The data term of the host-cost fit: the rows' loss at a point of the fitted costs
+/// (logarithms of [`HOST_KEYS`]`[keys]`, the other costs at `start`'s), with a penalty that
+/// leads the simplex back inside the bounds. The first simulation error is kept (the loss is
+/// then infinite) and returned by [`HostObjective::error`].
+struct HostObjective<'a> {
+    rows: &'a [ReferenceRow],
+    start: &'a HostCosts,
+    /// The fitted costs, indices into [`HOST_KEYS`].
+    keys: Vec<usize>,
+    /// Bounds of each fitted cost, logarithms.
+    bounds: Vec<(f64, f64)>,
+    first_error: std::sync::Mutex<Option<Error>>,
+    /// Figures the last evaluation compared.
+    n_figures: std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> HostObjective<'a> {
+    /// `iteration_bound_s`: no host time per iteration, hidden or exposed, above it.
+    fn new(
+        rows: &'a [ReferenceRow],
+        start: &'a HostCosts,
+        keys: Vec<usize>,
+        iteration_bound_s: f64,
+    ) -> Self {
+        let bounds: Vec<(f64, f64)> = keys
+            .iter()
+            .map(|&k| {
+                let (lo, hi) = HOST_BOUNDS[k];
+                let hi = if k == 0 || k == 3 {
+                    hi.min(iteration_bound_s)
+                } else {
+                    hi
+                };
+                (lo.ln(), hi.max(lo).ln())
+            })
+            .collect();
+        HostObjective {
+            rows,
+            start,
+            keys,
+            bounds,
+            first_error: std::sync::Mutex::new(None),
+            n_figures: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The host costs at `x` (clamped into the bounds).
+    fn at(&self, x: &[f64]) -> HostCosts {
+        let mut h = self.start.clone();
+        for ((&k, xk), &(lo, hi)) in self.keys.iter().zip(x).zip(&self.bounds) {
+            set_host_param(&mut h, k, xk.clamp(lo, hi).exp());
+        }
+        h
+    }
+
+    /// The data loss at `x` plus the distance outside the bounds.
+    fn data(&self, x: &[f64]) -> f64 {
+        let outside: f64 = x
+            .iter()
+            .zip(&self.bounds)
+            .map(|(xk, &(lo, hi))| (lo - xk).max(0.0) + (xk - hi).max(0.0))
+            .sum();
+        match data_loss(self.rows, &self.at(x)) {
+            Ok((v, n)) => {
+                self.n_figures
+                    .store(n, std::sync::atomic::Ordering::Relaxed);
+                v + outside
+            }
+            Err(e) => {
+                if let Ok(mut slot) = self.first_error.lock() {
+                    slot.get_or_insert(e);
+                }
+                f64::INFINITY
+            }
+        }
+    }
+
+    /// The first simulation error an evaluation met, if any (taken).
+    fn error(&self) -> Result<()> {
+        match self.first_error.lock().ok().and_then(|mut s| s.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Profile intervals of the data term from its own optimum, searched near `best`.
+    fn intervals(&self, best: &[f64]) -> Result<Vec<Interval>> {
+        let data = |x: &[f64]| self.data(x);
+        let (x_data, _) = nelder_mead(&data, best, 0.2, 1e-7, 80);
+        let x_data = if data(&x_data) < data(best) {
+            x_data
+        } else {
+            best.to_vec()
+        };
+        let n = self
+            .n_figures
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        let coords: Vec<usize> = (0..self.keys.len()).collect();
+        let iv = profile_intervals(
+            &data,
+            n,
+            &x_data,
+            &self.bounds,
+            &coords,
+            ProfileOptions::default(),
+        );
+        self.error()?;
+        Ok(iv)
+    }
+}
+
+/// The fitted point: first the data with the priors at their weakest (they only settle flat
+/// directions), then with the priors weighed against the variance the rows show there.
+fn fit_with_priors(obj: &HostObjective<'_>, priors: &[HostPrior]) -> Result<Vec<f64>> {
+    let data = |x: &[f64]| obj.data(x);
+    let n0 = data_loss(obj.rows, obj.start)?.1 as f64;
+    let prior_x: Vec<f64> = priors
+        .iter()
+        .zip(&obj.bounds)
+        .map(|(p, &(lo, hi))| p.value.max(1e-300).ln().clamp(lo, hi))
+        .collect();
+    let prior_term = |x: &[f64], variance: f64| -> f64 {
+        let s2 = variance / n0;
+        x.iter()
+            .zip(&prior_x)
+            .zip(priors)
+            .map(|((xk, pk), p)| s2 * ((xk - pk) / p.factor.max(1.0 + 1e-9).ln()).powi(2))
+            .sum()
+    };
+    let first = |x: &[f64]| data(x) + prior_term(x, MIN_PRIOR_VARIANCE);
+    let x1 = minimise(&first, obj.start, &obj.keys, &obj.bounds, &prior_x);
+    let variance = data(&x1).clamp(MIN_PRIOR_VARIANCE, PRIOR_ERROR_SCALE * PRIOR_ERROR_SCALE);
+    let posterior = |x: &[f64]| data(x) + prior_term(x, variance);
+    let mut best = x1;
+    for step in [0.3, 0.1] {
+        let (nx, _) = nelder_mead(&posterior, &best, step, 1e-6, 120);
+        if posterior(&nx) <= posterior(&best) {
+            best = nx;
+        }
+    }
+    obj.error()?;
+    Ok(best)
 }
 
 /// The per-iteration cost's upper bound: the smaller of the prior's `max` (when `documented`)
