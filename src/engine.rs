@@ -354,8 +354,32 @@ impl EngineProfile {
         Ok(p)
     }
 
-    /// Checks the profile's figures.
+    /// Checks the profile's figures: the scheduler defaults, the all-reduce table, the host
+    /// costs (non-negative, then plausible), the names, and the host priors.
     pub fn validate(&self, origin: &str) -> Result<()> {
+        self.validate_scheduler(origin)?;
+        for (i, &(tp, bytes)) in self.allreduce.custom_max_bytes_by_tp.iter().enumerate() {
+            if tp == 0 || !(bytes.is_finite() && bytes >= 0.0) {
+                return Err(Error::config(
+                    origin,
+                    format!("allreduce.custom_max_bytes_by_tp[{i}]"),
+                    format!("needs a TP degree >= 1 and bytes >= 0, got [{tp}, {bytes}]"),
+                ));
+            }
+        }
+        self.host.check_non_negative(origin)?;
+        if let Some(spec) = &self.speculative {
+            spec.validate(origin)?;
+        }
+        crate::error::check_printable(origin, "name", &self.name)?;
+        crate::error::check_printable(origin, "display_name", &self.display_name)?;
+        self.host.check_plausible(origin)?;
+        self.validate_host_priors(origin)
+    }
+
+    /// The scheduler defaults: sequences, KV share of the workload limits, CUDA-graph sizes,
+    /// block size, memory fraction.
+    fn validate_scheduler(&self, origin: &str) -> Result<()> {
         let s = &self.scheduler;
         if s.max_num_seqs == 0 {
             return Err(Error::config(
@@ -392,57 +416,11 @@ impl EngineProfile {
                 format!("must be in (0, 1], got {}", s.gpu_memory_utilization),
             ));
         }
-        for (i, &(tp, bytes)) in self.allreduce.custom_max_bytes_by_tp.iter().enumerate() {
-            if tp == 0 || !(bytes.is_finite() && bytes >= 0.0) {
-                return Err(Error::config(
-                    origin,
-                    format!("allreduce.custom_max_bytes_by_tp[{i}]"),
-                    format!("needs a TP degree >= 1 and bytes >= 0, got [{tp}, {bytes}]"),
-                ));
-            }
-        }
-        for (key, v) in [
-            ("host.per_iteration_s", self.host.per_iteration_s),
-            ("host.per_sequence_s", self.host.per_sequence_s),
-            ("host.per_request_s", self.host.per_request_s),
-            (
-                "host.per_iteration_exposed_s",
-                self.host.per_iteration_exposed_s,
-            ),
-            (
-                "host.runtime_reserved_bytes",
-                self.host.runtime_reserved_bytes,
-            ),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
-            }
-        }
-        if let Some(spec) = &self.speculative {
-            spec.validate(origin)?;
-        }
-        crate::error::check_printable(origin, "name", &self.name)?;
-        crate::error::check_printable(origin, "display_name", &self.display_name)?;
-        // Plausible host costs (a busy Python scheduler takes tens of ms per iteration, not
-        // seconds): a typo such as 1e300 is an error naming the key, not a run of centuries.
-        for (key, v, hi) in [
-            ("host.per_iteration_s", self.host.per_iteration_s, 1.0),
-            ("host.per_sequence_s", self.host.per_sequence_s, 0.1),
-            ("host.per_request_s", self.host.per_request_s, 10.0),
-            (
-                "host.per_iteration_exposed_s",
-                self.host.per_iteration_exposed_s,
-                1.0,
-            ),
-        ] {
-            if v > hi {
-                return Err(Error::config(
-                    origin,
-                    key,
-                    format!("must be in [0, {hi}] s (a plausible engine), got {v:e}"),
-                ));
-            }
-        }
+        Ok(())
+    }
+
+    /// Each host prior: value > 0, factor > 1, a bound > 0 with its source, and its source.
+    fn validate_host_priors(&self, origin: &str) -> Result<()> {
         let names = [
             "per_iteration_s",
             "per_sequence_s",
@@ -489,6 +467,49 @@ impl EngineProfile {
                     origin,
                     key("source"),
                     "a prior needs its source",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HostCosts {
+    /// Every host cost finite and >= 0 (and the reserved runtime memory), `origin` naming the
+    /// profile in errors.
+    fn check_non_negative(&self, origin: &str) -> Result<()> {
+        for (key, v) in [
+            ("host.per_iteration_s", self.per_iteration_s),
+            ("host.per_sequence_s", self.per_sequence_s),
+            ("host.per_request_s", self.per_request_s),
+            ("host.per_iteration_exposed_s", self.per_iteration_exposed_s),
+            ("host.runtime_reserved_bytes", self.runtime_reserved_bytes),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Plausible host costs, seconds (a busy Python scheduler takes tens of ms per iteration,
+    /// not seconds): a typo such as 1e300 is an error naming the key, not a run of centuries.
+    fn check_plausible(&self, origin: &str) -> Result<()> {
+        for (key, v, hi) in [
+            ("host.per_iteration_s", self.per_iteration_s, 1.0),
+            ("host.per_sequence_s", self.per_sequence_s, 0.1),
+            ("host.per_request_s", self.per_request_s, 10.0),
+            (
+                "host.per_iteration_exposed_s",
+                self.per_iteration_exposed_s,
+                1.0,
+            ),
+        ] {
+            if v > hi {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be in [0, {hi}] s (a plausible engine), got {v:e}"),
                 ));
             }
         }
