@@ -77,25 +77,7 @@ pub fn parse_result_file(
         });
     };
     let r = Reader { obj: &obj, origin };
-    let completed = r.count("completed")?;
-    if completed > MAX_REQUESTS {
-        return Err(r.bad(
-            "completed",
-            format!(
-                "{completed} requests is more than the {MAX_REQUESTS} a fit simulates per file \
-                 (each of its hundreds of evaluations replays them); measure fewer prompts"
-            ),
-        ));
-    }
-    if let Some(Value::Number(_)) = obj.get("num_prompts") {
-        let sent = r.count("num_prompts")?;
-        if completed > sent {
-            return Err(r.bad(
-                "completed",
-                format!("{completed} requests completed but num_prompts is {sent}"),
-            ));
-        }
-    }
+    let completed = r.completed()?;
     let total_output = r.positive("total_output_tokens")?;
     let input = r.positive("total_input_tokens")? / completed as f64;
     let output = total_output / completed as f64;
@@ -110,22 +92,7 @@ pub fn parse_result_file(
             "fewer tokens than completed requests".into(),
         ));
     }
-    let rate = match obj.get("request_rate") {
-        None => return Err(r.bad("request_rate", "missing".into())),
-        Some(Value::String(s)) if matches!(s.to_ascii_lowercase().as_str(), "inf" | "infinity") => {
-            None
-        }
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(v) if v.is_finite() && v > 0.0 => Some(v),
-            _ => return Err(r.bad("request_rate", format!("must be > 0 or \"inf\", got {n}"))),
-        },
-        Some(other) => {
-            return Err(r.bad(
-                "request_rate",
-                format!("must be a number or \"inf\", got {other}"),
-            ))
-        }
-    };
+    let rate = r.request_rate()?;
     let burstiness = match obj.get("burstiness") {
         None | Some(Value::Null) => 1.0,
         Some(_) => r.positive("burstiness")?,
@@ -134,19 +101,7 @@ pub fn parse_result_file(
         None | Some(Value::Null) => None,
         Some(_) => Some(u32::try_from(r.count("max_concurrency")?).unwrap_or(u32::MAX)),
     };
-    let mut measured = Vec::new();
-    for (key, metric) in METRIC_KEYS {
-        match obj.get(key) {
-            None | Some(Value::Null) => {}
-            Some(_) => measured.push((metric, r.positive(key)?)),
-        }
-    }
-    if measured.is_empty() {
-        return Err(r.bad(
-            "mean_e2el_ms",
-            "no measured metric (output_throughput, mean_ttft_ms, mean_e2el_ms, ...) to fit".into(),
-        ));
-    }
+    let measured = r.measured()?;
     check_consistent(&r, &measured, total_output / duration)?;
     let lens = r.request_lens(completed)?;
     Ok(ReferenceRow {
@@ -295,6 +250,69 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// `completed`: a count within [`MAX_REQUESTS`] and not above `num_prompts` (when given).
+    fn completed(&self) -> Result<u64> {
+        let completed = self.count("completed")?;
+        if completed > MAX_REQUESTS {
+            return Err(self.bad(
+                "completed",
+                format!(
+                    "{completed} requests is more than the {MAX_REQUESTS} a fit simulates per file \
+                     (each of its hundreds of evaluations replays them); measure fewer prompts"
+                ),
+            ));
+        }
+        if let Some(Value::Number(_)) = self.obj.get("num_prompts") {
+            let sent = self.count("num_prompts")?;
+            if completed > sent {
+                return Err(self.bad(
+                    "completed",
+                    format!("{completed} requests completed but num_prompts is {sent}"),
+                ));
+            }
+        }
+        Ok(completed)
+    }
+
+    /// `request_rate`: req/s > 0, or `None` for `"inf"` (every request at once).
+    fn request_rate(&self) -> Result<Option<f64>> {
+        match self.obj.get("request_rate") {
+            None => Err(self.bad("request_rate", "missing".into())),
+            Some(Value::String(s))
+                if matches!(s.to_ascii_lowercase().as_str(), "inf" | "infinity") =>
+            {
+                Ok(None)
+            }
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                _ => Err(self.bad("request_rate", format!("must be > 0 or \"inf\", got {n}"))),
+            },
+            Some(other) => Err(self.bad(
+                "request_rate",
+                format!("must be a number or \"inf\", got {other}"),
+            )),
+        }
+    }
+
+    /// The measured metrics present ([`METRIC_KEYS`]), each > 0; at least one.
+    fn measured(&self) -> Result<Vec<(Metric, f64)>> {
+        let mut measured = Vec::new();
+        for (key, metric) in METRIC_KEYS {
+            match self.obj.get(key) {
+                None | Some(Value::Null) => {}
+                Some(_) => measured.push((metric, self.positive(key)?)),
+            }
+        }
+        if measured.is_empty() {
+            return Err(self.bad(
+                "mean_e2el_ms",
+                "no measured metric (output_throughput, mean_ttft_ms, mean_e2el_ms, ...) to fit"
+                    .into(),
+            ));
+        }
+        Ok(measured)
+    }
+
     fn bad(&self, key: &str, reason: String) -> Error {
         Error::config(self.origin, key, reason)
     }
