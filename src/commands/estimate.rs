@@ -126,13 +126,21 @@ impl ToTable for Estimate {
     }
 }
 
+/// The table for people: the deployment, its memory plan, and the batch's step time by
+/// part (`stream_bw`, `datasheet_bw`: the GPU's measured and datasheet HBM bandwidth, bytes/s).
 fn print_table(
     out: &mut dyn Write,
     e: &Estimate,
     stream_bw: f64,
     datasheet_bw: f64,
 ) -> std::io::Result<()> {
-    let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
+    print_heading(out, e)?;
+    print_memory(out, e)?;
+    print_step(out, e, stream_bw, datasheet_bw)
+}
+
+/// The deployment in one line: model, GPUs and parallelism, formats, engine.
+fn print_heading(out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
     if e.dp == 1 && e.ep == 1 {
         writeln!(
             out,
@@ -154,6 +162,12 @@ fn print_table(
             e.engine
         )?;
     }
+    Ok(())
+}
+
+/// Parameters, weights and KV per token, the KV capacity and the settings it was planned for,
+/// and a note when the batch's KV exceeds it.
+fn print_memory(out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
     writeln!(
         out,
         "  parameters             {:>9.2} B total, {:.2} B active per token",
@@ -204,6 +218,17 @@ fn print_table(
             "  note: this batch holds {batch_kv} tokens of KV, more than the capacity: an engine would not run it at once"
         )?;
     }
+    Ok(())
+}
+
+/// The batch and its step time by part, with what it implies.
+fn print_step(
+    out: &mut dyn Write,
+    e: &Estimate,
+    stream_bw: f64,
+    datasheet_bw: f64,
+) -> std::io::Result<()> {
+    let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
     writeln!(
         out,
         "batch: {} decoding at {} tokens context, {} prefill tokens",
