@@ -662,35 +662,7 @@ impl Scenario {
             let gen = crate::workload::RequestGenerator::new(&self.workload, self.seed, origin)?;
             Ok((gen.mean_input_tokens(), gen.mean_output_tokens()))
         };
-        let pools = match d.mode {
-            DeploymentMode::Colocated => {
-                disaggregation::check_colocated(d, origin)?;
-                None
-            }
-            DeploymentMode::Disaggregated => {
-                for (key, set) in [
-                    ("autoscale", self.autoscale.is_some()),
-                    ("faults", self.faults.is_some()),
-                    ("deployment.dp", d.dp != 1),
-                    ("deployment.ep", d.ep != 1),
-                    ("deployment.redundant_experts", d.redundant_experts != 0),
-                ] {
-                    if set {
-                        return Err(err(
-                            key,
-                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
-                        ));
-                    }
-                }
-                Some(disaggregation::resolve_pools(
-                    d,
-                    &self.scheduler,
-                    origin,
-                    Some(&mean_lengths),
-                    self.speculative.as_ref(),
-                )?)
-            }
-        };
+        let pools = self.resolve_pools(origin, &mean_lengths)?;
         let ResolvedDeployment {
             deployment,
             memory,
@@ -711,27 +683,9 @@ impl Scenario {
                 .min(p.prefill.scheduler.max_model_len),
             None => scheduler.max_model_len,
         };
-        self.workload.validate(origin)?;
-        if let Some(shortest) = self.workload.shortest_request_tokens() {
-            if shortest > max_model_len as u64 {
-                return Err(err(
-                    "workload",
-                    format!(
-                        "every request has at least {shortest} tokens (prompt + output), more than \
-                         max_model_len ({max_model_len}); every request would be rejected"
-                    ),
-                ));
-            }
-        }
+        self.check_workload_fits(origin, max_model_len)?;
         let slo = self.slo_policy(origin)?;
-        if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
-            return Err(err(
-                "limits.max_sim_time_s",
-                format!("must be > 0, got {}", self.limits.max_sim_time_s),
-            ));
-        }
-        let max_sim_time_ns = crate::clock::secs_to_ns(self.limits.max_sim_time_s)
-            .map_err(|e| err("limits.max_sim_time_s", e.to_string()))?;
+        let max_sim_time_ns = self.max_sim_time_ns(origin)?;
         self.check_pricing_and_plan(origin)?;
         self.measure.validate(origin)?;
         if let Some(spec) = &self.speculative {
@@ -783,6 +737,77 @@ impl Scenario {
             sim,
             pools,
         })
+    }
+
+    /// The prefill and decode pools of a disaggregated deployment (`None` when colocated),
+    /// after checking that nothing set is unmodelled in its mode.
+    fn resolve_pools(
+        &self,
+        origin: &str,
+        mean_lengths: &dyn Fn() -> Result<(f64, f64)>,
+    ) -> Result<Option<ResolvedPools>> {
+        let d = &self.deployment;
+        let err = |key: &str, reason: String| Error::config(origin, key, reason);
+        Ok(match d.mode {
+            DeploymentMode::Colocated => {
+                disaggregation::check_colocated(d, origin)?;
+                None
+            }
+            DeploymentMode::Disaggregated => {
+                for (key, set) in [
+                    ("autoscale", self.autoscale.is_some()),
+                    ("faults", self.faults.is_some()),
+                    ("deployment.dp", d.dp != 1),
+                    ("deployment.ep", d.ep != 1),
+                    ("deployment.redundant_experts", d.redundant_experts != 0),
+                ] {
+                    if set {
+                        return Err(err(
+                            key,
+                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
+                        ));
+                    }
+                }
+                Some(disaggregation::resolve_pools(
+                    d,
+                    &self.scheduler,
+                    origin,
+                    Some(mean_lengths),
+                    self.speculative.as_ref(),
+                )?)
+            }
+        })
+    }
+
+    /// The workload is valid and its shortest request fits in `max_model_len` tokens.
+    fn check_workload_fits(&self, origin: &str, max_model_len: u32) -> Result<()> {
+        self.workload.validate(origin)?;
+        if let Some(shortest) = self.workload.shortest_request_tokens() {
+            if shortest > max_model_len as u64 {
+                return Err(Error::config(
+                    origin,
+                    "workload",
+                    format!(
+                        "every request has at least {shortest} tokens (prompt + output), more than \
+                         max_model_len ({max_model_len}); every request would be rejected"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `limits.max_sim_time_s` on the clock, nanoseconds.
+    fn max_sim_time_ns(&self, origin: &str) -> Result<u64> {
+        if self.limits.max_sim_time_s.is_nan() || self.limits.max_sim_time_s <= 0.0 {
+            return Err(Error::config(
+                origin,
+                "limits.max_sim_time_s",
+                format!("must be > 0, got {}", self.limits.max_sim_time_s),
+            ));
+        }
+        crate::clock::secs_to_ns(self.limits.max_sim_time_s)
+            .map_err(|e| Error::config(origin, "limits.max_sim_time_s", e.to_string()))
     }
 
     fn slo_policy(&self, origin: &str) -> Result<SloPolicy> {
