@@ -270,127 +270,162 @@ pub fn parse_reference(text: &str, origin: &str) -> Result<Vec<ReferenceRow>> {
             path: origin.into(),
             message: format!("line {line}: {e}"),
         })?;
-        let bad = |col: &str, why: String| Error::Parse {
-            path: origin.into(),
-            message: format!("line {line}: column '{col}': {why}"),
+        let cells = Cells {
+            rec: &rec,
+            headers: &headers,
+            line,
+            origin,
         };
-        let text = |col: &str| -> Result<String> {
-            field(&rec, &headers, col)
-                .map(str::to_string)
-                .ok_or_else(|| bad(col, "missing value".into()))
-        };
-        let num = |col: &str| -> Result<Option<f64>> {
-            match field(&rec, &headers, col) {
-                None => Ok(None),
-                Some(s) => match s.parse::<f64>() {
-                    Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-                    _ => Err(bad(col, format!("'{s}' is not a non-negative number"))),
-                },
-            }
-        };
-        let req = |col: &str| -> Result<f64> {
-            num(col)?.ok_or_else(|| bad(col, "missing value".into()))
-        };
-        let kind = match text("kind")?.as_str() {
+        rows.push(cells.row()?);
+    }
+    Ok(rows)
+}
+
+/// The cells of one line of a reference file, read by column name.
+struct Cells<'a> {
+    rec: &'a csv::StringRecord,
+    headers: &'a csv::StringRecord,
+    /// Line number in the file (the header is line 1).
+    line: usize,
+    /// The file, for errors.
+    origin: &'a str,
+}
+
+impl<'a> Cells<'a> {
+    /// The trimmed cell of `col`; `None` when the column is absent or the cell blank.
+    fn field(&self, col: &str) -> Option<&'a str> {
+        field(self.rec, self.headers, col)
+    }
+
+    fn bad(&self, col: &str, why: String) -> Error {
+        Error::Parse {
+            path: self.origin.into(),
+            message: format!("line {}: column '{col}': {why}", self.line),
+        }
+    }
+
+    /// A required text cell.
+    fn text(&self, col: &str) -> Result<String> {
+        self.field(col)
+            .map(str::to_string)
+            .ok_or_else(|| self.bad(col, "missing value".into()))
+    }
+
+    /// An optional non-negative number.
+    fn num(&self, col: &str) -> Result<Option<f64>> {
+        match self.field(col) {
+            None => Ok(None),
+            Some(s) => match s.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+                _ => Err(self.bad(col, format!("'{s}' is not a non-negative number"))),
+            },
+        }
+    }
+
+    /// A required non-negative number.
+    fn req(&self, col: &str) -> Result<f64> {
+        self.num(col)?
+            .ok_or_else(|| self.bad(col, "missing value".into()))
+    }
+
+    /// An optional number that, when given, must pass `ok` (`rule` says how, e.g. "> 0").
+    fn num_where(&self, col: &str, ok: fn(f64) -> bool, rule: &str) -> Result<Option<f64>> {
+        match self.num(col)? {
+            Some(v) if !ok(v) => Err(self.bad(col, format!("must be {rule} when given"))),
+            v => Ok(v),
+        }
+    }
+
+    /// The row these cells hold; the first failed check is the error (kind, the metrics, the
+    /// rate, gpus, the lengths, then the fields in the row's order).
+    fn row(&self) -> Result<ReferenceRow> {
+        let kind = match self.text("kind")?.as_str() {
             "offline" => LoadKind::Offline,
             "online" => LoadKind::Online,
-            other => return Err(bad("kind", format!("'{other}' is not offline or online"))),
+            other => return Err(self.bad("kind", format!("'{other}' is not offline or online"))),
         };
         let mut measured = Vec::new();
         for (m, col) in Metric::ALL {
-            if let Some(v) = num(col)? {
+            if let Some(v) = self.num(col)? {
                 measured.push((m, v));
             }
         }
-        let rate_rps = num("rate_rps")?;
-        let closed_loop = rate_rps.is_none() && field(&rec, &headers, "max_concurrency").is_some();
+        let rate_rps = self.num("rate_rps")?;
+        let closed_loop = rate_rps.is_none() && self.field("max_concurrency").is_some();
         if kind == LoadKind::Online && !closed_loop && rate_rps.is_none_or(|r| r <= 0.0) {
-            return Err(bad(
+            return Err(self.bad(
                 "rate_rps",
                 "an online row needs a rate > 0 (or max_concurrency for a closed-loop run)".into(),
             ));
         }
-        if let Some(g) = num("gpus")? {
-            let tp = req("tp")?;
-            let dp = num("dp")?.unwrap_or(1.0).max(1.0);
+        if let Some(g) = self.num("gpus")? {
+            let tp = self.req("tp")?;
+            let dp = self.num("dp")?.unwrap_or(1.0).max(1.0);
             if (tp * dp - g).abs() > 0.5 {
-                return Err(bad("gpus", format!("{g} is not tp x dp ({tp} x {dp})")));
+                return Err(self.bad("gpus", format!("{g} is not tp x dp ({tp} x {dp})")));
             }
         }
-        let input_len = req("input_len")?.round() as u32;
-        let output_len = req("output_len")?.round() as u32;
+        let input_len = self.req("input_len")?.round() as u32;
+        let output_len = self.req("output_len")?.round() as u32;
         if input_len == 0 || output_len == 0 {
-            return Err(bad("input_len", "lengths must be >= 1".into()));
+            return Err(self.bad("input_len", "lengths must be >= 1".into()));
         }
-        rows.push(ReferenceRow {
-            id: text("id")?,
+        Ok(ReferenceRow {
+            id: self.text("id")?,
             kind,
-            engine: text("engine")?,
-            engine_version: field(&rec, &headers, "engine_version").map(str::to_string),
-            model: text("model")?,
-            dtype: field(&rec, &headers, "dtype").unwrap_or("bf16").to_string(),
-            kv_cache_dtype: field(&rec, &headers, "kv_cache_dtype")
-                .unwrap_or("auto")
-                .to_string(),
-            gpu: text("gpu")?,
-            tp: req("tp")? as u32,
-            dp: num("dp")?.map_or(1, |v| v as u32).max(1),
-            ep: num("ep")?.map_or(1, |v| v as u32).max(1),
+            engine: self.text("engine")?,
+            engine_version: self.field("engine_version").map(str::to_string),
+            model: self.text("model")?,
+            dtype: self.field("dtype").unwrap_or("bf16").to_string(),
+            kv_cache_dtype: self.field("kv_cache_dtype").unwrap_or("auto").to_string(),
+            gpu: self.text("gpu")?,
+            tp: self.req("tp")? as u32,
+            dp: self.num("dp")?.map_or(1, |v| v as u32).max(1),
+            ep: self.num("ep")?.map_or(1, |v| v as u32).max(1),
             input_len,
             output_len,
-            output_len_counted: match num("output_len_counted")? {
-                Some(c) if c < 1.0 => {
-                    return Err(bad("output_len_counted", "must be >= 1 when given".into()))
-                }
-                c => c,
-            },
-            prefix_len: num("prefix_len")?.unwrap_or(0.0) as u32,
+            output_len_counted: self.num_where("output_len_counted", |c| c >= 1.0, ">= 1")?,
+            prefix_len: self.num("prefix_len")?.unwrap_or(0.0) as u32,
             lens: None,
-            num_requests: match req("num_requests")? {
-                n if n >= 1.0 && n <= MAX_ROW_REQUESTS as f64 && n.fract() == 0.0 => n as u64,
-                n => {
-                    return Err(bad(
-                        "num_requests",
-                        format!(
-                            "must be a whole number in 1..={MAX_ROW_REQUESTS} (each row is \
-                             simulated request by request), got {n}"
-                        ),
-                    ))
-                }
-            },
+            num_requests: self.num_requests()?,
             rate_rps,
-            burstiness: match num("burstiness")? {
-                Some(b) if b <= 0.0 => {
-                    return Err(bad("burstiness", "must be > 0 when given".into()))
-                }
-                b => b,
-            },
-            max_concurrency: match num("max_concurrency")? {
-                Some(c) if c < 1.0 => {
-                    return Err(bad("max_concurrency", "must be >= 1 when given".into()))
-                }
-                c => c.map(|c| c as u32),
-            },
-            replicas: match num("replicas")? {
-                None => 1,
-                Some(r) if r >= 1.0 && r.fract() == 0.0 && r <= 100_000.0 => r as u32,
-                Some(r) => {
-                    return Err(bad(
-                        "replicas",
-                        format!("'{r}' is not an integer in 1..=100000"),
-                    ))
-                }
-            },
-            dataset: field(&rec, &headers, "dataset").map(str::to_string),
-            max_num_seqs: num("max_num_seqs")?.map(|v| v as u32),
-            max_num_batched_tokens: num("max_num_batched_tokens")?.map(|v| v as u32),
-            max_model_len: num("max_model_len")?.map(|v| v as u32),
-            gpu_memory_utilization: num("gpu_memory_utilization")?,
+            burstiness: self.num_where("burstiness", |b| b > 0.0, "> 0")?,
+            max_concurrency: self
+                .num_where("max_concurrency", |c| c >= 1.0, ">= 1")?
+                .map(|c| c as u32),
+            replicas: self.replicas()?,
+            dataset: self.field("dataset").map(str::to_string),
+            max_num_seqs: self.num("max_num_seqs")?.map(|v| v as u32),
+            max_num_batched_tokens: self.num("max_num_batched_tokens")?.map(|v| v as u32),
+            max_model_len: self.num("max_model_len")?.map(|v| v as u32),
+            gpu_memory_utilization: self.num("gpu_memory_utilization")?,
             measured,
-            source: field(&rec, &headers, "source").unwrap_or("").to_string(),
-        });
+            source: self.field("source").unwrap_or("").to_string(),
+        })
     }
-    Ok(rows)
+
+    /// `num_requests`: a whole number in 1..=[`MAX_ROW_REQUESTS`].
+    fn num_requests(&self) -> Result<u64> {
+        match self.req("num_requests")? {
+            n if n >= 1.0 && n <= MAX_ROW_REQUESTS as f64 && n.fract() == 0.0 => Ok(n as u64),
+            n => Err(self.bad(
+                "num_requests",
+                format!(
+                    "must be a whole number in 1..={MAX_ROW_REQUESTS} (each row is \
+                     simulated request by request), got {n}"
+                ),
+            )),
+        }
+    }
+
+    /// `replicas`: an integer in 1..=100000 (blank: 1).
+    fn replicas(&self) -> Result<u32> {
+        match self.num("replicas")? {
+            None => Ok(1),
+            Some(r) if r >= 1.0 && r.fract() == 0.0 && r <= 100_000.0 => Ok(r as u32),
+            Some(r) => Err(self.bad("replicas", format!("'{r}' is not an integer in 1..=100000"))),
+        }
+    }
 }
 
 /// Reads reference rows from a file.
