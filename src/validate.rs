@@ -477,6 +477,16 @@ impl ReferenceRow {
     pub fn scenario(&self) -> Result<Scenario> {
         use toml::Value as V;
         let mut t = toml::Table::new();
+        t.insert("name".into(), V::String(self.id.clone()));
+        t.insert("deployment".into(), V::Table(self.deployment_table()));
+        t.insert("scheduler".into(), V::Table(self.scheduler_table()));
+        t.insert("workload".into(), V::Table(self.workload_table()));
+        Scenario::from_table(t, &format!("reference row {}", self.id))
+    }
+
+    /// The scenario's `[deployment]`: model, GPU, parallelism, formats, engine, replicas.
+    fn deployment_table(&self) -> toml::Table {
+        use toml::Value as V;
         let mut dep = toml::Table::new();
         dep.insert("model".into(), V::String(self.model.clone()));
         dep.insert("gpu".into(), V::String(self.gpu.clone()));
@@ -496,6 +506,12 @@ impl ReferenceRow {
         if self.replicas > 1 {
             dep.insert("replicas".into(), V::Integer(self.replicas as i64));
         }
+        dep
+    }
+
+    /// The scenario's `[scheduler]`: the settings the row gives (the rest: engine defaults).
+    fn scheduler_table(&self) -> toml::Table {
+        use toml::Value as V;
         let mut sch = toml::Table::new();
         if let Some(v) = self.max_num_seqs {
             sch.insert("max_num_seqs".into(), V::Integer(v as i64));
@@ -509,13 +525,13 @@ impl ReferenceRow {
         if let Some(v) = self.gpu_memory_utilization {
             sch.insert("gpu_memory_utilization".into(), V::Float(v));
         }
-        let fixed = |n: u32| {
-            let mut l = toml::Table::new();
-            l.insert("kind".into(), V::String("fixed".into()));
-            l.insert("tokens".into(), V::Integer(n as i64));
-            V::Table(l)
-        };
-        let mut w = toml::Table::new();
+        sch
+    }
+
+    /// The scenario's `[workload.arrival]`: offline (and closed loop) at t = 0; online
+    /// evenly spaced, Poisson or gamma at the row's rate.
+    fn arrival_table(&self) -> toml::Table {
+        use toml::Value as V;
         let mut arrival = toml::Table::new();
         match self.kind {
             LoadKind::Offline => {
@@ -542,7 +558,21 @@ impl ReferenceRow {
                 arrival.insert("rate_per_s".into(), rate);
             }
         }
-        w.insert("arrival".into(), V::Table(arrival));
+        arrival
+    }
+
+    /// The scenario's `[workload]`: arrivals, requests, lengths (per request, fixed, or the
+    /// dataset's), concurrency cap, dataset and shared prefix.
+    fn workload_table(&self) -> toml::Table {
+        use toml::Value as V;
+        let fixed = |n: u32| {
+            let mut l = toml::Table::new();
+            l.insert("kind".into(), V::String("fixed".into()));
+            l.insert("tokens".into(), V::Integer(n as i64));
+            V::Table(l)
+        };
+        let mut w = toml::Table::new();
+        w.insert("arrival".into(), V::Table(self.arrival_table()));
         w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
         // The prefix is part of the prompt: the question is what follows it.
         let question = |n: u32| n.saturating_sub(self.prefix_len).max(1);
@@ -589,11 +619,7 @@ impl ReferenceRow {
             p.insert("groups".into(), V::Integer(1));
             w.insert("prefix".into(), V::Table(p));
         }
-        t.insert("name".into(), V::String(self.id.clone()));
-        t.insert("deployment".into(), V::Table(dep));
-        t.insert("scheduler".into(), V::Table(sch));
-        t.insert("workload".into(), V::Table(w));
-        Scenario::from_table(t, &format!("reference row {}", self.id))
+        w
     }
 }
 
