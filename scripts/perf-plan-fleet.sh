@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Wall time and peak memory of `servesim plan` for a fleet of hundreds of replicas: Llama-3.1-8B
-# chat (ShareGPT lengths) on H100 SXM FP8, p99 TTFT 1 s and p99 TPOT 11 ms, at RATE req/s (the
-# scenario tests/plan_then_run.rs plans at 20,000 req/s). Targets (issue #27): under 60 s on
-# two cores, under 500 MB.
+# chat (ShareGPT lengths) on H100 SXM FP8, p99 TTFT 1 s and p99 TPOT 11 ms, at RATE req/s: the
+# scenario tests/data/fleet-20k.toml (which tests/plan_then_run.rs plans at its 20,000 req/s),
+# its rate set to RATE. Targets (issue #27): under 60 s on two cores, under 500 MB.
 #
 #   scripts/perf-plan-fleet.sh [RATE [RUNS]]      # default 20000 3
 #
@@ -21,37 +21,12 @@ cargo build --release --quiet
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp target/release/servesim "$work/servesim"
-cat > "$work/fleet.toml" <<TOML
-name = "fleet-$rate"
-seed = 11
-[deployment]
-model = "llama-3.1-8b"
-gpu = "h100-sxm"
-tp = 1
-dtype = "fp8"
-engine = "vllm"
-router = "least-outstanding"
-[workload]
-dataset = "sharegpt"
-num_requests = 2000
-[workload.arrival]
-kind = "poisson"
-rate_per_s = $rate
-[slo]
-ttft_ms = 1000.0
-tpot_ms = 11.0
-[plan]
-gpus = ["h100-sxm"]
-dtypes = ["fp8"]
-tp = [1]
-max_num_seqs = [256]
-TOML
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c 0,1)
 printf '%-8s %8s %12s %9s  %s\n' rate wall_s peak_RSS_MB replicas evidence
 for _ in $(seq "$runs"); do
-  /usr/bin/time -v -o "$work/time.txt" "${pin[@]}" "$work/servesim" plan "$work/fleet.toml" \
-    --out "$work/report" --format json >"$work/plan.json" 2>"$work/err.txt"
+  /usr/bin/time -v -o "$work/time.txt" "${pin[@]}" "$work/servesim" plan tests/data/fleet-20k.toml \
+    --set "workload.arrival.rate_per_s=$rate" --out "$work/report" --format json >"$work/plan.json" 2>"$work/err.txt"
   kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.txt")
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$work/time.txt")
   python3 - "$work/plan.json" "$rate" "$wall" "$kb" <<'PY'

@@ -397,41 +397,12 @@ fn the_rag_plan_holds_and_one_replica_fewer_misses() {
     check_holds_and_one_fewer_misses(Some("scenarios/long-context-rag.toml"));
 }
 
-/// A fleet of hundreds of replicas: Llama-3.1-8B chat at 20,000 req/s, its TPOT SLO binding
-/// below capacity (so one replica fewer misses rather than sitting too close to capacity to
-/// tell); its plan is sized on shards and judged whole.
-const FLEET_20K: &str = r#"
-name = "fleet-20k"
-seed = 11
-[deployment]
-model = "llama-3.1-8b"
-gpu = "h100-sxm"
-tp = 1
-dtype = "fp8"
-engine = "vllm"
-router = "least-outstanding"
-[workload]
-dataset = "sharegpt"
-num_requests = 2000
-[workload.arrival]
-kind = "poisson"
-rate_per_s = 20000.0
-[slo]
-ttft_ms = 1000.0
-tpot_ms = 11.0
-[plan]
-gpus = ["h100-sxm"]
-dtypes = ["fp8"]
-tp = [1]
-max_num_seqs = [256]
-"#;
-
 #[test]
 fn a_plan_of_hundreds_of_replicas_holds_as_printed_and_one_replica_fewer_misses() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fleet-20k.toml");
-    std::fs::write(&path, FLEET_20K).unwrap();
-    let p = plan(Some(path.to_str().unwrap()), &[]);
+    // Llama-3.1-8B chat at 20,000 req/s, its TPOT SLO binding below capacity (so one replica
+    // fewer misses rather than sitting too close to capacity to tell); its plan is sized on
+    // shards and judged whole. The file is shared with scripts/perf-plan-fleet.sh.
+    let p = plan(Some("tests/data/fleet-20k.toml"), &[]);
     let i = p["chosen"].as_u64().expect("a plan was chosen") as usize;
     let r = p["candidates"][i]["replicas"].as_u64().unwrap();
     assert!(r >= 100, "{r} replicas: not a large fleet");
