@@ -683,7 +683,7 @@ impl Scenario {
                 .min(p.prefill.scheduler.max_model_len),
             None => scheduler.max_model_len,
         };
-        self.check_workload_fits(origin, max_model_len)?;
+        self.check_workload_fits(origin, max_model_len, scheduler.block_size)?;
         let slo = self.slo_policy(origin)?;
         let max_sim_time_ns = self.max_sim_time_ns(origin)?;
         self.check_pricing_and_plan(origin)?;
@@ -780,8 +780,19 @@ impl Scenario {
     }
 
     /// The workload is valid and its shortest request fits in `max_model_len` tokens.
-    fn check_workload_fits(&self, origin: &str, max_model_len: u32) -> Result<()> {
+    fn check_workload_fits(&self, origin: &str, max_model_len: u32, block_size: u32) -> Result<()> {
         self.workload.validate(origin)?;
+        if let Some(t) = self.workload.block_id_tokens() {
+            if t % block_size != 0 {
+                return Err(Error::config(
+                    origin,
+                    "workload.arrival.hash_block_tokens",
+                    format!(
+                        "must be a multiple of scheduler.block_size ({block_size}), got {t}: a block identity names whole KV blocks"
+                    ),
+                ));
+            }
+        }
         if let Some(shortest) = self.workload.shortest_request_tokens() {
             if shortest > max_model_len as u64 {
                 return Err(Error::config(

@@ -28,6 +28,7 @@ mod trace;
 pub use cluster::{simulate, simulate_traced};
 pub use disaggregated::simulate_disaggregated;
 pub use fleet::{AutoscaleConfig, AutoscalePolicy, FailureAt, FaultConfig, OnFailure};
+pub use replica::ContentTokens;
 pub use router::RouterKind;
 pub use trace::{PoolRole, TraceOccupancy, TraceSink, TraceSpan};
 
@@ -215,6 +216,9 @@ pub struct SimOutput {
     /// KV blocks still held by requests on any replica when the run ended, blocks (0 when
     /// every request has left: INV-4 of docs/invariants.md).
     pub blocks_held_at_end: u64,
+    /// Requests with block identities, per replica slot of the first pool (the prefill pool
+    /// of a disaggregated run): prompt tokens admitted and served from the prefix cache.
+    pub prefix_cache_tokens: Vec<ContentTokens>,
 }
 
 /// What the KV transfers of a disaggregated run did.

@@ -139,6 +139,14 @@ pub struct RunSummary {
     pub billed_replica_hours: f64,
     /// Prompt tokens served from the prefix cache.
     pub prefix_cache_hit_tokens: u64,
+    /// Requests with block identities (a Mooncake trace): share of their admitted prompt
+    /// tokens served from the prefix cache, 0..1 (absent without identities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// `prefix_cache_hit_rate` per replica (the prefill pool's in a disaggregated run); 0
+    /// for a replica that admitted none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_prefix_cache_hit_rates: Option<Vec<f64>>,
     /// Output tokens generated, each counted once, including by requests still in flight.
     pub generated_tokens: u64,
     /// Prompt tokens the prefills computed, recomputation after preemption included (above
@@ -515,6 +523,13 @@ impl Resolved {
             retried: m.retried,
             billed_replica_hours: m.billed_replica_ns as f64 / 3.6e12,
             prefix_cache_hit_tokens: m.prefix_cache_hit_tokens,
+            prefix_cache_hit_rate: prefix_hit_rate(&out.prefix_cache_tokens),
+            replica_prefix_cache_hit_rates: prefix_hit_rate(&out.prefix_cache_tokens).map(|_| {
+                out.prefix_cache_tokens
+                    .iter()
+                    .map(|t| ratio(t.hit, t.prompt))
+                    .collect()
+            }),
             generated_tokens: m.generated_tokens,
             prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
@@ -633,4 +648,22 @@ impl ToTable for TimeSeriesTable<'_> {
                 .collect(),
         })
     }
+}
+
+/// `a / b`, 0 when `b` is 0.
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Token hit rate of the prefix cache over requests with block identities, `None` when no
+/// such request was admitted.
+fn prefix_hit_rate(tallies: &[crate::sim::ContentTokens]) -> Option<f64> {
+    let (hit, prompt) = tallies
+        .iter()
+        .fold((0, 0), |(h, p), t| (h + t.hit, p + t.prompt));
+    (prompt > 0).then(|| ratio(hit, prompt))
 }

@@ -8,6 +8,7 @@
 mod arrival;
 pub mod dataset;
 mod lengths;
+mod mooncake;
 mod trace;
 
 use std::path::Path;
@@ -175,8 +176,40 @@ pub enum ArrivalConfig {
         /// over `time_scale`. Set by [`WorkloadConfig::set_rate`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rate_per_s: Option<f64>,
+        /// The file's layout: `csv` (servesim's or Azure's columns) or `mooncake` (JSONL with
+        /// block identities, see docs/workloads.md).
+        #[serde(default, skip_serializing_if = "TraceFormat::is_csv")]
+        format: TraceFormat,
+        /// Mooncake: prompt tokens per `hash_ids` entry (default 512, Mooncake's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hash_block_tokens: Option<u32>,
     },
 }
+
+/// The layout of a trace file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// CSV: `arrival_s,input_tokens,output_tokens[,prefix_group,prefix_tokens]` or Azure's.
+    #[default]
+    Csv,
+    /// Mooncake JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+    Mooncake,
+}
+
+impl TraceFormat {
+    fn is_csv(&self) -> bool {
+        *self == TraceFormat::Csv
+    }
+}
+
+/// Mooncake's tokens per block identity (FAST'25 trace release: `hash_ids` per 512 tokens).
+pub const MOONCAKE_HASH_BLOCK_TOKENS: u32 = 512;
+
+/// Block identities of a prompt: one id per `hash_block_tokens` tokens from its start, each
+/// naming its block and everything before it (equal ids: the same prefix). Shared, so that
+/// a request carries its identities without copying them.
+pub type BlockIds = std::sync::Arc<[u64]>;
 
 /// A token-length distribution (`[workload.input]` / `[workload.output]`, chosen by
 /// `kind`). Every sampled length is an integer of at least 1 token.
@@ -510,7 +543,12 @@ impl ArrivalConfig {
                 path,
                 time_scale,
                 rate_per_s,
+                hash_block_tokens,
+                ..
             } => {
+                if let Some(t) = hash_block_tokens {
+                    at_least_one(origin, &format!("{K}.hash_block_tokens"), *t as u64)?;
+                }
                 if path.trim().is_empty() {
                     return Err(Error::config(
                         origin,
@@ -608,6 +646,19 @@ impl WorkloadConfig {
         Ok(())
     }
 
+    /// Prompt tokens per block identity when the requests carry identities (a Mooncake
+    /// trace), else `None`.
+    pub fn block_id_tokens(&self) -> Option<u32> {
+        match &self.arrival {
+            ArrivalConfig::Trace {
+                format: TraceFormat::Mooncake,
+                hash_block_tokens,
+                ..
+            } => Some(hash_block_tokens.unwrap_or(MOONCAKE_HASH_BLOCK_TOKENS)),
+            _ => None,
+        }
+    }
+
     /// Sets the mean arrival rate, requests per second (used by capacity planning's search):
     /// poisson / gamma / constant take it as their rate; a schedule's rates are scaled so its
     /// mean (see [`Self::mean_rate_per_s`]) equals it (no-op when that mean is zero); a trace
@@ -671,7 +722,7 @@ impl WorkloadConfig {
 pub const NO_PREFIX_GROUP: u32 = u32::MAX;
 
 /// One generated request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     /// Arrival time, nanoseconds since the start of the run.
     pub arrival_ns: u64,
@@ -683,6 +734,11 @@ pub struct RequestSpec {
     pub prefix_group: u32,
     /// Length of the shared prefix at the start of the prompt, tokens (0 for none).
     pub prefix_tokens: u32,
+    /// Block identities of the prompt (traces that carry them, generated sessions), else
+    /// `None`: the prefix cache then matches on `prefix_group` as before.
+    pub blocks: Option<BlockIds>,
+    /// Prompt tokens per identity of `blocks` (0 without identities).
+    pub block_id_tokens: u32,
 }
 
 /// Where requests come from.
@@ -726,6 +782,34 @@ pub struct RequestGenerator {
     warnings: Vec<String>,
 }
 
+/// Loads the trace of `cfg` (at `path`) in its format.
+fn load_trace(cfg: &WorkloadConfig, path: &str, origin: &str) -> Result<Trace> {
+    let ArrivalConfig::Trace {
+        format,
+        hash_block_tokens,
+        ..
+    } = &cfg.arrival
+    else {
+        return Trace::load(Path::new(path));
+    };
+    match format {
+        TraceFormat::Csv => {
+            if hash_block_tokens.is_some() {
+                return Err(Error::config(
+                    origin,
+                    "workload.arrival.hash_block_tokens",
+                    "applies to format = \"mooncake\" only",
+                ));
+            }
+            Trace::load(Path::new(path))
+        }
+        TraceFormat::Mooncake => Trace::load_mooncake(
+            Path::new(path),
+            hash_block_tokens.unwrap_or(MOONCAKE_HASH_BLOCK_TOKENS),
+        ),
+    }
+}
+
 /// A replayed trace's source, its mean input and output tokens and its mean rate (req/s);
 /// a warning when its arrival times look like milliseconds.
 fn trace_source(
@@ -736,7 +820,14 @@ fn trace_source(
     origin: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(Source, f64, f64, Option<f64>)> {
-    let trace = Trace::load(Path::new(path))?;
+    let trace = load_trace(cfg, path, origin)?;
+    if !trace.blocks.is_empty() && cfg.prefix.is_some() {
+        return Err(Error::config(
+            origin,
+            "workload.prefix",
+            format!("the trace {path} names its prompts' blocks (hash_ids), which the prefix cache matches; remove this"),
+        ));
+    }
     if !trace.prefix.is_empty() && cfg.prefix.is_some() {
         return Err(Error::config(
             origin,
@@ -901,6 +992,7 @@ impl RequestGenerator {
                 path,
                 time_scale,
                 rate_per_s,
+                ..
             } => trace_source(cfg, path, *time_scale, *rate_per_s, origin, &mut warnings)?,
             other => synthetic_source(cfg, other, origin)?,
         };
@@ -940,7 +1032,7 @@ impl RequestGenerator {
             return None;
         }
         let spec = self.draw();
-        match spec {
+        match &spec {
             Some(s) => {
                 self.emitted += 1;
                 self.last_ns = s.arrival_ns;
@@ -952,6 +1044,8 @@ impl RequestGenerator {
 
     fn draw(&mut self) -> Option<RequestSpec> {
         let past_end = |t_s: f64, d: Option<f64>| d.is_some_and(|d| t_s > d);
+        let mut blocks = None;
+        let mut block_id_tokens = 0;
         let (arrival_ns, input, output, trace_prefix) = match &mut self.source {
             Source::Synthetic {
                 arrivals,
@@ -979,6 +1073,10 @@ impl RequestGenerator {
             Source::Trace { trace, next, scale } => {
                 let row = *trace.rows.get(*next)?;
                 let p = trace.prefix.get(*next).copied();
+                if let Some(b) = trace.blocks.get(*next) {
+                    blocks = Some(b.clone());
+                    block_id_tokens = trace.block_id_tokens;
+                }
                 *next += 1;
                 let ns = if *scale == 1.0 {
                     row.arrival_ns
@@ -1017,6 +1115,8 @@ impl RequestGenerator {
             output_tokens: output,
             prefix_group,
             prefix_tokens,
+            blocks,
+            block_id_tokens,
         })
     }
 
@@ -1154,7 +1254,11 @@ mod tests {
             ArrivalConfig::Trace {
                 path: "x.csv".into(),
                 time_scale: 1.0,
-                rate_per_s: None
+                rate_per_s: None,
+                format: TraceFormat::Csv,
+                hash_block_tokens: None,
+                format: TraceFormat::Csv,
+                hash_block_tokens: None,
             }
         );
         let bad = "[workload]\nnum_requests = 1\n[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 1\nrate = 2\n";
@@ -1272,6 +1376,8 @@ mod tests {
             path: "t.csv".into(),
             time_scale: 0.0,
             rate_per_s: None,
+            format: TraceFormat::Csv,
+            hash_block_tokens: None,
         });
         c.input = None;
         c.output = None;
@@ -1280,6 +1386,8 @@ mod tests {
             path: "t.csv".into(),
             time_scale: 1.0,
             rate_per_s: None,
+            format: TraceFormat::Csv,
+            hash_block_tokens: None,
         };
         c.num_requests = None;
         c.validate("s.toml").unwrap();

@@ -347,7 +347,7 @@ impl<'a, 't> Cluster<'a, 't> {
     fn queue_first_events(&mut self, gen: &mut RequestGenerator) {
         let cfg = self.cfg;
         self.client.pending = gen.next_request();
-        if let Some(p) = self.client.pending {
+        if let Some(p) = &self.client.pending {
             self.queue
                 .push(p.arrival_ns + cfg.frontend_delay_ns, Event::Arrival);
             self.client.arrival_queued = true;
@@ -408,7 +408,7 @@ impl<'a, 't> Cluster<'a, 't> {
         if c.arrival_queued || c.outstanding >= c.cap {
             return;
         }
-        if let Some(p) = c.pending {
+        if let Some(p) = &c.pending {
             // The client sends at its arrival time, or now if the concurrency cap held it
             // back; the engine sees it after the frontend delay.
             let delay = self.cfg.frontend_delay_ns;
@@ -725,7 +725,14 @@ impl<'a, 't> Cluster<'a, 't> {
             stats.blocks_held_at_end = blocks_held_at_end;
             stats
         });
+        let prefix_cache_tokens = self.pools[FIRST_POOL]
+            .fleet
+            .slots
+            .iter()
+            .map(|s| s.replica.content_tokens)
+            .collect();
         SimOutput {
+            prefix_cache_tokens,
             peak_kv_blocks,
             last_arrival_ns: self.client.last_arrival_ns,
             metrics: self.metrics,

@@ -225,7 +225,10 @@ impl Fleet {
         {
             Some(i) => {
                 self.peak_blocks = self.peak_blocks.max(self.slots[i].replica.peak_blocks);
+                // The slot's prefix-cache tallies outlive the replica it held.
+                let tallies = self.slots[i].replica.content_tokens;
                 self.slots[i].replica = Replica::new(self.cfg.clone());
+                self.slots[i].replica.content_tokens = tallies;
                 self.slots[i].pending_seq = u64::MAX;
                 i
             }
@@ -350,7 +353,10 @@ impl Fleet {
         if self.slots[i].state == SlotState::Ready || self.slots[i].state == SlotState::Draining {
             self.set_state(i, SlotState::Down);
             self.peak_blocks = self.peak_blocks.max(self.slots[i].replica.peak_blocks);
+            // The slot's prefix-cache tallies outlive the replica it held.
+            let tallies = self.slots[i].replica.content_tokens;
             self.slots[i].replica = Replica::new(self.cfg.clone());
+            self.slots[i].replica.content_tokens = tallies;
             self.slots[i].pending_seq = u64::MAX;
         }
     }

@@ -7,6 +7,7 @@
 //! first token.
 
 mod check;
+mod content;
 mod fast_forward;
 mod handoff;
 #[cfg(test)]
@@ -74,6 +75,10 @@ pub struct Replica {
     reserved_blocks: u64,
     evictable_blocks: u64,
     prefix_cache: HashMap<u32, PrefixEntry>,
+    /// Blocks cached by content (requests with block identities).
+    content: content::ContentCache,
+    /// Requests with block identities: prompt tokens admitted, and of them served from cache.
+    pub content_tokens: ContentTokens,
     /// Prompt tokens still to compute over waiting and prefilling requests.
     pending_prefill_tokens: u64,
     /// Requests that left this replica since the cluster last asked.
@@ -93,6 +98,21 @@ pub struct Replica {
     /// function), at the batch size modulo the cache's length (a batch grows and shrinks by
     /// one request at a time).
     decode_steps: Box<[Option<CachedDecodeStep>; DECODE_STEP_CACHE]>,
+}
+
+/// Prompt tokens of the admissions of requests with block identities (a recomputation after
+/// preemption is admitted again), and of them served from the prefix cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContentTokens {
+    /// Prompt tokens admitted, tokens.
+    pub prompt: u64,
+    /// Of them, served from the GPU prefix cache, tokens.
+    pub hit: u64,
+}
+
+/// KV blocks of one block identity of `r` (its `block_id_tokens` over the block size).
+fn unit_blocks(r: &Req, block_size: u32) -> u32 {
+    (r.block_id_tokens / block_size.max(1)).max(1)
 }
 
 /// Entries of a replica's cache of decode step-time functions.
@@ -134,6 +154,8 @@ impl Replica {
             reserved_blocks: 0,
             evictable_blocks: 0,
             prefix_cache: HashMap::new(),
+            content: content::ContentCache::default(),
+            content_tokens: ContentTokens::default(),
             pending_prefill_tokens: 0,
             departed: 0,
             peak_blocks: 0,
@@ -251,6 +273,11 @@ impl Replica {
     /// The caller has checked `available_blocks() >= n`.
     fn allocate(&mut self, n: u64) {
         while self.cfg.kv_blocks - self.used_blocks < n {
+            if let Some(blocks) = self.content.evict_one() {
+                self.used_blocks -= blocks as u64;
+                self.evictable_blocks -= blocks as u64;
+                continue;
+            }
             let victim = self
                 .prefix_cache
                 .iter()
@@ -278,6 +305,11 @@ impl Replica {
             r.reserve = 0;
         }
         r.own_blocks = 0;
+        if let (Some(ids), true) = (&r.blocks, r.shared_blocks > 0) {
+            let n = r.shared_blocks / unit_blocks(r, self.cfg.block_size);
+            self.evictable_blocks += self.content.release(&ids[..n as usize], true);
+            r.shared_blocks = 0;
+        }
         if r.shared_blocks > 0 {
             if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
                 e.refs -= 1;
@@ -518,6 +550,20 @@ impl Replica {
     /// Looks up the prefix cache for a request about to be admitted: (cached tokens, shared
     /// blocks), and takes a reference on a hit.
     fn prefix_hit(&mut self, r: &Req) -> (u32, u32) {
+        if let Some(ids) = &r.blocks {
+            if !self.cfg.prefix_caching || r.block_id_tokens == 0 {
+                return (0, 0);
+            }
+            // Whole identities only, and at least one prompt token left to compute.
+            let most = ((r.input - 1) / r.block_id_tokens) as usize;
+            let (n, revived) = self.content.acquire_prefix(ids, most.min(ids.len()));
+            self.evictable_blocks -= revived;
+            let n = n as u32;
+            return (
+                n * r.block_id_tokens,
+                n * unit_blocks(r, self.cfg.block_size),
+            );
+        }
         if !self.cfg.prefix_caching || r.prefix_group == NONE {
             return (0, 0);
         }
@@ -539,6 +585,10 @@ impl Replica {
 
     /// After a chunk, a request that computed a whole shared prefix publishes its blocks.
     fn maybe_publish_prefix(&mut self, r: &mut Req) {
+        if r.blocks.is_some() {
+            self.publish_content(r);
+            return;
+        }
         if !self.cfg.prefix_caching || r.prefix_group == NONE || r.shared_blocks > 0 {
             return;
         }
@@ -562,6 +612,37 @@ impl Replica {
         // The prefix blocks now belong to the cache, not to this request's reservation.
         r.reserve = r.reserve.saturating_sub(full);
         r.shared_blocks = full;
+    }
+
+    /// After a chunk, a request with block identities hands each whole identity it has
+    /// computed (of its prompt, in order) to the cache; one another request computed
+    /// meanwhile is shared and this request's copy freed.
+    fn publish_content(&mut self, r: &mut Req) {
+        let Some(ids) = &r.blocks else {
+            return;
+        };
+        if !self.cfg.prefix_caching || r.block_id_tokens == 0 {
+            return;
+        }
+        let ub = unit_blocks(r, self.cfg.block_size);
+        let limit = r.computed.min(r.input) / r.block_id_tokens;
+        let mut held = r.shared_blocks / ub;
+        while (held as usize) < ids.len() && held < limit {
+            let id = ids[held as usize];
+            match self.content.take_if_cached(id) {
+                Some(was_unused) => {
+                    if was_unused {
+                        self.evictable_blocks -= ub as u64;
+                    }
+                    self.used_blocks -= ub as u64;
+                }
+                None => self.content.insert(id, ub),
+            }
+            r.own_blocks -= ub;
+            r.reserve = r.reserve.saturating_sub(ub);
+            r.shared_blocks += ub;
+            held += 1;
+        }
     }
 
     /// Plans and starts the next iteration at `now`; returns the time until its event in ns
@@ -727,7 +808,10 @@ impl Replica {
             || self.available_blocks() < blocks.max(reserve)
         {
             // Undo the prefix reference taken by the lookup.
-            if shared > 0 {
+            if let (Some(ids), true) = (&r.blocks, shared > 0) {
+                let n = shared / unit_blocks(&r, self.cfg.block_size);
+                self.evictable_blocks += self.content.release(&ids[..n as usize], false);
+            } else if shared > 0 {
                 if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
                     e.refs -= 1;
                     if e.refs == 0 {
@@ -753,6 +837,10 @@ impl Replica {
         let done = r.computed == r.prefill_len;
         *slab.get_mut(id) = r;
         self.pending_prefill_tokens -= (cached + chunk) as u64;
+        if slab.get(id).blocks.is_some() {
+            self.content_tokens.prompt += slab.get(id).prefill_len as u64;
+            self.content_tokens.hit += cached as u64;
+        }
         metrics.prefix_cache_hit_tokens += cached as u64;
         metrics.prefill_tokens_computed += chunk as u64;
         self.run_push_back(slab, id);

@@ -52,6 +52,10 @@ pub struct Req {
     pub prefix_group: u32,
     /// Tokens of the shared prefix.
     pub prefix_tokens: u32,
+    /// Block identities of the prompt (content-addressed prefix caching), if any.
+    pub blocks: Option<crate::workload::BlockIds>,
+    /// Prompt tokens per identity of `blocks`.
+    pub block_id_tokens: u32,
     /// First decode iteration of the current decode run.
     pub dec_iter0: u64,
     /// KV length before `dec_iter0`.
@@ -95,6 +99,8 @@ impl Req {
                 NONE
             },
             prefix_tokens: spec.prefix_tokens.min(input.saturating_sub(1)),
+            blocks: spec.blocks.clone(),
+            block_id_tokens: spec.block_id_tokens,
             dec_iter0: 0,
             dec_kv0: 0,
             dec_gen0: 0,

@@ -149,6 +149,8 @@ mod tests {
                         output_tokens: 1,
                         prefix_group: NO_PREFIX_GROUP,
                         prefix_tokens: 0,
+                        blocks: None,
+                        block_id_tokens: 0,
                     };
                     let id = slab.insert(Req::waiting(&spec, 0));
                     replica.enqueue(&mut slab, id);

@@ -34,6 +34,10 @@ pub(crate) struct Trace {
     /// Whether arrival times were written as numbers (servesim's `arrival_s`), which a
     /// trace in milliseconds could mistake; Azure timestamps carry their own unit.
     pub numeric_times: bool,
+    /// Block identities per row (Mooncake traces), else empty.
+    pub blocks: Vec<super::BlockIds>,
+    /// Prompt tokens per identity of `blocks` (0 without identities).
+    pub block_id_tokens: u32,
 }
 
 /// Rows above which a trace's inter-arrival times are judged for their unit.
@@ -204,6 +208,8 @@ impl Trace {
             rows,
             prefix,
             numeric_times: !azure,
+            blocks: Vec::new(),
+            block_id_tokens: 0,
         })
     }
 

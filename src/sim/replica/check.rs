@@ -21,6 +21,8 @@ impl Replica {
         let (mut own, mut reserved, mut running, mut decoding, mut sum_kv) = (0, 0, 0, 0, 0);
         // By prefix group: (requests using it, of them decoding).
         let mut refs: HashMap<u32, (u32, u32)> = HashMap::new();
+        // By block identity: requests holding it.
+        let mut unit_refs: HashMap<u64, u32> = HashMap::new();
         let mut id = self.run_head;
         while id != NONE {
             let r = slab.get(id);
@@ -40,7 +42,12 @@ impl Replica {
             let own_r = blocks.saturating_sub(r.shared_blocks as u64);
             own += own_r;
             reserved += (r.reserve as u64).saturating_sub(own_r);
-            if r.shared_blocks > 0 {
+            if let (Some(ids), true) = (&r.blocks, r.shared_blocks > 0) {
+                let n = r.shared_blocks / super::unit_blocks(r, self.cfg.block_size);
+                for id in &ids[..n as usize] {
+                    *unit_refs.entry(*id).or_default() += 1;
+                }
+            } else if r.shared_blocks > 0 {
                 let e = refs.entry(r.prefix_group).or_default();
                 e.0 += 1;
                 e.1 += (r.phase == Phase::Decoding) as u32;
@@ -54,7 +61,9 @@ impl Replica {
             .values()
             .filter(|e| e.refs == 0)
             .map(|e| e.blocks as u64)
-            .sum();
+            .sum::<u64>()
+            + self.content.evictable_blocks();
+        let cached = cached + self.content.blocks();
         let totals = [
             ("blocks in use", self.used_blocks, own + cached),
             ("blocks reserved", self.reserved_blocks, reserved),
@@ -76,6 +85,14 @@ impl Replica {
                 return Err(format!(
                     "INV-3: prefix {group}: {} references ({} decoding) kept, {n} ({dec}) held",
                     e.refs, e.decode_refs
+                ));
+            }
+        }
+        for (id, kept) in self.content.refs() {
+            let held = unit_refs.get(&id).copied().unwrap_or_default();
+            if kept != held {
+                return Err(format!(
+                    "INV-3: block identity {id}: {kept} references kept, {held} held"
                 ));
             }
         }

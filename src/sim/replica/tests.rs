@@ -71,6 +71,8 @@ impl Bench {
                 NO_PREFIX_GROUP
             },
             prefix_tokens: prefix.0,
+            blocks: None,
+            block_id_tokens: 0,
         };
         let id = self.slab.insert(Req::waiting(&spec, self.now));
         self.replica.enqueue(&mut self.slab, id);
