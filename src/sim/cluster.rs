@@ -442,7 +442,13 @@ impl<'a, 't> Cluster<'a, 't> {
         let input = spec.input_tokens.max(1);
         let output = spec.output_tokens.max(1);
         let too_long = input as u64 + output as u64 > self.max_model_len as u64;
-        let r = choose(&pool.fleet, &mut pool.router);
+        let req = Req::waiting(&spec, start_ns);
+        let r = if pool.fleet.active.is_empty() {
+            choose(&pool.fleet, &mut pool.router)
+        } else {
+            pool.router
+                .pick_for(&pool.fleet.slots, &pool.fleet.active, &req)
+        };
         let slo = &self.cfg.slo;
         let reject = too_long
             || (slo.admission_control
@@ -457,7 +463,7 @@ impl<'a, 't> Cluster<'a, 't> {
                 .record_unserved(Outcome::Rejected, start_ns, input, now);
             return;
         }
-        let id = self.slab.insert(Req::waiting(&spec, start_ns));
+        let id = self.slab.insert(req);
         self.client.outstanding += 1;
         pool.fleet.slots[r].replica.enqueue(&mut self.slab, id);
         self.start(FIRST_POOL, r);
@@ -778,5 +784,5 @@ pub(super) fn choose(fleet: &Fleet, router: &mut Router) -> usize {
 /// Whether a router reads state a fast-forwarded run leaves stale (the KV blocks in use), so
 /// that its pool must be brought up to date before it picks.
 pub(super) fn reads_kv(kind: RouterKind) -> bool {
-    kind == RouterKind::LeastKv
+    matches!(kind, RouterKind::LeastKv | RouterKind::PrefixAware)
 }

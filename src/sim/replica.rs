@@ -230,6 +230,24 @@ impl Replica {
         demand as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
+    /// Prompt tokens still to compute over the waiting and prefilling requests.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.pending_prefill_tokens
+    }
+
+    /// Prompt tokens of `r` this replica's prefix cache holds now (whole block identities,
+    /// at least one token left to compute); 0 for a request without identities.
+    pub fn cached_prefix_tokens(&self, r: &Req) -> u64 {
+        match &r.blocks {
+            Some(ids) if self.cfg.prefix_caching && r.block_id_tokens > 0 => {
+                let most = ((r.input - 1) / r.block_id_tokens) as usize;
+                self.content.longest_prefix(ids, most.min(ids.len())) as u64
+                    * r.block_id_tokens as u64
+            }
+            _ => 0,
+        }
+    }
+
     /// Requests that left since the last call (completed or timed out).
     pub fn take_departed(&mut self) -> u64 {
         std::mem::take(&mut self.departed)

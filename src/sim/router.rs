@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::fleet::Slot;
+use super::request::Req;
 
 /// A routing policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -22,6 +23,12 @@ pub enum RouterKind {
     LeastKv,
     /// Two replicas drawn at random; the one with fewer outstanding requests.
     PowerOfTwo,
+    /// The replica's longest cached prefix of the request (from the block identities its
+    /// cache holds, as llm-d's precise prefix-cache scorer reads them) weighed against its
+    /// load in one unit: the fewest prompt tokens to prefill before the request's first
+    /// token (its queue's plus its own uncached ones); ties go to fewer outstanding requests.
+    /// Requests without identities go by queued prompt tokens alone.
+    PrefixAware,
 }
 
 impl FromStr for RouterKind {
@@ -32,8 +39,9 @@ impl FromStr for RouterKind {
             "least-outstanding" | "least-outstanding-requests" => Ok(RouterKind::LeastOutstanding),
             "least-kv" | "least-kv-load" => Ok(RouterKind::LeastKv),
             "power-of-two" | "power-of-two-choices" => Ok(RouterKind::PowerOfTwo),
+            "prefix-aware" => Ok(RouterKind::PrefixAware),
             _ => Err(format!(
-                "unknown router '{s}' (round-robin, least-outstanding, least-kv, power-of-two)"
+                "unknown router '{s}' (round-robin, least-outstanding, least-kv, power-of-two, prefix-aware)"
             )),
         }
     }
@@ -46,9 +54,17 @@ impl fmt::Display for RouterKind {
             RouterKind::LeastOutstanding => "least-outstanding",
             RouterKind::LeastKv => "least-kv",
             RouterKind::PowerOfTwo => "power-of-two",
+            RouterKind::PrefixAware => "prefix-aware",
         })
     }
 }
+
+/// `prefix-aware`: weight of a request's uncached prompt tokens against queued ones. A miss
+/// costs its prefill now and, in a conversation, leaves its next turns on a replica without
+/// the history, so it counts more than a token already queued (servesim's choice, set so
+/// that four replicas keep a multi-turn trace's hit rate within 2 pp of one replica's:
+/// tests/kv_reuse.rs).
+pub const MISS_WEIGHT: u64 = 2;
 
 /// A router's state.
 #[derive(Debug)]
@@ -69,8 +85,29 @@ impl Router {
         self.kind
     }
 
+    /// Picks a replica for request `req` among the slots in `active` (ascending, not
+    /// empty); returns its slot index. Only `prefix-aware` reads the request.
+    pub fn pick_for(&mut self, slots: &[Slot], active: &[usize], req: &Req) -> usize {
+        if self.kind != RouterKind::PrefixAware || active.len() <= 1 {
+            return self.pick(slots, active);
+        }
+        let r = |i: usize| &slots[active[i]].replica;
+        // Prompt tokens the replica must prefill before this request's first token: its
+        // queue's and this request's uncached part (ties: fewer outstanding, lower index).
+        let cost = |i: usize| {
+            let own = (req.input as u64).saturating_sub(r(i).cached_prefix_tokens(req));
+            (
+                r(i).pending_prefill_tokens() + MISS_WEIGHT * own,
+                r(i).outstanding(),
+                i,
+            )
+        };
+        let best = (0..active.len()).min_by_key(|&i| cost(i)).unwrap_or(0);
+        active[best]
+    }
+
     /// Picks a replica for the next request among the slots in `active` (ascending, not
-    /// empty); returns its slot index.
+    /// empty); returns its slot index (`prefix-aware` without a request: least outstanding).
     pub fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
         let n = active.len();
         if n <= 1 {
@@ -83,7 +120,7 @@ impl Router {
                 self.next = (k + 1) % n;
                 k
             }
-            RouterKind::LeastOutstanding => {
+            RouterKind::LeastOutstanding | RouterKind::PrefixAware => {
                 (0..n).min_by_key(|&i| (r(i).outstanding(), i)).unwrap_or(0)
             }
             RouterKind::LeastKv => (0..n)
