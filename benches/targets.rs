@@ -49,6 +49,12 @@
 //!   other, so the fast-forward books speculating runs in bulk). `cargo bench --bench targets
 //!   -- spec` runs them alone.
 //!
+//! - (k) `run-multi-turn-trace` (issue #32): a Mooncake-format trace of 200,000 requests
+//!   (`SERVESIM_BENCH_REQUESTS` / 5): 20,000 conversations of 10 turns sharing a 1,024-token
+//!   system prompt, each turn resending its history (+512 tokens a turn, 64 output tokens),
+//!   arrivals 12.5 ms apart (80 req/s), conversations interleaved, 4 replicas of Llama-3.1-8B / H100 behind the `prefix-aware` router
+//!   with prefix caching. Target: >= 1,000,000 simulated requests per wall second.
+//!
 //! `cargo bench --bench targets` (about 1-2 minutes, plus (f)). Criterion prints time per iteration and,
 //! for (a)-(c), the throughput in elements (simulated requests) per second.
 //! `scripts/perf-bench.sh` runs it and prints the table with the sweep speed-up.
@@ -321,8 +327,69 @@ fn planning_week(c: &mut Criterion) {
     g.finish();
 }
 
+/// Writes the multi-turn trace of (k): `convs` conversations of 10 turns, interleaved.
+fn multi_turn_trace(convs: u64) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = std::env::temp_dir().join(format!("servesim-bench-multi-turn-{convs}.jsonl"));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("a temp file"));
+    for k in 1..=10u64 {
+        for c in 0..convs {
+            let t_ms = ((k - 1) * convs + c) as f64 * 12.5;
+            let mut ids = vec![0u64, 1];
+            ids.extend((0..k).map(|j| 10 + c * 16 + j));
+            let input = (2 + k) * 512 + 100;
+            let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+            writeln!(
+                f,
+                "{{\"timestamp\": {t_ms}, \"input_length\": {input}, \"output_length\": 64, \"hash_ids\": [{}]}}",
+                list.join(", ")
+            )
+            .expect("writes");
+        }
+    }
+    path
+}
+
+fn multi_turn(c: &mut Criterion) {
+    let convs = (requests() / 50).max(1);
+    let n = convs * 10;
+    let path = multi_turn_trace(convs);
+    let text = format!(
+        "seed = 1\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\ntp = 1\nreplicas = 4\n\
+         router = \"prefix-aware\"\n[scheduler]\nenable_prefix_caching = true\n[workload.arrival]\n\
+         kind = \"trace\"\nformat = \"mooncake\"\npath = \"{}\"\n",
+        path.display()
+    );
+    let r = Scenario::parse(&text, "bench", &[])
+        .and_then(|s| s.resolve("bench"))
+        .expect("the benchmark scenario is valid");
+    let t = std::time::Instant::now();
+    let s = r.run().expect("runs").summary;
+    let wall = t.elapsed().as_secs_f64();
+    eprintln!(
+        "setup run-multi-turn-trace: completed {} hit rate {:.4} mean TTFT {:.1} ms, one run \
+         {wall:.3} s = {:.0} simulated req/s (target 1000000)",
+        s.completed,
+        s.prefix_cache_hit_rate.unwrap_or(0.0),
+        s.mean_ttft_ms,
+        n as f64 / wall
+    );
+    assert_eq!(s.completed, n, "every request completes");
+    let mut g = c.benchmark_group("targets");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Elements(n));
+    g.bench_function("run-multi-turn-trace", |b| {
+        b.iter(|| r.run().expect("runs"))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    multi_turn,
     runs,
     fast_forward_runs,
     planning,
