@@ -1257,8 +1257,6 @@ mod tests {
                 rate_per_s: None,
                 format: TraceFormat::Csv,
                 hash_block_tokens: None,
-                format: TraceFormat::Csv,
-                hash_block_tokens: None,
             }
         );
         let bad = "[workload]\nnum_requests = 1\n[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 1\nrate = 2\n";
@@ -1553,6 +1551,8 @@ mod tests {
             path: p.display().to_string(),
             time_scale: 1.0,
             rate_per_s: None,
+            format: TraceFormat::Csv,
+            hash_block_tokens: None,
         });
         c.input = None;
         c.output = None;
@@ -1584,6 +1584,8 @@ mod tests {
             path: p.display().to_string(),
             time_scale: 2.0,
             rate_per_s: None,
+            format: TraceFormat::Csv,
+            hash_block_tokens: None,
         });
         c.input = None;
         c.output = None;
@@ -1603,6 +1605,8 @@ mod tests {
             path: dir.path().join("missing.csv").display().to_string(),
             time_scale: 1.0,
             rate_per_s: None,
+            format: TraceFormat::Csv,
+            hash_block_tokens: None,
         };
         let e = RequestGenerator::new(&c, 0, "t").unwrap_err().to_string();
         assert!(e.contains("missing.csv"), "{e}");
