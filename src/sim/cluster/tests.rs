@@ -201,3 +201,32 @@ fn the_trace_shows_every_iteration_once_and_each_replica_one_at_a_time() {
         assert!(rec.occupancies > 0);
     }
 }
+
+#[test]
+fn content_addressed_prefix_caching_keeps_the_invariants() {
+    // The Mooncake excerpt (block identities) on small caches: identities are evicted, long
+    // prompts preempt, and the in-loop recount (INV-3) covers the identities' references.
+    for (router, extra) in [
+        ("prefix-aware", ""),
+        ("round-robin", "reserve_output_kv = true\n"),
+    ] {
+        let text = format!(
+            "seed = 3\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\nreplicas = 2\n\
+             router = \"{router}\"\n[scheduler]\ngpu_memory_utilization = 0.3\nmax_model_len = 16384\n\
+             enable_prefix_caching = true\n{extra}[workload.arrival]\nkind = \"trace\"\n\
+             format = \"mooncake\"\ntime_scale = 0.2\n\
+             path = \"tests/data/traces/mooncake-conversation-head300.jsonl\"\n"
+        );
+        let out = check(&text);
+        assert!(out.metrics.completed > 100, "{router}");
+        assert!(out.metrics.prefix_cache_hit_tokens > 0, "{router}");
+        let (hit, prompt) = out
+            .prefix_cache_tokens
+            .iter()
+            .fold((0, 0), |(h, p), t| (h + t.hit, p + t.prompt));
+        assert!(hit > 0 && hit < prompt, "{router}: {hit} of {prompt}");
+        if router == "prefix-aware" {
+            assert!(out.metrics.preemptions > 0, "the small cache preempts");
+        }
+    }
+}
