@@ -64,7 +64,7 @@ impl fmt::Display for RouterKind {
 /// the history, so it counts more than a token already queued (servesim's choice, set so
 /// that four replicas keep a multi-turn trace's hit rate within 2 pp of one replica's:
 /// tests/kv_reuse.rs).
-pub const MISS_WEIGHT: u64 = 2;
+pub const MISS_WEIGHT: u64 = 4;
 
 /// A router's state.
 #[derive(Debug)]
