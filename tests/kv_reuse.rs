@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use common::run_toml;
+use servesim::summary::RunSummary;
 
 const BLOCK: u64 = 512;
 
@@ -123,35 +124,82 @@ fn the_mooncake_excerpt_reproduces_its_scanned_hit_rate() {
     assert!((got - want).abs() < 1e-12, "{got} vs {want}");
 }
 
-#[test]
-fn prefix_aware_routing_keeps_the_single_replica_hit_rate_on_four_replicas() {
-    // 41 conversations, so that round-robin does not keep a conversation on one replica by
-    // accident (41 is prime to 4).
-    let (text, want) = multi_turn(41, 6, 4, 2, 25);
-    let path = scratch("multi-turn-41.jsonl");
+/// A trace on one replica (`one`), and on four behind `prefix-aware` and `round-robin`.
+struct Fleets {
+    one: RunSummary,
+    aware: RunSummary,
+    rr: RunSummary,
+}
+
+fn fleets(name: &str, text: String) -> Fleets {
+    let path = scratch(name);
     std::fs::write(&path, text).unwrap();
     let p = path.to_str().unwrap();
-    let one = run_toml(&scenario(p, 1, "round-robin", ""))
-        .prefix_cache_hit_rate
-        .unwrap();
-    let aware = run_toml(&scenario(p, 4, "prefix-aware", ""));
-    let rr = run_toml(&scenario(p, 4, "round-robin", ""));
-    let (a, r) = (
-        aware.prefix_cache_hit_rate.unwrap(),
-        rr.prefix_cache_hit_rate.unwrap(),
-    );
-    eprintln!(
-        "theoretical {want:.4}; one replica {one:.4}; four: prefix-aware {a:.4} (per replica {:?}), round-robin {r:.4}; mean TTFT {:.1} vs {:.1} ms",
-        aware.replica_prefix_cache_hit_rates, aware.mean_ttft_ms, rr.mean_ttft_ms
-    );
-    assert!((one - want).abs() < 0.005, "{one} vs {want}");
-    assert!(one - a < 0.02, "prefix-aware {a} vs one replica {one}");
-    assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
-    // Load still counts: at 40 requests/s the conversations spread over more than one
-    // replica (measured: two of four; at light load one replica holds them all, at 100/s the
-    // queues move turns away from their history and the rate falls to 0.66, left open).
-    let per = aware.replica_prefix_cache_hit_rates.unwrap();
-    assert_eq!(per.len(), 4);
-    assert!(per.iter().filter(|&&x| x > 0.0).count() >= 2, "{per:?}");
-    assert!(aware.mean_ttft_ms < rr.mean_ttft_ms);
+    Fleets {
+        one: run_toml(&scenario(p, 1, "round-robin", "")),
+        aware: run_toml(&scenario(p, 4, "prefix-aware", "")),
+        rr: run_toml(&scenario(p, 4, "round-robin", "")),
+    }
+}
+
+fn rate(s: &RunSummary) -> f64 {
+    s.prefix_cache_hit_rate.expect("a hit rate with identities")
+}
+
+#[test]
+fn prefix_aware_keeps_the_theoretical_hit_rate_of_conversations_on_four_replicas() {
+    // 37 conversations of 8 turns without a shared system prompt (+3 blocks a turn), at
+    // 40 and 100 requests/s. 37 is prime to 4, so that round-robin does not keep a
+    // conversation on one replica by accident.
+    for gap_ms in [25, 10] {
+        let (text, want) = multi_turn(37, 8, 0, 3, gap_ms);
+        let f = fleets(&format!("conversations-{gap_ms}.jsonl"), text);
+        let (a, r) = (rate(&f.aware), rate(&f.rr));
+        let per = f.aware.replica_prefix_cache_hit_rates.clone().unwrap();
+        eprintln!(
+            "{gap_ms} ms apart: theoretical {want:.4}; one replica {:.4} (mean TTFT {:.0} ms); \
+             four: prefix-aware {a:.4} {per:?} ({:.0} ms), round-robin {r:.4} ({:.0} ms)",
+            rate(&f.one),
+            f.one.mean_ttft_ms,
+            f.aware.mean_ttft_ms,
+            f.rr.mean_ttft_ms
+        );
+        assert_eq!(f.aware.completed, 37 * 8);
+        assert!((a - want).abs() < 0.02, "prefix-aware {a} vs {want}");
+        assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
+        // Load counts: new conversations (no cached prefix anywhere) spread by queue and
+        // KV, so every replica serves some, each keeping its conversations' histories.
+        assert!(per.iter().all(|&x| x > 0.5), "{per:?}");
+        assert!(f.aware.mean_ttft_ms < f.rr.mean_ttft_ms);
+    }
+}
+
+#[test]
+fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
+    // 41 conversations of 6 turns behind one 4-block system prompt, at 40 and 100
+    // requests/s. llm-d's profile scores the prefix (weight 2, min-max normalized over the
+    // replicas holding the first block) above queue and KV (weight 1 each, at most 1): once
+    // one replica has cached the system prompt, no load difference outweighs it, and every
+    // request goes there. The fleet then behaves as one replica: the same hit rate (the
+    // theoretical one) and the same latencies, worse than round-robin's.
+    for gap_ms in [25, 10] {
+        let (text, want) = multi_turn(41, 6, 4, 2, gap_ms);
+        let f = fleets(&format!("system-prompt-{gap_ms}.jsonl"), text);
+        let (one, a, r) = (rate(&f.one), rate(&f.aware), rate(&f.rr));
+        eprintln!(
+            "{gap_ms} ms apart: theoretical {want:.4}; one replica {one:.4} ({:.0} ms); \
+             four: prefix-aware {a:.4} {:?} ({:.0} ms), round-robin {r:.4} ({:.0} ms)",
+            f.one.mean_ttft_ms,
+            f.aware.replica_prefix_cache_hit_rates,
+            f.aware.mean_ttft_ms,
+            f.rr.mean_ttft_ms
+        );
+        assert!((one - want).abs() < 0.005, "{one} vs {want}");
+        assert!((a - want).abs() < 0.02, "prefix-aware {a} vs {want}");
+        assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
+        let per = f.aware.replica_prefix_cache_hit_rates.unwrap();
+        assert_eq!(per.iter().filter(|&&x| x > 0.0).count(), 1, "{per:?}");
+        assert_eq!(f.aware.mean_ttft_ms, f.one.mean_ttft_ms);
+        assert!(f.aware.mean_ttft_ms > f.rr.mean_ttft_ms);
+    }
 }

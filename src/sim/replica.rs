@@ -230,22 +230,23 @@ impl Replica {
         demand as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
-    /// Prompt tokens still to compute over the waiting and prefilling requests.
-    pub fn pending_prefill_tokens(&self) -> u64 {
-        self.pending_prefill_tokens
-    }
-
-    /// Prompt tokens of `r` this replica's prefix cache holds now (whole block identities,
-    /// at least one token left to compute); 0 for a request without identities.
-    pub fn cached_prefix_tokens(&self, r: &Req) -> u64 {
+    /// Leading whole block identities of `r`'s prompt this replica's prefix cache holds
+    /// now, blocks of `r.block_id_tokens` tokens; 0 for a request without identities.
+    pub fn matched_prefix_blocks(&self, r: &Req) -> u64 {
         match &r.blocks {
             Some(ids) if self.cfg.prefix_caching && r.block_id_tokens > 0 => {
-                let most = ((r.input - 1) / r.block_id_tokens) as usize;
-                self.content.longest_prefix(ids, most.min(ids.len())) as u64
-                    * r.block_id_tokens as u64
+                let whole = (r.input / r.block_id_tokens) as usize;
+                self.content.longest_prefix(ids, whole.min(ids.len())) as u64
             }
             _ => 0,
         }
+    }
+
+    /// KV cache usage as vLLM reports it (`vllm:kv_cache_usage_perc`, 0..1): blocks held
+    /// by requests over capacity; cached blocks no request holds count as free, as in
+    /// vLLM's free-block queue.
+    pub fn kv_usage(&self) -> f64 {
+        (self.used_blocks - self.evictable_blocks) as f64 / self.cfg.kv_blocks.max(1) as f64
     }
 
     /// Requests that left since the last call (completed or timed out).

@@ -23,11 +23,13 @@ pub enum RouterKind {
     LeastKv,
     /// Two replicas drawn at random; the one with fewer outstanding requests.
     PowerOfTwo,
-    /// The replica's longest cached prefix of the request (from the block identities its
-    /// cache holds, as llm-d's precise prefix-cache scorer reads them) weighed against its
-    /// load in one unit: the fewest prompt tokens to prefill before the request's first
-    /// token (its queue's plus its own uncached ones); ties go to fewer outstanding requests.
-    /// Requests without identities go by queued prompt tokens alone.
+    /// llm-d's precise prefix-cache scheduling profile (see [`LLMD_PREFIX_CACHE_WEIGHT`]):
+    /// each replica scores 2 x its longest cached prefix of the request (whole block
+    /// identities, min-max normalized over the replicas holding its first block; 0 for the
+    /// others) + 1 x its free KV share (1 - blocks in use by requests over capacity) + 1 x
+    /// its waiting queue, min-max normalized (shortest 1, longest 0, all equal 1); the
+    /// highest total wins, ties drawn at random (seeded). Requests without identities score
+    /// on KV and queue alone.
     PrefixAware,
 }
 
@@ -59,12 +61,18 @@ impl fmt::Display for RouterKind {
     }
 }
 
-/// `prefix-aware`: weight of a request's uncached prompt tokens against queued ones. A miss
-/// costs its prefill now and, in a conversation, leaves its next turns on a replica without
-/// the history, so it counts more than a token already queued (servesim's choice, set so
-/// that four replicas keep a multi-turn trace's hit rate within 2 pp of one replica's:
-/// tests/kv_reuse.rs).
-pub const MISS_WEIGHT: u64 = 4;
+/// `prefix-aware`: weight of llm-d's `precise-prefix-cache-scorer` in the default scheduling
+/// profile of its precise prefix-cache-aware routing guide (llm-d/llm-d
+/// guides/precise-prefix-cache-aware/scheduler/precise-prefix-cache-aware.values.yaml at
+/// 019a3f3f; the same in llm-d/llm-d-inference-scheduler
+/// deploy/config/epp-precise-prefix-cache-config.yaml at 17d999e0).
+pub const LLMD_PREFIX_CACHE_WEIGHT: f64 = 2.0;
+/// `prefix-aware`: weight of the `kv-cache-utilization-scorer` (score: 1 - the engine's KV
+/// cache usage) in the same profile.
+pub const LLMD_KV_UTILIZATION_WEIGHT: f64 = 1.0;
+/// `prefix-aware`: weight of the `queue-scorer` (score: waiting requests, min-max
+/// normalized) in the same profile.
+pub const LLMD_QUEUE_WEIGHT: f64 = 1.0;
 
 /// A router's state.
 #[derive(Debug)]
@@ -91,23 +99,55 @@ impl Router {
         if self.kind != RouterKind::PrefixAware || active.len() <= 1 {
             return self.pick(slots, active);
         }
+        self.pick_llmd(slots, active, Some(req))
+    }
+
+    /// llm-d's precise prefix-cache profile (see [`RouterKind::PrefixAware`]): the scorers
+    /// as llm-d-inference-scheduler and the gateway-api-inference-extension ship them
+    /// (precise-prefix-cache-scorer: the kv-cache manager's longest consecutive block match
+    /// from block 0, pods without block 0 absent and scored 0, the rest min-max normalized,
+    /// all equal 1; kv-cache-utilization-scorer: 1 - usage; queue-scorer: min-max of the
+    /// waiting queue, all equal 1), summed with their weights, and the max-score picker's
+    /// random tie break. servesim reads each replica's state at the instant of routing
+    /// (llm-d reads scraped metrics and KV events, a few milliseconds old).
+    fn pick_llmd(&mut self, slots: &[Slot], active: &[usize], req: Option<&Req>) -> usize {
+        let n = active.len();
         let r = |i: usize| &slots[active[i]].replica;
-        // Prompt tokens the replica must prefill before this request's first token: its
-        // queue's and this request's uncached part (ties: fewer outstanding, lower index).
-        let cost = |i: usize| {
-            let own = (req.input as u64).saturating_sub(r(i).cached_prefix_tokens(req));
-            (
-                r(i).pending_prefill_tokens() + MISS_WEIGHT * own,
-                r(i).outstanding(),
-                i,
-            )
+        let matched: Vec<u64> = (0..n)
+            .map(|i| req.map_or(0, |q| r(i).matched_prefix_blocks(q)))
+            .collect();
+        let waiting: Vec<u64> = (0..n).map(|i| r(i).waiting_len()).collect();
+        let hits = matched.iter().filter(|&&m| m > 0);
+        let (m_lo, m_hi) = (hits.clone().min(), hits.max());
+        let (q_lo, q_hi) = (waiting.iter().min(), waiting.iter().max());
+        let total = |i: usize| {
+            let prefix = match (m_lo, m_hi) {
+                _ if matched[i] == 0 => 0.0,
+                (Some(&lo), Some(&hi)) if hi > lo => (matched[i] - lo) as f64 / (hi - lo) as f64,
+                _ => 1.0,
+            };
+            let queue = match (q_lo, q_hi) {
+                (Some(&lo), Some(&hi)) if hi > lo => (hi - waiting[i]) as f64 / (hi - lo) as f64,
+                _ => 1.0,
+            };
+            LLMD_PREFIX_CACHE_WEIGHT * prefix
+                + LLMD_KV_UTILIZATION_WEIGHT * (1.0 - r(i).kv_usage())
+                + LLMD_QUEUE_WEIGHT * queue
         };
-        let best = (0..active.len()).min_by_key(|&i| cost(i)).unwrap_or(0);
-        active[best]
+        let totals: Vec<f64> = (0..n).map(total).collect();
+        let best = totals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let tied: Vec<usize> = (0..n).filter(|&i| totals[i] == best).collect();
+        let k = match tied.len() {
+            0 => 0,
+            1 => tied[0],
+            t => tied[self.rng.gen_range(0..t)],
+        };
+        active[k]
     }
 
     /// Picks a replica for the next request among the slots in `active` (ascending, not
-    /// empty); returns its slot index (`prefix-aware` without a request: least outstanding).
+    /// empty); returns its slot index (`prefix-aware` without a request: its KV and queue
+    /// scores alone).
     pub fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
         let n = active.len();
         if n <= 1 {
@@ -120,9 +160,10 @@ impl Router {
                 self.next = (k + 1) % n;
                 k
             }
-            RouterKind::LeastOutstanding | RouterKind::PrefixAware => {
+            RouterKind::LeastOutstanding => {
                 (0..n).min_by_key(|&i| (r(i).outstanding(), i)).unwrap_or(0)
             }
+            RouterKind::PrefixAware => return self.pick_llmd(slots, active, None),
             RouterKind::LeastKv => (0..n)
                 .min_by(|&a, &b| {
                     r(a).kv_load()
@@ -250,6 +291,22 @@ mod tests {
     }
 
     #[test]
+    fn prefix_aware_without_cached_prefixes_scores_queue_and_kv() {
+        // No identities: the prefix scores 0 everywhere; queued requests hold no KV yet, so
+        // KV scores tie; the shortest waiting queues (replicas 1 and 3) score 1, and the
+        // seeded draw splits the tie between them.
+        let slots = replicas(&[&[16, 16], &[16], &[16, 16, 16], &[800]]);
+        let mut r = router(RouterKind::PrefixAware);
+        let mut seen = [0; 4];
+        for _ in 0..400 {
+            seen[r.pick(&slots, &[0, 1, 2, 3])] += 1;
+        }
+        assert_eq!((seen[0], seen[2]), (0, 0), "{seen:?}");
+        assert!(seen[1] > 150 && seen[3] > 150, "{seen:?}");
+        assert_eq!(r.pick(&slots, &[0, 2]), 0);
+    }
+
+    #[test]
     fn one_ready_replica_is_every_routers_choice() {
         let slots = replicas(&[&[9; 5], &[]]);
         for kind in [
@@ -257,6 +314,7 @@ mod tests {
             RouterKind::LeastOutstanding,
             RouterKind::LeastKv,
             RouterKind::PowerOfTwo,
+            RouterKind::PrefixAware,
         ] {
             assert_eq!(router(kind).pick(&slots, &[0]), 0, "{kind}");
         }
