@@ -784,9 +784,14 @@ impl Scenario {
         self.workload.validate(origin)?;
         if let Some(t) = self.workload.block_id_tokens() {
             if t % block_size != 0 {
+                let key = if self.workload.sessions.is_some() {
+                    "workload.sessions.hash_block_tokens"
+                } else {
+                    "workload.arrival.hash_block_tokens"
+                };
                 return Err(Error::config(
                     origin,
-                    "workload.arrival.hash_block_tokens",
+                    key,
                     format!(
                         "must be a multiple of scheduler.block_size ({block_size}), got {t}: a block identity names whole KV blocks"
                     ),

@@ -9,6 +9,7 @@ mod arrival;
 pub mod dataset;
 mod lengths;
 mod mooncake;
+mod sessions;
 mod trace;
 
 use std::path::Path;
@@ -53,6 +54,10 @@ pub struct WorkloadConfig {
     /// here; the simulator enforces it.
     #[serde(default)]
     pub max_concurrency: Option<u32>,
+    /// Generated multi-turn sessions (`[workload.sessions]`): `[workload.arrival]` then says
+    /// when sessions start (its rate is sessions per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsConfig>,
 }
 
 fn one() -> f64 {
@@ -210,6 +215,8 @@ pub const MOONCAKE_HASH_BLOCK_TOKENS: u32 = 512;
 /// naming its block and everything before it (equal ids: the same prefix). Shared, so that
 /// a request carries its identities without copying them.
 pub type BlockIds = std::sync::Arc<[u64]>;
+
+pub use sessions::{SessionsConfig, NO_SESSION, SESSION_HASH_BLOCK_TOKENS};
 
 /// A token-length distribution (`[workload.input]` / `[workload.output]`, chosen by
 /// `kind`). Every sampled length is an integer of at least 1 token.
@@ -572,7 +579,9 @@ impl WorkloadConfig {
     pub fn validate(&self, origin: &str) -> Result<()> {
         self.arrival.validate(origin)?;
         let is_trace = matches!(self.arrival, ArrivalConfig::Trace { .. });
-        if is_trace {
+        if let Some(sessions) = &self.sessions {
+            self.validate_sessions(sessions, is_trace, origin)?;
+        } else if is_trace {
             for (key, set) in [
                 ("workload.dataset", self.dataset.is_some()),
                 ("workload.input", self.input.is_some()),
@@ -623,7 +632,14 @@ impl WorkloadConfig {
                 ));
             }
         }
-        if matches!(self.arrival, ArrivalConfig::Offline) && self.num_requests.is_none() {
+        let sessions_end = self
+            .sessions
+            .as_ref()
+            .is_some_and(|s| s.num_sessions.is_some());
+        if matches!(self.arrival, ArrivalConfig::Offline)
+            && self.num_requests.is_none()
+            && !sessions_end
+        {
             return Err(Error::config(
                 origin,
                 "workload.num_requests",
@@ -646,9 +662,48 @@ impl WorkloadConfig {
         Ok(())
     }
 
+    /// `[workload.sessions]`: supplies lengths and prefixes, so `dataset`, `input`,
+    /// `output` and `prefix` must be absent, and sessions start by a synthetic arrival
+    /// process; a stopping rule (num_requests, duration_s or sessions.num_sessions).
+    fn validate_sessions(&self, s: &SessionsConfig, is_trace: bool, origin: &str) -> Result<()> {
+        if is_trace {
+            return Err(Error::config(
+                origin,
+                "workload.sessions",
+                "generates its own requests; a trace cannot start sessions (remove one of them)",
+            ));
+        }
+        for (key, set) in [
+            ("workload.dataset", self.dataset.is_some()),
+            ("workload.input", self.input.is_some()),
+            ("workload.output", self.output.is_some()),
+            ("workload.prefix", self.prefix.is_some()),
+        ] {
+            if set {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    "[workload.sessions] supplies lengths and system prompts; remove this",
+                ));
+            }
+        }
+        s.validate(origin)?;
+        if self.num_requests.is_none() && self.duration_s.is_none() && s.num_sessions.is_none() {
+            return Err(Error::config(
+                origin,
+                "workload",
+                "needs num_requests, duration_s or sessions.num_sessions",
+            ));
+        }
+        Ok(())
+    }
+
     /// Prompt tokens per block identity when the requests carry identities (a Mooncake
-    /// trace), else `None`.
+    /// trace, generated sessions), else `None`.
     pub fn block_id_tokens(&self) -> Option<u32> {
+        if let Some(s) = &self.sessions {
+            return Some(s.block_tokens());
+        }
         match &self.arrival {
             ArrivalConfig::Trace {
                 format: TraceFormat::Mooncake,
@@ -739,6 +794,10 @@ pub struct RequestSpec {
     pub blocks: Option<BlockIds>,
     /// Prompt tokens per identity of `blocks` (0 without identities).
     pub block_id_tokens: u32,
+    /// The session the request belongs to ([`NO_SESSION`] for none).
+    pub session: u64,
+    /// Whether it is its session's last turn.
+    pub last_turn: bool,
 }
 
 /// Where requests come from.
@@ -756,6 +815,7 @@ enum Source {
         /// Multiplier on the trace's arrival times, dimensionless.
         scale: f64,
     },
+    Sessions(Box<sessions::SessionSource>),
 }
 
 /// A deterministic stream of requests for a workload and a seed. Arrivals, lengths and
@@ -878,12 +938,28 @@ fn trace_source(
 
 /// A synthetic source (an arrival process and length samplers, or a dataset's), its mean
 /// input and output tokens (after the dataset's filter) and its mean rate (req/s).
-fn synthetic_source(
+/// Generated sessions starting by `arrival`: their source, mean input and output tokens
+/// per request, and mean request rate (session rate x mean turns) when the rate is known.
+fn session_source(
     cfg: &WorkloadConfig,
-    arrival: &ArrivalConfig,
+    sc: &SessionsConfig,
     origin: &str,
 ) -> Result<(Source, f64, f64, Option<f64>)> {
-    let arrivals = match arrival {
+    let starts = arrival_process(&cfg.arrival, origin)?;
+    let session_rate = cfg.mean_rate_per_s();
+    let src = sessions::SessionSource::new(sc, starts, origin)?;
+    let (input, output, turns) = src.means();
+    Ok((
+        Source::Sessions(Box::new(src)),
+        input,
+        output,
+        session_rate.map(|r| r * turns),
+    ))
+}
+
+/// The arrival process of a synthetic `arrival` (offline for a trace, which has its own).
+fn arrival_process(arrival: &ArrivalConfig, origin: &str) -> Result<ArrivalProcess> {
+    Ok(match arrival {
         ArrivalConfig::Poisson { rate_per_s } => ArrivalProcess::poisson(*rate_per_s),
         ArrivalConfig::Gamma {
             rate_per_s,
@@ -908,7 +984,15 @@ fn synthetic_source(
             Some(*days as f64 * 86_400.0),
         ),
         _ => ArrivalProcess::Offline,
-    };
+    })
+}
+
+fn synthetic_source(
+    cfg: &WorkloadConfig,
+    arrival: &ArrivalConfig,
+    origin: &str,
+) -> Result<(Source, f64, f64, Option<f64>)> {
+    let arrivals = arrival_process(arrival, origin)?;
     let ds = cfg.dataset.as_deref().and_then(dataset);
     let pick = |given: &Option<LengthConfig>, from_ds: Option<LengthConfig>, key: &str| {
         given
@@ -994,7 +1078,10 @@ impl RequestGenerator {
                 rate_per_s,
                 ..
             } => trace_source(cfg, path, *time_scale, *rate_per_s, origin, &mut warnings)?,
-            other => synthetic_source(cfg, other, origin)?,
+            other => match &cfg.sessions {
+                Some(sc) => session_source(cfg, sc, origin)?,
+                None => synthetic_source(cfg, other, origin)?,
+            },
         };
         Ok(RequestGenerator {
             source,
@@ -1044,6 +1131,27 @@ impl RequestGenerator {
 
     fn draw(&mut self) -> Option<RequestSpec> {
         let past_end = |t_s: f64, d: Option<f64>| d.is_some_and(|d| t_s > d);
+        if let Source::Sessions(src) = &mut self.source {
+            let t = src.next(
+                &mut self.arrival_rng,
+                &mut self.length_rng,
+                &mut self.overflow_s,
+            )?;
+            if past_end(t.arrival_ns as f64 * 1e-9, self.duration_s) {
+                return None;
+            }
+            return Some(RequestSpec {
+                arrival_ns: t.arrival_ns.max(self.last_ns),
+                input_tokens: t.input,
+                output_tokens: t.output,
+                prefix_group: NO_PREFIX_GROUP,
+                prefix_tokens: 0,
+                block_id_tokens: src.block_tokens(),
+                blocks: Some(t.blocks),
+                session: t.session,
+                last_turn: t.last,
+            });
+        }
         let mut blocks = None;
         let mut block_id_tokens = 0;
         let (arrival_ns, input, output, trace_prefix) = match &mut self.source {
@@ -1093,6 +1201,7 @@ impl RequestGenerator {
                 }
                 (ns, row.input_tokens, row.output_tokens, p)
             }
+            Source::Sessions(_) => unreachable!("sessions return above"),
         };
         let (input_tokens, prefix_group, prefix_tokens) = match (trace_prefix, &self.prefix) {
             (Some((g, t)), _) => (input, g, t),
@@ -1117,6 +1226,8 @@ impl RequestGenerator {
             prefix_tokens,
             blocks,
             block_id_tokens,
+            session: NO_SESSION,
+            last_turn: false,
         })
     }
 
@@ -1142,6 +1253,8 @@ impl RequestGenerator {
                 None => trace.rows.len() as u64,
             }),
             Source::Synthetic { .. } => None,
+            // Sessions may end before num_requests: not known in advance.
+            Source::Sessions(_) => return None,
         };
         match (self.num_requests, rows) {
             (Some(n), Some(r)) => Some(n.min(r)),
@@ -1196,6 +1309,7 @@ mod tests {
             duration_s: None,
             prefix: None,
             max_concurrency: None,
+            sessions: None,
         }
     }
 

@@ -203,3 +203,124 @@ fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
         assert!(f.aware.mean_ttft_ms > f.rr.mean_ttft_ms);
     }
 }
+
+/// A generated session workload: `sessions` sessions starting 250 ms apart, each of `turns`
+/// turns 2 s apart behind one system prompt of `system` tokens, 300 new and 100 output tokens
+/// a turn, block identities of 64 tokens.
+fn sessions_toml(replicas: u32, router: &str, sessions: u64, turns: u64, system: u64) -> String {
+    format!(
+        "seed = 1\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\ntp = 1\n\
+         replicas = {replicas}\nrouter = \"{router}\"\n[scheduler]\nenable_prefix_caching = true\n\
+         [workload.arrival]\nkind = \"constant\"\nrate_per_s = 4\n[workload.sessions]\n\
+         num_sessions = {sessions}\nsystem_prompt_tokens = {system}\n\
+         turns = {{ kind = \"fixed\", tokens = {turns} }}\n\
+         think_time_ms = {{ kind = \"fixed\", tokens = 2000 }}\n\
+         new_tokens = {{ kind = \"fixed\", tokens = 300 }}\n\
+         output_tokens = {{ kind = \"fixed\", tokens = 100 }}\n"
+    )
+}
+
+/// The theoretical token hit rate of [`sessions_toml`]'s workload, in closed form: turn k
+/// (1-based) sends input_k = system + 300 k + 100 (k - 1) tokens; the first turn of every
+/// session but the first hits the system prompt's whole 64-token blocks, and turn k > 1 hits
+/// the whole blocks of turn k - 1's prompt.
+fn sessions_rate(sessions: u64, turns: u64, system: u64) -> f64 {
+    let b = 64;
+    let input = |k: u64| system + 300 * k + 100 * (k - 1);
+    let prompt: u64 = sessions * (1..=turns).map(input).sum::<u64>();
+    let hit = (sessions - 1) * (system / b * b)
+        + sessions * (2..=turns).map(|k| input(k - 1) / b * b).sum::<u64>();
+    hit as f64 / prompt as f64
+}
+
+#[test]
+fn generated_sessions_reproduce_their_closed_form_hit_rate_on_one_replica() {
+    for (sessions, turns, system) in [(60, 5, 1000), (40, 8, 0)] {
+        let want = sessions_rate(sessions, turns, system);
+        let s = run_toml(&sessions_toml(1, "round-robin", sessions, turns, system));
+        assert_eq!((s.completed, s.preemptions), (sessions * turns, 0));
+        let got = rate(&s);
+        eprintln!("{sessions} sessions x {turns} turns, system {system}: closed form {want:.5}, simulated {got:.5}");
+        assert!((got - want).abs() < 0.005, "{got} vs {want}");
+    }
+}
+
+#[test]
+fn session_affinity_keeps_sessions_on_their_replicas() {
+    // 80 sessions of 6 turns behind one system prompt on four replicas.
+    let want = sessions_rate(80, 6, 1000);
+    let run = |router: &str| run_toml(&sessions_toml(4, router, 80, 6, 1000));
+    let (sticky, rr, aware) = (
+        run("session-affinity"),
+        run("round-robin"),
+        run("prefix-aware"),
+    );
+    let per = sticky.replica_prefix_cache_hit_rates.clone().unwrap();
+    eprintln!(
+        "closed form {want:.4}: session-affinity {:.4} {per:?} ({:.0} ms mean TTFT), round-robin {:.4} ({:.0} ms), prefix-aware {:.4} {:?} ({:.0} ms)",
+        rate(&sticky), sticky.mean_ttft_ms, rate(&rr), rr.mean_ttft_ms,
+        rate(&aware), aware.replica_prefix_cache_hit_rates, aware.mean_ttft_ms
+    );
+    assert!(
+        (rate(&sticky) - want).abs() < 0.02,
+        "{} vs {want}",
+        rate(&sticky)
+    );
+    assert!(rate(&sticky) - rate(&rr) > 0.2);
+    assert!(
+        per.iter().all(|&x| x > 0.5),
+        "every replica serves sessions: {per:?}"
+    );
+}
+
+#[test]
+fn bad_session_settings_name_the_key() {
+    let base = sessions_toml(1, "round-robin", 10, 2, 100);
+    let cases = [
+        (
+            base.replace(
+                "kind = \"constant\"\nrate_per_s = 4",
+                "kind = \"trace\"\npath = \"x.csv\"",
+            ),
+            "workload.sessions: generates its own requests",
+        ),
+        (
+            format!("{base}[workload.input]\nkind = \"fixed\"\ntokens = 5\n"),
+            "workload.input: [workload.sessions] supplies",
+        ),
+        (
+            base.replace("tokens = 2 }", "tokens = 0 }"),
+            "workload.sessions.turns",
+        ),
+        (
+            base.replace("num_sessions = 10\n", ""),
+            "needs num_requests, duration_s or sessions.num_sessions",
+        ),
+        (
+            base.replace(
+                "num_sessions = 10\n",
+                "num_sessions = 10\nsystem_prompts = 0\n",
+            ),
+            "workload.sessions.system_prompts: must be >= 1",
+        ),
+        (
+            base.replace(
+                "num_sessions = 10\n",
+                "num_sessions = 10\nhash_block_tokens = 40\n",
+            ),
+            "must be a multiple of scheduler.block_size",
+        ),
+        (
+            base.replace("num_sessions = 10\n", "num_sessions = 10\nturn = 3\n"),
+            "unknown field `turn`",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = servesim::scenario::Scenario::parse(&text, "s.toml", &[])
+            .and_then(|s| s.resolve("s.toml"))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}\nwanted: {want}");
+    }
+}

@@ -56,6 +56,10 @@ pub struct Req {
     pub blocks: Option<crate::workload::BlockIds>,
     /// Prompt tokens per identity of `blocks`.
     pub block_id_tokens: u32,
+    /// Its session ([`crate::workload::NO_SESSION`] for none).
+    pub session: u64,
+    /// Whether it is its session's last turn.
+    pub last_turn: bool,
     /// First decode iteration of the current decode run.
     pub dec_iter0: u64,
     /// KV length before `dec_iter0`.
@@ -101,6 +105,8 @@ impl Req {
             prefix_tokens: spec.prefix_tokens.min(input.saturating_sub(1)),
             blocks: spec.blocks.clone(),
             block_id_tokens: spec.block_id_tokens,
+            session: spec.session,
+            last_turn: spec.last_turn,
             dec_iter0: 0,
             dec_kv0: 0,
             dec_gen0: 0,

@@ -1,5 +1,6 @@
 //! Routers: which replica a new request goes to.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fleet::Slot;
 use super::request::Req;
+use crate::workload::NO_SESSION;
 
 /// A routing policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -31,6 +33,11 @@ pub enum RouterKind {
     /// highest total wins, ties drawn at random (seeded). Requests without identities score
     /// on KV and queue alone.
     PrefixAware,
+    /// A session's turns go to the replica that took its first, unless that replica is
+    /// overloaded against the least loaded one by SGLang's balance rule (see
+    /// [`SGLANG_BALANCE_ABS_THRESHOLD`]); a first turn, a moved session and a request
+    /// without a session go to the fewest outstanding requests (ties: lowest index).
+    SessionAffinity,
 }
 
 impl FromStr for RouterKind {
@@ -42,8 +49,9 @@ impl FromStr for RouterKind {
             "least-kv" | "least-kv-load" => Ok(RouterKind::LeastKv),
             "power-of-two" | "power-of-two-choices" => Ok(RouterKind::PowerOfTwo),
             "prefix-aware" => Ok(RouterKind::PrefixAware),
+            "session-affinity" => Ok(RouterKind::SessionAffinity),
             _ => Err(format!(
-                "unknown router '{s}' (round-robin, least-outstanding, least-kv, power-of-two, prefix-aware)"
+                "unknown router '{s}' (round-robin, least-outstanding, least-kv, power-of-two, prefix-aware, session-affinity)"
             )),
         }
     }
@@ -57,6 +65,7 @@ impl fmt::Display for RouterKind {
             RouterKind::LeastKv => "least-kv",
             RouterKind::PowerOfTwo => "power-of-two",
             RouterKind::PrefixAware => "prefix-aware",
+            RouterKind::SessionAffinity => "session-affinity",
         })
     }
 }
@@ -74,18 +83,36 @@ pub const LLMD_KV_UTILIZATION_WEIGHT: f64 = 1.0;
 /// normalized) in the same profile.
 pub const LLMD_QUEUE_WEIGHT: f64 = 1.0;
 
+/// `session-affinity`: a session leaves its replica only when that replica has more than
+/// this many outstanding requests above the least loaded one (and
+/// [`SGLANG_BALANCE_REL_THRESHOLD`] times as many): SGLang's router (sgl-model-gateway)
+/// takes the least loaded worker when `max - min > balance_abs_threshold` and `max > min x
+/// balance_rel_threshold`, with CLI defaults 64 and 1.5 (sgl-project/sglang
+/// sgl-model-gateway/src/policies/cache_aware.rs and src/main.rs at 053b63ff).
+pub const SGLANG_BALANCE_ABS_THRESHOLD: u64 = 64;
+/// `session-affinity`: the relative balance threshold, dimensionless (see
+/// [`SGLANG_BALANCE_ABS_THRESHOLD`]).
+pub const SGLANG_BALANCE_REL_THRESHOLD: f64 = 1.5;
+
 /// A router's state.
 #[derive(Debug)]
 pub struct Router {
     kind: RouterKind,
     next: usize,
     rng: ChaCha8Rng,
+    /// `session-affinity`: each live session's replica (slot index).
+    sessions: HashMap<u64, usize>,
 }
 
 impl Router {
     /// A router of `kind`, its random choices seeded by `rng`.
     pub fn new(kind: RouterKind, rng: ChaCha8Rng) -> Self {
-        Router { kind, next: 0, rng }
+        Router {
+            kind,
+            next: 0,
+            rng,
+            sessions: HashMap::new(),
+        }
     }
 
     /// The routing policy.
@@ -96,10 +123,40 @@ impl Router {
     /// Picks a replica for request `req` among the slots in `active` (ascending, not
     /// empty); returns its slot index. Only `prefix-aware` reads the request.
     pub fn pick_for(&mut self, slots: &[Slot], active: &[usize], req: &Req) -> usize {
-        if self.kind != RouterKind::PrefixAware || active.len() <= 1 {
-            return self.pick(slots, active);
+        match self.kind {
+            RouterKind::PrefixAware if active.len() > 1 => self.pick_llmd(slots, active, Some(req)),
+            RouterKind::SessionAffinity => self.pick_session(slots, active, req),
+            _ => self.pick(slots, active),
         }
-        self.pick_llmd(slots, active, Some(req))
+    }
+
+    /// `session-affinity` (see [`RouterKind::SessionAffinity`]); forgets a session at its
+    /// last turn.
+    fn pick_session(&mut self, slots: &[Slot], active: &[usize], req: &Req) -> usize {
+        let least = self.pick(slots, active);
+        if req.session == NO_SESSION {
+            return least;
+        }
+        let load = |slot: usize| slots[slot].replica.outstanding();
+        let (min, home) = (load(least), self.sessions.get(&req.session).copied());
+        let chosen = match home {
+            Some(h) if active.binary_search(&h).is_ok() => {
+                let overloaded = load(h).saturating_sub(min) > SGLANG_BALANCE_ABS_THRESHOLD
+                    && load(h) as f64 > min as f64 * SGLANG_BALANCE_REL_THRESHOLD;
+                if overloaded {
+                    least
+                } else {
+                    h
+                }
+            }
+            _ => least,
+        };
+        if req.last_turn {
+            self.sessions.remove(&req.session);
+        } else {
+            self.sessions.insert(req.session, chosen);
+        }
+        chosen
     }
 
     /// llm-d's precise prefix-cache profile (see [`RouterKind::PrefixAware`]): the scorers
@@ -160,7 +217,7 @@ impl Router {
                 self.next = (k + 1) % n;
                 k
             }
-            RouterKind::LeastOutstanding => {
+            RouterKind::LeastOutstanding | RouterKind::SessionAffinity => {
                 (0..n).min_by_key(|&i| (r(i).outstanding(), i)).unwrap_or(0)
             }
             RouterKind::PrefixAware => return self.pick_llmd(slots, active, None),
@@ -229,6 +286,8 @@ mod tests {
                         prefix_tokens: 0,
                         blocks: None,
                         block_id_tokens: 0,
+                        session: crate::workload::NO_SESSION,
+                        last_turn: false,
                     };
                     let id = slab.insert(Req::waiting(&spec, 0));
                     replica.enqueue(&mut slab, id);

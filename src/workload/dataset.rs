@@ -223,6 +223,7 @@ mod tests {
             duration_s: None,
             prefix: None,
             max_concurrency: None,
+            sessions: None,
         };
         let mut g = RequestGenerator::new(&cfg, 42, "test").unwrap();
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
@@ -278,6 +279,7 @@ mod tests {
             duration_s: None,
             prefix: None,
             max_concurrency: None,
+            sessions: None,
         };
         let mut g = RequestGenerator::new(&cfg, 1, "test").unwrap();
         while let Some(r) = g.next_request() {
@@ -330,6 +332,7 @@ mod tests {
             duration_s: None,
             prefix: None,
             max_concurrency: None,
+            sessions: None,
         };
         let mut g = RequestGenerator::new(&cfg, 9, "test").unwrap();
         let mut sum = 0.0;

@@ -73,6 +73,8 @@ impl Bench {
             prefix_tokens: prefix.0,
             blocks: None,
             block_id_tokens: 0,
+            session: crate::workload::NO_SESSION,
+            last_turn: false,
         };
         let id = self.slab.insert(Req::waiting(&spec, self.now));
         self.replica.enqueue(&mut self.slab, id);
