@@ -94,6 +94,40 @@ fn gpu_script_picks_libraries_of_the_drivers_major_version() {
     assert_eq!(out, "/c/libcublasLt.so.11.8.1");
 }
 
+/// The committed B200 profile's [gemm] curve is the fit of the published B200 GEMM rows
+/// (BF16, NVFP4, MXFP4): refitting it moves nothing, and the FP8 curve (no B200 FP8 rows) stays.
+#[test]
+fn the_b200_gemm_curve_is_the_fit_of_its_published_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("b200.toml");
+    let (code, out, err) = servesim(&[
+        "fit",
+        "calibration/reference/b200-kernels-published.csv",
+        "--base",
+        "b200",
+        "--out",
+        prof.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("gemm.fp4_flops_per_s"), "{out}");
+    let fitted = servesim::gpu::GpuProfile::load(prof.to_str().unwrap()).unwrap();
+    let committed = servesim::gpu::GpuProfile::load("b200").unwrap();
+    let (f, c) = (&fitted.gemm, &committed.gemm);
+    for (key, f, c) in [
+        ("gemm.fixed_s", f.fixed_s, c.fixed_s),
+        ("gemm.bf16_flops_per_s", f.bf16_flops_per_s, c.bf16_flops_per_s),
+        ("gemm.fp4_flops_per_s", f.fp4_flops_per_s, c.fp4_flops_per_s),
+        ("gemm.half_rate_tokens", f.half_rate_tokens, c.half_rate_tokens),
+        ("gemm.fp8_flops_per_s", f.fp8_flops_per_s, c.fp8_flops_per_s),
+    ] {
+        assert!(
+            (f / c - 1.0).abs() < 1e-3,
+            "{key}: refitted {f:e}, committed {c:e}"
+        );
+    }
+    assert_eq!(f.fp8_half_rate_tokens, c.fp8_half_rate_tokens);
+}
+
 #[test]
 fn fit_and_validate_run_on_the_reference_rows() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,9 @@
 //! 2. GEMM (`gemm` rows; with both operand types also from a staged start, see
 //!    `fit_gemm_stage`): `gemm.fixed_s` (one per source, the largest source's kept),
 //!    `gemm.bf16_flops_per_s` (bf16 rows),
-//!    `gemm.fp8_flops_per_s` and `gemm.fp8_half_rate_tokens` (fp8 rows), `gemm.half_rate_tokens`;
+//!    `gemm.fp8_flops_per_s` and `gemm.fp8_half_rate_tokens` (fp8 rows),
+//!    `gemm.fp4_flops_per_s` (nvfp4 and mxfp4 rows; FP4 GEMMs keep the FP8 ramp),
+//!    `gemm.half_rate_tokens`;
 //! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
 //!    `attention.decode_bandwidth_fraction`; (`prefill_attention` rows):
 //!    `attention.prefill_flops_fraction`, `attention.prefill_half_rate_tokens`;
@@ -281,7 +283,8 @@ fn fit_gemm_stage(
     let prior = gpu.clone();
     let mut direct = gpu.clone();
     let (direct_e, direct_x) = fit_gemm_curve(&mut direct, params, rows);
-    let is_fp8 = |key: &str| key.starts_with("gemm.fp8_");
+    // The staged start fits the BF16 curve, then the narrow (FP8 and FP4) curves.
+    let is_fp8 = |key: &str| key.starts_with("gemm.fp8_") || key.starts_with("gemm.fp4_");
     let of = |fp8: bool| -> (Vec<Param>, Vec<&Measurement>) {
         (
             params
@@ -291,7 +294,7 @@ fn fit_gemm_stage(
                 .collect(),
             rows.iter()
                 .copied()
-                .filter(|r| (r.dtype == "fp8") == fp8)
+                .filter(|r| (r.dtype != "bf16") == fp8)
                 .collect(),
         )
     };
@@ -559,8 +562,9 @@ impl Fitting {
         self.stage("memory", &params, rows);
     }
 
-    /// GEMMs: the ramp, the BF16 rate, and the FP8 rate and ramp when there are FP8 rows and
-    /// the GPU has FP8; one fixed time per source ([`fit_gemm_stage`]).
+    /// GEMMs: the ramp, the BF16 rate, the FP8 rate and ramp when there are FP8 rows and the
+    /// GPU has FP8, and the FP4 rate when there are NVFP4/MXFP4 rows and the GPU has FP4; one
+    /// fixed time per source ([`fit_gemm_stage`]).
     fn gemm_stage(&mut self, gemm: &[&Measurement]) {
         if gemm.is_empty() {
             return;
@@ -608,10 +612,29 @@ impl Fitting {
                 set: |g, v| g.gemm.fp8_half_rate_tokens = Some(v),
             });
         }
+        let fp4 = gpu.datasheet.fp4_flops_per_s;
+        let is_fp4 = |r: &Measurement| matches!(r.dtype.as_str(), "nvfp4" | "mxfp4");
+        if fp4 > 0.0 && gemm.iter().any(|r| is_fp4(r)) {
+            if gpu.gemm.fp4_flops_per_s <= 0.0 {
+                gpu.gemm.fp4_flops_per_s = 0.5 * fp4;
+            }
+            params.push(param!(
+                "gemm.fp4_flops_per_s",
+                fp4 * 0.01,
+                fp4,
+                gemm.fp4_flops_per_s
+            ));
+            // FP4 GEMMs ramp like FP8 ones (the profile's one narrow-math ramp, which the
+            // grouped MoE GEMMs share): only the rate is fitted here.
+        }
         let used: Vec<&Measurement> = gemm
             .iter()
             .copied()
-            .filter(|r| r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8"))
+            .filter(|r| {
+                r.dtype == "bf16"
+                    || (fp8 > 0.0 && r.dtype == "fp8")
+                    || (fp4 > 0.0 && is_fp4(r))
+            })
             .collect();
         let (e, ivs) = fit_gemm_stage(gpu, &params, &used);
         self.stages.push(("gemm", used.len(), e));
@@ -716,6 +739,7 @@ fn value_of(g: &GpuProfile, key: &str) -> f64 {
         "gemm.half_rate_tokens" => g.gemm.half_rate_tokens,
         "gemm.bf16_flops_per_s" => g.gemm.bf16_flops_per_s,
         "gemm.fp8_flops_per_s" => g.gemm.fp8_flops_per_s,
+        "gemm.fp4_flops_per_s" => g.gemm.fp4_flops_per_s,
         "gemm.fp8_half_rate_tokens" => g.gemm.fp8_half_rate_tokens.unwrap_or(f64::NAN),
         "attention.prefill_flops_fraction" => g.attention.prefill_flops_fraction,
         "moe.grouped_flops_fraction" => g.moe.grouped_flops_fraction,
@@ -1057,5 +1081,39 @@ mod tests {
         let f = |x: &[f64]| (x[0] - 1.0).powi(2) + 3.0 * (x[1] + 2.0).powi(2);
         let (x, v) = nelder_mead(&f, &[0.0, 0.0], 0.5, 1e-16, 5000);
         assert!(v < 1e-10 && (x[0] - 1.0).abs() < 1e-4 && (x[1] + 2.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn fp4_gemm_rows_fit_the_fp4_rate_and_leave_the_fp8_curve() {
+        // BF16 and NVFP4/MXFP4 GEMM rows timed by a B200 whose FP4 rate is 4.5 PFLOP/s.
+        let base = GpuProfile::load("b200").unwrap();
+        let mut truth = base.clone();
+        truth.gemm.fp4_flops_per_s = 4.5e15;
+        truth.gemm.bf16_flops_per_s = 1.5e15;
+        let mut rows = Vec::new();
+        for dt in ["bf16", "nvfp4", "mxfp4"] {
+            for (k, n) in [(4096u64, 6144u64), (7168, 4096), (2048, 7168)] {
+                for b in 0..=14 {
+                    let mut r = Measurement::new(KernelClass::Gemm, dt, "s", "");
+                    (r.m, r.k, r.n) = (Some(1 << b), Some(k), Some(n));
+                    r.flops = Some((2u64 << b) as f64 * (k * n) as f64);
+                    let t = predict(&truth, &r).unwrap() * 1e6;
+                    (r.median_us, r.p10_us, r.p90_us) = (t, t, t);
+                    rows.push(r);
+                }
+            }
+        }
+        let fit = fit_profile(&base, &rows).unwrap();
+        let g = &fit.profile.gemm;
+        assert!((g.fp4_flops_per_s / 4.5e15 - 1.0).abs() < 0.02, "{g:?}");
+        assert!((g.bf16_flops_per_s / 1.5e15 - 1.0).abs() < 0.02, "{g:?}");
+        // No FP8 rows: the FP8 curve (whose ramp FP4 GEMMs share) stays the base's.
+        assert_eq!(g.fp8_flops_per_s, base.gemm.fp8_flops_per_s);
+        assert_eq!(g.fp8_half_rate_tokens, base.gemm.fp8_half_rate_tokens);
+        assert!(fit.params.iter().any(|p| p.key == "gemm.fp4_flops_per_s"));
+        // A profile without FP4 tensor cores cannot time an FP4 row.
+        let h100 = GpuProfile::load("h100-sxm").unwrap();
+        let fp4_row = rows.iter().find(|r| r.dtype == "nvfp4").unwrap();
+        assert!(predict(&h100, fp4_row).is_none());
     }
 }

@@ -220,12 +220,21 @@ impl Measurement {
         if class == KernelClass::FusedMoe && self.top_k > self.experts {
             return Err(("top_k", "exceeds experts".into()));
         }
-        if matches!(class, KernelClass::Gemm | KernelClass::FusedMoe)
-            && !matches!(self.dtype.as_str(), "bf16" | "fp8")
+        if class == KernelClass::FusedMoe && !matches!(self.dtype.as_str(), "bf16" | "fp8") {
+            return Err((
+                "dtype",
+                format!("fused_moe dtype must be bf16 or fp8, got '{}'", self.dtype),
+            ));
+        }
+        if class == KernelClass::Gemm
+            && !matches!(self.dtype.as_str(), "bf16" | "fp8" | "nvfp4" | "mxfp4")
         {
             return Err((
                 "dtype",
-                format!("gemm dtype must be bf16 or fp8, got '{}'", self.dtype),
+                format!(
+                    "gemm dtype must be bf16, fp8, nvfp4 or mxfp4, got '{}'",
+                    self.dtype
+                ),
             ));
         }
         if matches!(
@@ -509,6 +518,8 @@ mod tests {
     fn rejects_bad_gemm_dtype_and_gqa_mismatch() {
         let e = err_of(&file(&[&GOOD.replace("bf16", "int4")]));
         assert!(e.contains("dtype"), "{e}");
+        // FP4 GEMM rows are read; a fused-MoE row stays BF16 or FP8.
+        assert!(parse_measurements(&file(&[&GOOD.replace("bf16", "nvfp4")]), "ok.csv").is_ok());
         let attn = "paged_decode_attention,,,,8,1024,32,6,128,,bf16,H100,,50,45,55,,,";
         let e = err_of(&file(&[attn]));
         assert!(e.contains("q_heads"), "{e}");

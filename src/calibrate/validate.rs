@@ -10,7 +10,7 @@ use crate::roofline::kernels;
 use super::measurement::{KernelClass, Measurement};
 
 /// The model's time for the kernel and shape of `row`, seconds; `None` when the row cannot be
-/// predicted (an fp8 GEMM on a profile without fp8, or a shape field missing).
+/// predicted (an fp8 or fp4 GEMM on a profile without that math, or a shape field missing).
 pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
     let f = |v: Option<u64>| v.map(|x| x as f64);
     match row.class()? {
@@ -18,12 +18,17 @@ pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
             Some(kernels::stream_s(gpu, row.bytes?))
         }
         KernelClass::Gemm => {
-            let (fp8, wbytes) = match row.dtype.as_str() {
-                "fp8" if gpu.gemm.fp8_flops_per_s > 0.0 => (true, 1.0),
-                "bf16" => (false, 2.0),
+            use crate::precision::{GemmMath, WeightDtype};
+            // FP4 rows time both operands in FP4 (NVFP4: a scale per 16 values, MXFP4: per 32).
+            let (math, wbytes) = match row.dtype.as_str() {
+                "fp8" if gpu.gemm.fp8_flops_per_s > 0.0 => (GemmMath::Fp8, 1.0),
+                "nvfp4" if gpu.supports_fp4() => (GemmMath::Fp4, WeightDtype::Fp4.bytes()),
+                "mxfp4" if gpu.supports_fp4() => (GemmMath::Fp4, WeightDtype::Mxfp4.bytes()),
+                "bf16" => (GemmMath::Bf16, 2.0),
                 _ => return None,
             };
-            Some(kernels::gemm_s(gpu, f(row.m)?, f(row.k)?, f(row.n)?, wbytes, fp8).0)
+            let (m, k, n) = (f(row.m)?, f(row.k)?, f(row.n)?);
+            Some(kernels::gemm_math_s(gpu, m, k, n, wbytes, math).0)
         }
         KernelClass::FusedMoe => {
             let (fp8, wbytes) = match row.dtype.as_str() {
