@@ -115,9 +115,17 @@ fn the_b200_gemm_curve_is_the_fit_of_its_published_rows() {
     let (f, c) = (&fitted.gemm, &committed.gemm);
     for (key, f, c) in [
         ("gemm.fixed_s", f.fixed_s, c.fixed_s),
-        ("gemm.bf16_flops_per_s", f.bf16_flops_per_s, c.bf16_flops_per_s),
+        (
+            "gemm.bf16_flops_per_s",
+            f.bf16_flops_per_s,
+            c.bf16_flops_per_s,
+        ),
         ("gemm.fp4_flops_per_s", f.fp4_flops_per_s, c.fp4_flops_per_s),
-        ("gemm.half_rate_tokens", f.half_rate_tokens, c.half_rate_tokens),
+        (
+            "gemm.half_rate_tokens",
+            f.half_rate_tokens,
+            c.half_rate_tokens,
+        ),
         ("gemm.fp8_flops_per_s", f.fp8_flops_per_s, c.fp8_flops_per_s),
     ] {
         assert!(

@@ -307,7 +307,8 @@ fn summaries_are_consistent_with_comparisons() {
 /// 2026"): every one of the 176 rows (TP and attention-DP + EP deployments, NVFP4, MXFP4 and
 /// FP8, B200/H200/H100) simulates to a finite, positive, deterministic prediction, and the
 /// error stays where it was measured. Issue #28's target is a median of 15%; the model does
-/// not reach it (measured 27.9%, bias +11.7%), so this is a regression guard, not the target.
+/// not reach it (measured 25.9%, mean signed error +21.0%, out of sample: no parameter is set
+/// from these rows), so this is a regression guard, not the target.
 #[test]
 fn held_out_moe_rows_of_2026() {
     let files = [
@@ -322,6 +323,10 @@ fn held_out_moe_rows_of_2026() {
     }
     assert_eq!(rows.len(), 176);
     assert!(rows.iter().any(|r| r.dp > 1 && r.ep > 1));
+    // The v1.0 page's multi-GPU MoE columns ran attention data parallelism, experts split
+    // tensor-parallel (calibration/reference/README.md).
+    let dp_without_ep = rows.iter().filter(|r| r.dp > 1 && r.ep == 1).count();
+    assert_eq!(dp_without_ep, 70);
     let comps = compare(&rows, None).unwrap();
     let again = compare(&rows, None).unwrap();
     for (a, b) in comps.iter().zip(&again) {
@@ -331,7 +336,7 @@ fn held_out_moe_rows_of_2026() {
     let s = summarize(&comps);
     let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
     assert_eq!(e.rows, 176);
-    // Measured: median 27.9%, bias +11.7%.
-    assert!(e.median_abs_error <= 0.31, "{e:#?}");
-    assert!((0.0..=0.25).contains(&e.mean_signed_error), "{e:#?}");
+    // Measured: median 25.9%, mean signed error +21.0%.
+    assert!(e.median_abs_error <= 0.27, "{e:#?}");
+    assert!((0.0..=0.23).contains(&e.mean_signed_error), "{e:#?}");
 }

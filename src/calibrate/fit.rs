@@ -631,9 +631,7 @@ impl Fitting {
             .iter()
             .copied()
             .filter(|r| {
-                r.dtype == "bf16"
-                    || (fp8 > 0.0 && r.dtype == "fp8")
-                    || (fp4 > 0.0 && is_fp4(r))
+                r.dtype == "bf16" || (fp8 > 0.0 && r.dtype == "fp8") || (fp4 > 0.0 && is_fp4(r))
             })
             .collect();
         let (e, ivs) = fit_gemm_stage(gpu, &params, &used);
