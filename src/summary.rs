@@ -191,8 +191,12 @@ pub struct RunSummary {
     /// forward and the host), 0..1, at the same batch and context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode_verify_share: Option<f64>,
-    /// Speculative decoding: decode speed with speculation over without at the same batch and
-    /// context (plain step time x acceptance length / verify step time); below 1 it costs.
+    /// Speculative decoding: the per-step token gain at the batch and context this run ran at
+    /// (plain step time x acceptance length / verify step time, at the run's mean batch): how
+    /// much faster one speculating step makes tokens than a plain step of the same batch. It
+    /// is not this run against a run without speculation: a run whose engine caps the batch
+    /// while speculating (SGLang's 48 sequences) can read above 1 and still be slower; compare
+    /// two runs (or `plan`'s speculation verdict) for that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode_speedup: Option<f64>,
 }
