@@ -311,7 +311,14 @@ pub struct SpeculationVerdict {
     pub without: Option<(String, f64)>,
     /// The cheapest feasible candidate with speculation (K >= 1) and its $/M output tokens.
     pub with: Option<(String, f64)>,
-    /// Whether the cheapest fleet speculates.
+    /// What became of the candidates without speculation when `without` is `None`.
+    pub without_outcome: SearchOutcome,
+    /// What became of the candidates with speculation when `with` is `None`.
+    pub with_outcome: SearchOutcome,
+    /// The answer, as the text report words it.
+    pub verdict: SpeculationAnswer,
+    /// Whether speculation pays at the target: `verdict == "pays"` (false when with and
+    /// without cost the same within the search's resolution, or were not both searched).
     pub pays_at_target: bool,
     /// The deployment the break-even is measured on (the chosen one, at the largest K
     /// searched when it does not speculate).
@@ -322,6 +329,82 @@ pub struct SpeculationVerdict {
     /// The smallest batch at which the speedup falls below 1 (`None`: it pays at every batch
     /// up to max_num_seqs).
     pub stops_paying_at_batch: Option<u32>,
+}
+
+/// What the search found for one side (with or without speculation) of the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchOutcome {
+    /// At least one candidate was sized and is feasible.
+    Feasible,
+    /// `plan.speculative` lists no K on this side (no 0, or only 0).
+    NotSearched,
+    /// Every candidate on this side costs more than the plan even at its capacity.
+    Pruned,
+    /// No candidate on this side serves the target within the SLOs.
+    Infeasible,
+}
+
+/// Whether speculation pays at the target load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeculationAnswer {
+    /// The cheapest fleet with speculation costs less than without by more than the search's
+    /// resolution (3%), or only speculation has a feasible fleet and the side without was
+    /// searched.
+    Pays,
+    /// The cheapest fleet without speculation costs less by more than 3%, or only it is
+    /// feasible and the side with was searched.
+    DoesNotPay,
+    /// Both cost the same within the search's resolution (3%).
+    EqualWithinResolution,
+    /// One side was not searched, or neither has a feasible fleet.
+    NotCompared,
+}
+
+/// The search's resolution on cost: a fleet is sized in whole replicas at a rate bisected to
+/// about this fraction, so cheaper or dearer by less than it is a tie.
+pub const COST_RESOLUTION: f64 = 0.03;
+
+/// The outcome of one side of the verdict: `feasible` when `best` found one, else what the
+/// side's candidates say.
+fn side_outcome(candidates: &[CandidateResult], on: bool, found: bool) -> SearchOutcome {
+    let side: Vec<&CandidateResult> = candidates
+        .iter()
+        .filter(|c| {
+            c.candidate
+                .num_speculative_tokens
+                .is_some_and(|k| (k > 0) == on)
+        })
+        .collect();
+    if found {
+        SearchOutcome::Feasible
+    } else if side.is_empty() {
+        SearchOutcome::NotSearched
+    } else if side.iter().any(|c| c.status == Status::Pruned) {
+        SearchOutcome::Pruned
+    } else {
+        SearchOutcome::Infeasible
+    }
+}
+
+/// The answer from the cheapest with and without and what became of each side.
+fn speculation_answer(
+    with: Option<f64>,
+    without: Option<f64>,
+    outcomes: (SearchOutcome, SearchOutcome),
+) -> SpeculationAnswer {
+    use SearchOutcome as O;
+    match (with, without, outcomes) {
+        (Some(w), Some(o), _) if (w / o - 1.0).abs() < COST_RESOLUTION => {
+            SpeculationAnswer::EqualWithinResolution
+        }
+        (Some(w), Some(o), _) if w < o => SpeculationAnswer::Pays,
+        (Some(_), Some(_), _) => SpeculationAnswer::DoesNotPay,
+        (Some(_), None, (_, O::Pruned | O::Infeasible)) => SpeculationAnswer::Pays,
+        (None, Some(_), (O::Pruned | O::Infeasible, _)) => SpeculationAnswer::DoesNotPay,
+        _ => SpeculationAnswer::NotCompared,
+    }
 }
 
 /// The speculation verdict of a plan over `candidates` (`None` without a `[speculative]`
@@ -350,11 +433,13 @@ fn speculation_verdict(
             .min_by(|a, b| a.1.total_cmp(&b.1))
     };
     let (with, without) = (best(true), best(false));
-    let pays = match (&with, &without) {
-        (Some(w), Some(o)) => w.1 < o.1,
-        (Some(_), None) => true,
-        _ => false,
-    };
+    let with_outcome = side_outcome(candidates, true, with.is_some());
+    let without_outcome = side_outcome(candidates, false, without.is_some());
+    let verdict = speculation_answer(
+        with.as_ref().map(|x| x.1),
+        without.as_ref().map(|x| x.1),
+        (with_outcome, without_outcome),
+    );
     let mut c = candidates.get(chosen?)?.candidate.clone();
     if c.num_speculative_tokens == Some(0) {
         let k_max = speculative_space(base)
@@ -408,7 +493,10 @@ fn speculation_verdict(
     Some(SpeculationVerdict {
         without,
         with,
-        pays_at_target: pays,
+        without_outcome,
+        with_outcome,
+        verdict,
+        pays_at_target: verdict == SpeculationAnswer::Pays,
         deployment: c.label(),
         speedup_by_batch,
         stops_paying_at_batch: stops,
@@ -631,6 +719,12 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.scheduler.max_num_seqs = Some(c.max_num_seqs);
     if let (Some(k), Some(spec)) = (c.num_speculative_tokens, &mut s.speculative) {
         spec.num_speculative_tokens = k;
+        // A per-position list measured at a larger K holds for its first K positions (the
+        // acceptance of position i depends only on positions 1..i); K = 0 ignores it.
+        if let Some(crate::speculative::AcceptanceRate::PerPosition(v)) = &mut spec.acceptance_rate
+        {
+            v.truncate(k as usize);
+        }
     }
     if let Some(b) = s.scheduler.max_num_batched_tokens {
         s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
@@ -748,10 +842,13 @@ fn check_speculative_space(s: &Scenario, origin: &str) -> Result<()> {
             "is empty: list at least one value",
         ));
     }
-    let fixed = matches!(
-        spec.acceptance_rate,
-        Some(crate::speculative::AcceptanceRate::PerPosition(_))
-    ) || spec.mean_acceptance_length.is_some();
+    // A per-position list holds for every K up to its length (its first K rates); a mean
+    // length only for the table's K; K = 0 ignores both.
+    let k_limit = match (&spec.acceptance_rate, spec.mean_acceptance_length) {
+        (Some(crate::speculative::AcceptanceRate::PerPosition(v)), _) => Some(v.len() as u32),
+        (_, Some(_)) => Some(spec.num_speculative_tokens),
+        _ => None,
+    };
     for (i, &k) in ks.iter().enumerate() {
         if k > 16 {
             return Err(Error::config(
@@ -760,17 +857,31 @@ fn check_speculative_space(s: &Scenario, origin: &str) -> Result<()> {
                 format!("must be in 0..=16, got {k}"),
             ));
         }
-        if fixed && k != 0 && k != spec.num_speculative_tokens {
-            return Err(Error::config(
-                origin,
-                format!("{key}[{i}]"),
-                format!(
-                    "K = {k} differs from speculative.num_speculative_tokens = {} while the \
-                     acceptance is a per-position list or a mean length for that K: give \
-                     speculative.acceptance_rate as one number to search K",
-                    spec.num_speculative_tokens
-                ),
-            ));
+        let list = spec.mean_acceptance_length.is_none();
+        match k_limit {
+            Some(limit) if k != 0 && list && k > limit => {
+                return Err(Error::config(
+                    origin,
+                    format!("{key}[{i}]"),
+                    format!(
+                        "K = {k} exceeds the {limit} rates of speculative.acceptance_rate (a \
+                         candidate takes the list's first K rates): give one number to search \
+                         larger K"
+                    ),
+                ))
+            }
+            Some(limit) if k != 0 && !list && k != limit => {
+                return Err(Error::config(
+                    origin,
+                    format!("{key}[{i}]"),
+                    format!(
+                        "K = {k} differs from speculative.num_speculative_tokens = {limit} while \
+                         the acceptance is a mean length for that K: give \
+                         speculative.acceptance_rate as one number to search K"
+                    ),
+                ))
+            }
+            _ => {}
         }
     }
     Ok(())

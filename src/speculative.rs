@@ -36,12 +36,18 @@ pub struct SpeculativeConfig {
     /// token included (1..=K+1). Exclusive with `acceptance_rate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_acceptance_length: Option<f64>,
-    /// `draft_model`: the draft model (a catalog name or a config.json path).
+    /// `draft_model`: the draft model (a catalog name or a config.json path). `eagle`,
+    /// `eagle3`: the head's Hugging Face id as vLLM takes it, accepted and not read (the head
+    /// is sized from the target).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// `draft_model`: its tensor-parallel size (vLLM `draft_tensor_parallel_size`; default:
-    /// the target's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `draft_model`: its tensor-parallel size, 1 or the target's (vLLM
+    /// `draft_tensor_parallel_size`, also accepted under that name; default: the target's).
+    #[serde(
+        default,
+        alias = "draft_tensor_parallel_size",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tp: Option<u32>,
     /// Batches of more decoding sequences than this run without speculation (vLLM's
     /// `speculative_disable_by_batch_size`, TensorRT-LLM's `max_concurrency`; default: the
@@ -70,11 +76,12 @@ pub enum Method {
     Ngram,
 }
 
-/// Default conditional acceptance per position for EAGLE-3 when none is given: the rate
-/// whose chain expectation at K = 3 is 2.70 tokens per step (EAGLE-3 on gpt-oss-20b,
-/// MT-Bench, vLLM P-EAGLE post 2026-03-13, row PE-GPTOSS20B-E3-K3-MTBENCH of
-/// calibration/reference/speculative-decoding.csv); the same rate gives 3.31 at K = 7
-/// against the post's 3.27.
+/// Default conditional acceptance per position for EAGLE-3 when none is given. The source
+/// (EAGLE-3 on gpt-oss-20b, MT-Bench, vLLM P-EAGLE post 2026-03-13, rows
+/// PE-GPTOSS20B-E3-K3-MTBENCH and -K7-MTBENCH of calibration/reference/speculative-decoding.csv)
+/// publishes 2.70 tokens per step at K = 3 and 3.27 at K = 7; no single rate gives both (2.70
+/// at K = 3 needs p = 0.742, which gives 3.52 at K = 7). p = 0.72 sits between them: chain
+/// expectation 2.61 at K = 3 (3% under the post) and 3.31 at K = 7 (1% over).
 pub const EAGLE3_DEFAULT_RATE: f64 = 0.72;
 
 /// Default conditional acceptance for MTP: the DeepSeek-V3 Technical Report (arXiv
@@ -147,7 +154,14 @@ impl SpeculativeConfig {
                 format!("must be in 0..=16, got {k}"),
             );
         }
-        match (&self.acceptance_rate, self.mean_acceptance_length) {
+        // K = 0 is no speculation whatever the acceptance says: a table switched off by K alone
+        // (or a plan's K = 0 candidate) keeps its acceptance for the K it was measured at.
+        let acceptance = if k == 0 {
+            (None, None)
+        } else {
+            (self.acceptance_rate.as_ref(), self.mean_acceptance_length)
+        };
+        match acceptance {
             (Some(_), Some(_)) => {
                 return err(
                     "speculative.mean_acceptance_length",
@@ -201,10 +215,13 @@ impl SpeculativeConfig {
                     "draft_model needs the draft model's name".into(),
                 )
             }
-            (m, Some(_)) if m != Method::DraftModel => {
+            (m, Some(_)) if !matches!(m, Method::DraftModel | Method::Eagle | Method::Eagle3) => {
                 return err(
                     "speculative.model",
-                    format!("only draft_model takes a model (method '{}')", self.method),
+                    format!(
+                        "only draft_model, eagle and eagle3 take a model (method '{}')",
+                        self.method
+                    ),
                 )
             }
             _ => {}
@@ -239,9 +256,12 @@ impl SpeculativeConfig {
     /// default; empty when a mean acceptance length was given instead.
     pub fn rates(&self) -> Vec<f64> {
         let k = self.num_speculative_tokens as usize;
+        if k == 0 {
+            return Vec::new();
+        }
         match &self.acceptance_rate {
             Some(AcceptanceRate::Uniform(p)) => vec![*p; k],
-            Some(AcceptanceRate::PerPosition(v)) => v.clone(),
+            Some(AcceptanceRate::PerPosition(v)) => v.iter().copied().take(k).collect(),
             None if self.mean_acceptance_length.is_some() => Vec::new(),
             None => {
                 let p = if self.method == "eagle3" {
@@ -257,6 +277,7 @@ impl SpeculativeConfig {
     /// Expected tokens a sequence gains per verify step, the bonus token included.
     pub fn mean_acceptance_length(&self) -> f64 {
         match self.mean_acceptance_length {
+            _ if !self.is_on() => 1.0,
             Some(l) => l,
             None => expected_acceptance_length(&self.rates()),
         }
@@ -419,6 +440,23 @@ impl SpeculativeConfig {
                 let name = self.model.as_deref().unwrap_or_default();
                 dep.model = load_model(name)
                     .map_err(|e| Error::config(origin, "speculative.model", e.to_string()))?;
+                // vLLM: `draft_tensor_parallel_size` "can only be 1 or the same as the target
+                // model's tensor parallel size" (vllm/config/speculative.py,
+                // `SpeculativeConfig._verify_and_get_draft_tp`, vllm-project/vllm 002e77c1f0ef).
+                match self.tp {
+                    Some(tp) if tp != 1 && tp != target.tp => {
+                        return Err(Error::config(
+                            origin,
+                            "speculative.tp",
+                            format!(
+                                "the draft's tp must be 1 or the target's tp ({}), got {tp} \
+                                 (vLLM's draft_tensor_parallel_size rule)",
+                                target.tp
+                            ),
+                        ))
+                    }
+                    _ => {}
+                }
                 dep.tp = self.tp.unwrap_or(target.tp);
                 dep.dp = 1;
                 dep.ep = 1;

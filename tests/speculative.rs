@@ -62,6 +62,29 @@ fn without_a_table_or_with_k_0_every_figure_is_the_same() {
     assert_eq!(serde_json::to_string(&run_toml(&k0)).unwrap(), plain);
 }
 
+/// K = 0 is no speculation whatever acceptance the table still holds (a list for another K, a
+/// measured mean length): it runs, and every figure equals the run without a table.
+#[test]
+fn k_0_ignores_the_acceptance_input() {
+    let plain = serde_json::to_string(&run_toml(&closed_loop(16, ""))).unwrap();
+    for acceptance in [
+        "acceptance_rate = [0.9, 0.8, 0.7]",
+        "mean_acceptance_length = 2.8",
+    ] {
+        let k0 = closed_loop(
+            16,
+            &format!(
+                "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 0\n{acceptance}\n"
+            ),
+        );
+        assert_eq!(
+            serde_json::to_string(&run_toml(&k0)).unwrap(),
+            plain,
+            "{acceptance}"
+        );
+    }
+}
+
 #[test]
 fn the_speedup_falls_with_concurrency_and_drops_below_1() {
     let mut last = f64::INFINITY;
@@ -240,6 +263,17 @@ fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
     assert!(v["spec_decode_draft_share"].as_f64().unwrap() > 0.0);
     let (_, plain, _) = args(None);
     assert!(!plain.contains("spec_decode"));
+    let (code, k0, err) = args(Some(
+        r#"{"method": "eagle3", "num_speculative_tokens": 0, "mean_acceptance_length": 2.5}"#,
+    ));
+    assert_eq!(code, 0, "K = 0 ignores the acceptance: {err}");
+    assert_eq!(k0, plain);
+    // vLLM's `model` for an EAGLE-3 head is accepted (the head is sized from the target).
+    let (code, head, err) = args(Some(
+        r#"{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3, "acceptance_rate": 0.7}"#,
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(head, out);
     for (bad, key) in [
         (
             r#"{"method": "medusa", "num_speculative_tokens": 3}"#,
@@ -256,6 +290,16 @@ fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
         (
             r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "no-such"}"#,
             "speculative.model",
+        ),
+        (
+            // vLLM's rule: the draft's TP is 1 or the target's (TP 1 here).
+            r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "llama-2-7b", "tp": 8}"#,
+            "speculative.tp",
+        ),
+        (
+            // The same under vLLM's spelling of the key.
+            r#"{"method": "draft_model", "num_speculative_tokens": 3, "mean_acceptance_length": 2, "model": "llama-2-7b", "draft_tensor_parallel_size": 8}"#,
+            "speculative.tp",
         ),
         (
             r#"{"method": "eagle3", "num_speculative_tokens": 3, "foo": 1}"#,
@@ -301,9 +345,19 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
         .expect("a feasible fleet with speculation");
     let without = s["without"][1].as_f64().expect("a feasible fleet without");
     assert!(with > 0.0 && without > 0.0, "{s}");
+    // The JSON verdict says what the text says: a difference under the search's 3%
+    // resolution is a tie, and pays_at_target is true only when the verdict is "pays".
+    let expected = if (with / without - 1.0).abs() < 0.03 {
+        "equal_within_resolution"
+    } else if with < without {
+        "pays"
+    } else {
+        "does_not_pay"
+    };
+    assert_eq!(s["verdict"], expected, "{s}");
     assert_eq!(
         s["pays_at_target"].as_bool().unwrap(),
-        with < without,
+        expected == "pays",
         "{s}"
     );
     // The verdict's speedups fall with the batch, and the break-even is where they cross 1.
@@ -338,6 +392,82 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
         text.contains("speculative.num_speculative_tokens="),
         "{text}"
     );
+    let tie = text.contains("cost the same within the search's resolution");
+    assert_eq!(tie, expected == "equal_within_resolution", "{text}");
+}
+
+/// `servesim plan` on chat-slo-eagle3 (h100-sxm TP2, 256 seqs) with `sets` added; the JSON
+/// plan's speculation verdict and the text report.
+fn small_plan(sets: &[&str]) -> (serde_json::Value, String) {
+    let mut a = vec![
+        "plan",
+        "scenarios/chat-slo-eagle3.toml",
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.tp=[2]",
+        "--set",
+        "plan.max_num_seqs=[256]",
+    ];
+    for s in sets {
+        a.extend(["--set", s]);
+    }
+    let (code, text, err) = servesim(&a);
+    assert_eq!(code, 0, "{sets:?}: {err}");
+    a.extend(["--format", "json"]);
+    let (code, out, err) = servesim(&a);
+    assert_eq!(code, 0, "{sets:?}: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let plan = if v.get("plan").is_some() {
+        v["plan"].clone()
+    } else {
+        v
+    };
+    (plan["speculation"].clone(), text)
+}
+
+/// A per-position list for K = 3 serves the K = 0 candidates (ignored) and K = 1 (its first
+/// rate): without speculation has a feasible fleet.
+#[test]
+fn plan_with_a_rate_list_searches_k_0_and_smaller_k() {
+    let (s, text) = small_plan(&[
+        "speculative.acceptance_rate=[0.9, 0.8, 0.7]",
+        "plan.speculative=[0, 1, 3]",
+    ]);
+    assert_eq!(s["without_outcome"], "feasible", "{s}\n{text}");
+    assert!(s["without"][1].as_f64().is_some(), "{s}");
+    assert!(!text.contains("without: no feasible fleet"), "{text}");
+    // A K beyond the list's length is refused, naming the key.
+    let (code, _, err) = servesim(&[
+        "plan",
+        "scenarios/chat-slo-eagle3.toml",
+        "--set",
+        "speculative.acceptance_rate=[0.9, 0.8, 0.7]",
+        "--set",
+        "plan.speculative=[0, 4]",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("plan.speculative[1]"), "{err}");
+}
+
+/// A side `plan.speculative` does not list is "not searched", not "no feasible fleet", and
+/// with no K >= 1 no speedup by batch is claimed.
+#[test]
+fn plan_verdict_says_which_side_was_not_searched() {
+    let (s, text) = small_plan(&["plan.speculative=[0]"]);
+    assert_eq!(s["with_outcome"], "not_searched", "{s}");
+    assert_eq!(s["verdict"], "not_compared", "{s}");
+    assert_eq!(s["pays_at_target"], false, "{s}");
+    assert!(s["speedup_by_batch"].as_array().unwrap().is_empty(), "{s}");
+    assert!(!text.contains("with:    no feasible fleet"), "{text}");
+    assert!(text.contains("with:    not searched"), "{text}");
+    assert!(
+        !text.contains("at every batch up to max_num_seqs"),
+        "{text}"
+    );
+    let (s, text) = small_plan(&["plan.speculative=[3, 3]"]);
+    assert_eq!(s["without_outcome"], "not_searched", "{s}");
+    assert!(text.contains("without: not searched"), "{text}");
 }
 
 #[test]
@@ -350,4 +480,36 @@ fn plan_speculative_needs_a_table_and_one_rate_to_vary_k() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("plan.speculative"), "{err}");
+}
+
+/// The doc's EAGLE-3 default row states what p = 0.72 gives (2.61 at K = 3, 3.31 at K = 7),
+/// not the source's 2.70 as if the default reproduced it.
+#[test]
+fn the_eagle3_default_row_states_what_the_default_gives() {
+    use servesim::speculative::EAGLE3_DEFAULT_RATE;
+    let doc = std::fs::read_to_string("docs/speculative-decoding.md").unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `eagle3` |"))
+        .expect("the eagle3 default row");
+    let l3 = expected_acceptance_length(&[EAGLE3_DEFAULT_RATE; 3]);
+    let l7 = expected_acceptance_length(&[EAGLE3_DEFAULT_RATE; 7]);
+    assert!(row.contains(&format!("= {l3:.2} at K = 3")), "{l3}: {row}");
+    assert!(row.contains(&format!("{l7:.2} at K = 7")), "{l7}: {row}");
+    assert!(!row.contains("chain expectation 2.70"), "{row}");
+}
+
+/// The doc says what `spec_decode_speedup` measures (the step at the run's batch, not the run
+/// against a run without speculation) and how to compare runs.
+#[test]
+fn the_speedup_field_is_documented_as_a_per_step_gain() {
+    let doc = std::fs::read_to_string("docs/speculative-decoding.md").unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `spec_decode_speedup` |"))
+        .expect("the spec_decode_speedup row");
+    assert!(!row.contains("speculation pays there"), "{row}");
+    assert!(row.contains("per-step token gain"), "{row}");
+    assert!(doc.contains("does not mean the run got faster"));
+    assert!(doc.contains("For MoE targets"));
 }

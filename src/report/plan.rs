@@ -1112,42 +1112,67 @@ pub fn write_plan_report(dir: &Path, sc: &Scenario, out: &PlanOutput) -> Result<
 
 /// Whether speculative decoding pays at the target, and the batch at which it stops paying.
 fn speculation_lines(t: &mut String, p: &PlanResult) {
+    use crate::plan::{SearchOutcome, SpeculationAnswer};
     let Some(v) = &p.speculation else {
         return;
     };
-    let cost = |x: &Option<(String, f64)>| match x {
-        Some((label, usd)) => format!("${usd:.3}/M output tokens ({label})"),
-        None => "no feasible fleet".to_string(),
+    let cost = |x: &Option<(String, f64)>, outcome: SearchOutcome, side: &str| match (x, outcome) {
+        (Some((label, usd)), _) => format!("${usd:.3}/M output tokens ({label})"),
+        (None, SearchOutcome::NotSearched) => format!("not searched (plan.speculative has {side})"),
+        (None, SearchOutcome::Pruned) => {
+            "pruned (already costs more than the plan at its capacity)".to_string()
+        }
+        (None, _) => "no feasible fleet".to_string(),
     };
     let _ = writeln!(
         t,
         "\nSpeculative decoding at {:.1} req/s:",
         p.target_rate_per_s
     );
-    let _ = writeln!(t, "  with:    {}", cost(&v.with));
-    let _ = writeln!(t, "  without: {}", cost(&v.without));
-    let verdict = match (&v.with, &v.without) {
-        (Some(w), Some(o)) if (w.1 / o.1 - 1.0).abs() < 0.03 => format!(
+    let _ = writeln!(
+        t,
+        "  with:    {}",
+        cost(&v.with, v.with_outcome, "no K >= 1")
+    );
+    let _ = writeln!(
+        t,
+        "  without: {}",
+        cost(&v.without, v.without_outcome, "no K = 0")
+    );
+    let ratio = match (&v.with, &v.without) {
+        (Some(w), Some(o)) => Some(w.1 / o.1),
+        _ => None,
+    };
+    let verdict = match (v.verdict, ratio) {
+        (SpeculationAnswer::EqualWithinResolution, Some(r)) => format!(
             "with and without cost the same within the search's resolution (about 3%): {:+.1}%",
-            100.0 * (w.1 / o.1 - 1.0)
+            100.0 * (r - 1.0)
         ),
-        (Some(w), Some(o)) if v.pays_at_target => format!(
+        (SpeculationAnswer::Pays, Some(r)) => format!(
             "speculation pays at the target load: {:.1}% cheaper",
-            100.0 * (1.0 - w.1 / o.1)
+            100.0 * (1.0 - r)
         ),
-        _ if v.pays_at_target => "speculation pays at the target load".into(),
-        _ => "speculation does not pay at the target load".into(),
+        (SpeculationAnswer::Pays, None) => "speculation pays at the target load".into(),
+        (SpeculationAnswer::DoesNotPay, _) => "speculation does not pay at the target load".into(),
+        _ => "not compared: one side was not searched or neither has a feasible fleet".into(),
     };
     let _ = writeln!(t, "  {verdict}");
-    match v.stops_paying_at_batch {
-        Some(b) => {
+    match (v.stops_paying_at_batch, v.speedup_by_batch.is_empty()) {
+        (_, true) => {
+            let _ = writeln!(
+                t,
+                "  on {}: no speculative K searched, no speedup by batch measured",
+                v.deployment
+            );
+        }
+        (Some(b), false) => {
             let _ = writeln!(
                 t,
                 "  on {}: decode speedup < 1 from a batch of {b} sequences",
                 v.deployment
             );
         }
-        None => {
+        (None, false) => {
             let _ = writeln!(
                 t,
                 "  on {}: speculation speeds decoding up at every batch up to max_num_seqs",
