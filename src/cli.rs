@@ -161,6 +161,10 @@ pub struct BenchArgs {
     /// Router: round-robin, least-outstanding, least-kv, power-of-two.
     #[arg(long, default_value = "least-outstanding")]
     pub router: String,
+    /// KV offloading to host memory, GiB per replica summed over its TP ranks (vLLM's
+    /// `--kv-offloading-size`; `deployment.kv_offloading_size_gib`).
+    #[arg(long = "kv-offloading-size")]
+    pub kv_offloading_size: Option<f64>,
     /// Disaggregated serving: replicas of the prefill pool (with --decode-replicas).
     #[arg(long = "prefill-replicas")]
     pub prefill_replicas: Option<u32>,

@@ -134,6 +134,9 @@ pub fn deployment_config(
             kv_transfer_bandwidth_gb_s: None,
             kv_transfer_latency_us: None,
             kv_transfer_layerwise: None,
+            kv_offloading_size_gib: None,
+            kv_offloading_bandwidth_gb_s: None,
+            kv_offloading_latency_us: None,
         },
         SchedulerOverrides {
             max_num_seqs,

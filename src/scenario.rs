@@ -8,6 +8,7 @@
 
 mod disaggregation;
 mod fleet_controls;
+pub mod offload;
 mod overrides;
 
 pub use disaggregation::{
@@ -103,6 +104,19 @@ pub struct DeploymentConfig {
     /// Disaggregated: send each layer's KV while the prefill computes the next (default off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_transfer_layerwise: Option<bool>,
+    /// KV offloading: host memory per replica for KV blocks, GiB summed over its TP ranks
+    /// (vLLM's `--kv-offloading-size`; each attention data-parallel rank has its own); absent
+    /// or 0: no CPU tier. Needs prefix caching; serves requests with block identities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offloading_size_gib: Option<f64>,
+    /// KV offloading: host-link bandwidth of each GPU, one direction, GB/s (default
+    /// [`offload::DEFAULT_BANDWIDTH_GB_S`], PCIe Gen5 x16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offloading_bandwidth_gb_s: Option<f64>,
+    /// KV offloading: fixed time of one load from host memory, us (default
+    /// [`offload::DEFAULT_LATENCY_US`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offloading_latency_us: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -1209,6 +1223,7 @@ pub fn resolve_deployment(
             static_batching: batching == Batching::Static,
             reserve_output_kv: reserve_output,
             spec_kv_slots: slots,
+            offload: offload::resolve(d, prefix, &memory, origin)?,
         },
         deployment,
         memory,

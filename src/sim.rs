@@ -28,7 +28,7 @@ mod trace;
 pub use cluster::{simulate, simulate_traced};
 pub use disaggregated::simulate_disaggregated;
 pub use fleet::{AutoscaleConfig, AutoscalePolicy, FailureAt, FaultConfig, OnFailure};
-pub use replica::ContentTokens;
+pub use replica::{ContentTokens, OffloadConfig};
 pub use router::RouterKind;
 pub use trace::{PoolRole, TraceOccupancy, TraceSink, TraceSpan};
 
@@ -61,6 +61,9 @@ pub struct SchedulerConfig {
     /// draft tokens and the engine's lookahead slots; src/speculative.rs); 0 without.
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub spec_kv_slots: u32,
+    /// KV offloading to host memory (vLLM's `--kv-offloading-size`); `None` without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<OffloadConfig>,
 }
 
 fn is_zero_u32(v: &u32) -> bool {

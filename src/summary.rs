@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::metrics::steady_state::{analyze_sample, SteadyState};
 use crate::metrics::{LatencyHistogram, PeriodSummary, RequestRecord, TimeSeriesPoint};
 use crate::scenario::Resolved;
-use crate::sim::{simulate_traced, SimOutput, TraceSink};
+use crate::sim::{simulate_traced, ContentTokens, SimOutput, TraceSink};
 use crate::table::{CellValue, TableSheet, ToTable};
 use crate::workload::RequestGenerator;
 
@@ -147,6 +147,19 @@ pub struct RunSummary {
     /// for a replica that admitted none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_prefix_cache_hit_rates: Option<Vec<f64>>,
+    /// KV offloading: of `prefix_cache_hit_rate`, the share of the admitted prompt tokens the
+    /// GPU prefix cache served, 0..1 (absent without a CPU tier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate_gpu: Option<f64>,
+    /// KV offloading: of `prefix_cache_hit_rate`, the share loaded from the CPU tier, 0..1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate_cpu: Option<f64>,
+    /// `prefix_cache_hit_rate_gpu` per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_prefix_cache_hit_rates_gpu: Option<Vec<f64>>,
+    /// `prefix_cache_hit_rate_cpu` per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_prefix_cache_hit_rates_cpu: Option<Vec<f64>>,
     /// Output tokens generated, each counted once, including by requests still in flight.
     pub generated_tokens: u64,
     /// Prompt tokens the prefills computed, recomputation after preemption included (above
@@ -473,6 +486,7 @@ impl Resolved {
             .all(|o| o.is_none_or(|o| o.met))
             && m.completed > 0
             && out.truncated.is_none();
+        let offload = self.sim.scheduler.offload.is_some();
         let summary = RunSummary {
             completed: m.completed,
             failed: m.rejected + m.timed_out + m.lost,
@@ -534,6 +548,18 @@ impl Resolved {
                     .map(|t| ratio(t.hit, t.prompt))
                     .collect()
             }),
+            prefix_cache_hit_rate_gpu: tier_rate(offload, &out.prefix_cache_tokens, gpu_hit),
+            prefix_cache_hit_rate_cpu: tier_rate(offload, &out.prefix_cache_tokens, cpu_hit),
+            replica_prefix_cache_hit_rates_gpu: replica_tier_rates(
+                offload,
+                &out.prefix_cache_tokens,
+                gpu_hit,
+            ),
+            replica_prefix_cache_hit_rates_cpu: replica_tier_rates(
+                offload,
+                &out.prefix_cache_tokens,
+                cpu_hit,
+            ),
             generated_tokens: m.generated_tokens,
             prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
@@ -663,9 +689,43 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+/// Prompt tokens the GPU prefix cache served.
+fn gpu_hit(t: &ContentTokens) -> u64 {
+    t.hit - t.cpu_hit
+}
+
+/// Prompt tokens loaded from the CPU tier.
+fn cpu_hit(t: &ContentTokens) -> u64 {
+    t.cpu_hit
+}
+
+/// KV offloading (`offload`): the share of admitted prompt tokens with block identities
+/// that one tier (`tier`) served, over every replica; `None` without a CPU tier or
+/// identities.
+fn tier_rate(
+    offload: bool,
+    tallies: &[ContentTokens],
+    tier: fn(&ContentTokens) -> u64,
+) -> Option<f64> {
+    let (hit, prompt) = tallies
+        .iter()
+        .fold((0, 0), |(h, p), t| (h + tier(t), p + t.prompt));
+    (offload && prompt > 0).then(|| ratio(hit, prompt))
+}
+
+/// [`tier_rate`] per replica (0 for a replica that admitted none).
+fn replica_tier_rates(
+    offload: bool,
+    tallies: &[ContentTokens],
+    tier: fn(&ContentTokens) -> u64,
+) -> Option<Vec<f64>> {
+    tier_rate(offload, tallies, tier)?;
+    Some(tallies.iter().map(|t| ratio(tier(t), t.prompt)).collect())
+}
+
 /// Token hit rate of the prefix cache over requests with block identities, `None` when no
 /// such request was admitted.
-fn prefix_hit_rate(tallies: &[crate::sim::ContentTokens]) -> Option<f64> {
+fn prefix_hit_rate(tallies: &[ContentTokens]) -> Option<f64> {
     let (hit, prompt) = tallies
         .iter()
         .fold((0, 0), |(h, p), t| (h + t.hit, p + t.prompt));

@@ -324,3 +324,81 @@ fn bad_session_settings_name_the_key() {
         assert!(e.contains(want), "{e}\nwanted: {want}");
     }
 }
+
+/// KV offloading (issue 32, Deliver 3): the multi-turn trace on one replica whose GPU cache
+/// holds a few conversations (`gpu_memory_utilization` 0.29), with and
+/// without `offload_gib` of host memory. (The GPU cache keeps the shared system prompt and
+/// the latest turns; the 40 interleaved conversations revisit far more.)
+fn small_gpu_cache(offload_gib: Option<f64>) -> RunSummary {
+    let (text, _) = multi_turn(40, 6, 4, 2, 500);
+    let path = scratch("multi-turn-offload.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let extra = offload_gib.map_or(String::new(), |g| format!("kv_offloading_size_gib = {g}\n"));
+    let toml = scenario(path.to_str().unwrap(), 1, "round-robin", "")
+        .replace("replicas = 1\n", &format!("replicas = 1\n{extra}"))
+        + "[scheduler]\n";
+    let toml = toml.replace(
+        "[scheduler]\nenable_prefix_caching = true\n",
+        "[scheduler]\nenable_prefix_caching = true\ngpu_memory_utilization = 0.29\n",
+    );
+    let toml = toml.trim_end_matches("[scheduler]\n").to_string();
+    run_toml(&toml)
+}
+
+#[test]
+fn a_cpu_tier_raises_the_hit_rate_of_a_small_gpu_cache_and_lowers_its_mean_ttft() {
+    let (_, theoretical) = multi_turn(40, 6, 4, 2, 500);
+    let gpu_only = small_gpu_cache(None);
+    let tiered = small_gpu_cache(Some(64.0));
+    let (g, t) = (
+        gpu_only.prefix_cache_hit_rate.unwrap(),
+        tiered.prefix_cache_hit_rate.unwrap(),
+    );
+    let (gpu, cpu) = (
+        tiered.prefix_cache_hit_rate_gpu.unwrap(),
+        tiered.prefix_cache_hit_rate_cpu.unwrap(),
+    );
+    eprintln!(
+        "hit rate: GPU only {g:.4}; with 64 GiB CPU {t:.4} (GPU {gpu:.4} + CPU {cpu:.4}), \
+         theoretical {theoretical:.4}; mean TTFT {:.2} -> {:.2} ms",
+        gpu_only.mean_ttft_ms, tiered.mean_ttft_ms
+    );
+    assert_eq!((gpu_only.completed, tiered.completed), (240, 240));
+    // The small cache loses most of the reuse; 64 GiB of host memory holds every block,
+    // so the tiers together reach the unbounded cache's rate.
+    assert!(g < theoretical - 0.2, "{g} vs {theoretical}");
+    assert!((t - theoretical).abs() < 0.005, "{t} vs {theoretical}");
+    assert!(((gpu + cpu) - t).abs() < 1e-12);
+    assert!(cpu > 0.2, "{cpu}");
+    assert!(tiered.mean_ttft_ms < 0.9 * gpu_only.mean_ttft_ms);
+    // Without the setting, no tier is reported.
+    assert!(gpu_only.prefix_cache_hit_rate_cpu.is_none());
+    assert_eq!(
+        tiered.replica_prefix_cache_hit_rates_cpu,
+        Some(vec![cpu]),
+        "one replica: its rate is the run's"
+    );
+}
+
+#[test]
+fn prompt_tokens_are_served_by_one_tier_or_computed() {
+    // INV-10 (docs/invariants.md) at the run level: without preemption, every prompt token is
+    // served by the GPU cache, loaded from the CPU tier, or computed, once; a tier too small
+    // for all the blocks evicts (least recently used) and still adds up.
+    for gib in [2.0, 16.0, 64.0] {
+        let s = small_gpu_cache(Some(gib));
+        assert_eq!(s.preemptions, 0);
+        assert_eq!(
+            s.prefill_tokens_computed + s.prefix_cache_hit_tokens,
+            s.total_input_tokens,
+            "{gib} GiB"
+        );
+        let rate = s.prefix_cache_hit_tokens as f64 / s.total_input_tokens as f64;
+        assert!((rate - s.prefix_cache_hit_rate.unwrap()).abs() < 1e-12);
+        eprintln!(
+            "{gib} GiB: GPU {:.4} CPU {:.4}",
+            s.prefix_cache_hit_rate_gpu.unwrap(),
+            s.prefix_cache_hit_rate_cpu.unwrap()
+        );
+    }
+}

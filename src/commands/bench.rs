@@ -84,6 +84,9 @@ fn deployment_table(a: &BenchArgs) -> toml::Table {
         ("router", V::String(a.router.clone())),
     ]);
     deployment.retain(|_, v| !matches!(v, V::String(s) if s.is_empty()));
+    if let Some(gib) = a.kv_offloading_size {
+        deployment.insert("kv_offloading_size_gib".into(), V::Float(gib));
+    }
     // Data and expert parallelism only when set, so that a plain deployment reads as before.
     let ep = if d.enable_expert_parallel {
         d.tp.saturating_mul(d.dp)

@@ -10,6 +10,7 @@ mod check;
 mod content;
 mod fast_forward;
 mod handoff;
+mod offload;
 #[cfg(test)]
 mod tests;
 
@@ -18,6 +19,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 pub use fast_forward::Horizon;
 use fast_forward::Run;
+pub use offload::OffloadConfig;
 
 use super::request::{Phase, Req, Slab, NONE, NO_TIME};
 use super::{SchedulerConfig, SloPolicy};
@@ -79,6 +81,10 @@ pub struct Replica {
     content: content::ContentCache,
     /// Requests with block identities: prompt tokens admitted, and of them served from cache.
     pub content_tokens: ContentTokens,
+    /// KV offloading: the CPU tier (`None` without `kv_offloading_size_gib`).
+    cpu: Option<offload::CpuTier>,
+    /// KV blocks loaded from the CPU tier by the admissions of the iteration being planned.
+    pending_load_blocks: u64,
     /// Prompt tokens still to compute over waiting and prefilling requests.
     pending_prefill_tokens: u64,
     /// Requests that left this replica since the cluster last asked.
@@ -106,8 +112,10 @@ pub struct Replica {
 pub struct ContentTokens {
     /// Prompt tokens admitted, tokens.
     pub prompt: u64,
-    /// Of them, served from the GPU prefix cache, tokens.
+    /// Of them, served from a cache (the GPU prefix cache or the CPU tier), tokens.
     pub hit: u64,
+    /// Of `hit`: loaded from the CPU tier (KV offloading), tokens.
+    pub cpu_hit: u64,
 }
 
 /// KV blocks of one block identity of `r` (its `block_id_tokens` over the block size).
@@ -131,6 +139,7 @@ impl Replica {
     /// A replica with an empty queue and cache.
     pub fn new(cfg: SchedulerConfig) -> Self {
         let b = cfg.block_size.max(1) as usize;
+        let cpu = cfg.offload.map(|o| offload::CpuTier::new(o.cpu_blocks));
         Replica {
             cfg,
             iter: 0,
@@ -156,6 +165,8 @@ impl Replica {
             prefix_cache: HashMap::new(),
             content: content::ContentCache::default(),
             content_tokens: ContentTokens::default(),
+            cpu,
+            pending_load_blocks: 0,
             pending_prefill_tokens: 0,
             departed: 0,
             peak_blocks: 0,
@@ -567,28 +578,32 @@ impl Replica {
     }
 
     /// Looks up the prefix cache for a request about to be admitted: (cached tokens, shared
-    /// blocks), and takes a reference on a hit.
-    fn prefix_hit(&mut self, r: &Req) -> (u32, u32) {
+    /// blocks, of the cached tokens those the CPU tier holds), and takes a reference on a GPU
+    /// hit.
+    fn prefix_hit(&mut self, r: &Req) -> (u32, u32, u32) {
         if let Some(ids) = &r.blocks {
             if !self.cfg.prefix_caching || r.block_id_tokens == 0 {
-                return (0, 0);
+                return (0, 0, 0);
             }
             // Whole identities only, and at least one prompt token left to compute.
             let most = ((r.input - 1) / r.block_id_tokens) as usize;
-            let (n, revived) = self.content.acquire_prefix(ids, most.min(ids.len()));
+            let most = most.min(ids.len());
+            let (n, revived) = self.content.acquire_prefix(ids, most);
             self.evictable_blocks -= revived;
+            let m = self.cpu_prefix(&ids[..most], n) as u32;
             let n = n as u32;
             return (
-                n * r.block_id_tokens,
+                (n + m) * r.block_id_tokens,
                 n * unit_blocks(r, self.cfg.block_size),
+                m * r.block_id_tokens,
             );
         }
         if !self.cfg.prefix_caching || r.prefix_group == NONE {
-            return (0, 0);
+            return (0, 0, 0);
         }
         let full = r.prefix_tokens / self.cfg.block_size;
         if full == 0 {
-            return (0, 0);
+            return (0, 0, 0);
         }
         match self.prefix_cache.get_mut(&r.prefix_group) {
             Some(e) if e.blocks == full => {
@@ -596,10 +611,42 @@ impl Replica {
                     self.evictable_blocks -= e.blocks as u64;
                 }
                 e.refs += 1;
-                (full * self.cfg.block_size, full)
+                (full * self.cfg.block_size, full, 0)
             }
-            _ => (0, 0),
+            _ => (0, 0, 0),
         }
+    }
+
+    /// KV offloading, at a lookup: touches every identity of the prompt's lookup range `ids`
+    /// in the CPU tier and returns how many continue the GPU hit of `gpu_units` there (0
+    /// without a tier). vLLM's `get_num_new_matched_tokens` (see `offload.rs`).
+    fn cpu_prefix(&mut self, ids: &[u64], gpu_units: usize) -> usize {
+        let Some(cpu) = &mut self.cpu else {
+            return 0;
+        };
+        cpu.touch(ids);
+        cpu.matched(&ids[gpu_units..])
+    }
+
+    /// KV offloading, at an admission: the CPU tier stores (or keeps) the units the request
+    /// holds from the GPU cache (`_get_reqs_to_store` from block 0 on), and the loaded ones
+    /// are booked on the host link of the iteration being planned.
+    fn offload_admitted(&mut self, r: &Req, shared: u32, cpu_tokens: u32) {
+        let (Some(cpu), Some(ids)) = (&mut self.cpu, &r.blocks) else {
+            return;
+        };
+        let ub = unit_blocks(r, self.cfg.block_size);
+        for &id in &ids[..(shared / ub) as usize] {
+            cpu.store(id, ub);
+        }
+        self.pending_load_blocks += (cpu_tokens / r.block_id_tokens * ub) as u64;
+    }
+
+    /// Time the host link takes to load the blocks booked by this iteration's admissions
+    /// (one transfer: latency plus bytes over bandwidth), ns; clears the booking.
+    fn offload_load_ns(&mut self) -> u64 {
+        let blocks = std::mem::take(&mut self.pending_load_blocks);
+        self.cfg.offload.map_or(0, |o| o.load_ns(blocks))
     }
 
     /// After a chunk, a request that computed a whole shared prefix publishes its blocks.
@@ -657,6 +704,9 @@ impl Replica {
                 }
                 None => self.content.insert(id, ub),
             }
+            if let Some(cpu) = &mut self.cpu {
+                cpu.store(id, ub);
+            }
             r.own_blocks -= ub;
             r.reserve = r.reserve.saturating_sub(ub);
             r.shared_blocks += ub;
@@ -684,6 +734,7 @@ impl Replica {
         let budget = self.schedule_partial_prefills(budget, slab, metrics, now);
         self.admit_waiting(budget, slab, metrics, now, slo);
         if decodes == 0 && self.cur_chunks.is_empty() {
+            self.pending_load_blocks = 0;
             return None;
         }
         self.start_iteration(now, decodes, slab, metrics, slo, step, horizon)
@@ -801,7 +852,7 @@ impl Replica {
     ) -> Option<u32> {
         let b = self.block();
         let r = slab.get(id).clone();
-        let (cached, shared) = self.prefix_hit(&r);
+        let (cached, shared, cpu_tokens) = self.prefix_hit(&r);
         let to_compute = r.prefill_len - cached;
         let chunk = if self.cfg.chunked_prefill || self.cfg.static_batching {
             to_compute.min(budget)
@@ -852,6 +903,7 @@ impl Replica {
         if r.first_scheduled_ns == NO_TIME {
             r.first_scheduled_ns = now;
         }
+        self.offload_admitted(&r, shared, cpu_tokens);
         self.maybe_publish_prefix(&mut r);
         let done = r.computed == r.prefill_len;
         *slab.get_mut(id) = r;
@@ -859,6 +911,7 @@ impl Replica {
         if slab.get(id).blocks.is_some() {
             self.content_tokens.prompt += slab.get(id).prefill_len as u64;
             self.content_tokens.hit += cached as u64;
+            self.content_tokens.cpu_hit += cpu_tokens as u64;
         }
         metrics.prefix_cache_hit_tokens += cached as u64;
         metrics.prefill_tokens_computed += chunk as u64;
@@ -899,7 +952,9 @@ impl Replica {
             self.decode_step(&shape, step)
                 .and_then(|d| d.ns_at(shape.decode_context_tokens))
         } else {
-            step.step_ns(&shape).map(|ns| ns.max(1))
+            let load_ns = self.offload_load_ns();
+            step.step_ns(&shape)
+                .map(|ns| ns.max(1).saturating_add(load_ns))
         };
         let dur = match dur {
             Ok(ns) => ns,

@@ -271,6 +271,7 @@ mod tests {
             static_batching: false,
             reserve_output_kv: false,
             spec_kv_slots: 0,
+            offload: None,
         };
         let mut slab = Slab::default();
         prompts

@@ -1,4 +1,4 @@
-//! INV-3 of docs/invariants.md, the KV-block accounting of one replica, recomputed from the
+//! INV-3 (and INV-10) of docs/invariants.md, the KV-block accounting of one replica, recomputed from the
 //! requests it holds (src/sim/invariants.rs calls it every few thousand events in debug builds
 //! and the library's tests).
 
@@ -14,6 +14,7 @@ impl Replica {
     /// those of the run's start until it is booked) and while KV transfers hold blocks the
     /// running list does not show (hand-offs held, transfers on the link).
     pub(crate) fn check_kv(&self, slab: &Slab) -> Result<(), String> {
+        self.check_tiers()?;
         if self.in_run() || self.handed_off() > 0 || self.transfer_seats() > 0 {
             return Ok(());
         }
@@ -95,6 +96,23 @@ impl Replica {
                     "INV-3: block identity {id}: {kept} references kept, {held} held"
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// INV-10 of docs/invariants.md: the CPU tier's blocks add up (held = stored - evicted,
+    /// within its capacity) and the prompt tokens served by tier nest (CPU hits within hits
+    /// within prompt tokens admitted).
+    fn check_tiers(&self) -> Result<(), String> {
+        if let Some(cpu) = &self.cpu {
+            cpu.check()?;
+        }
+        let t = self.content_tokens;
+        if t.cpu_hit > t.hit || t.hit > t.prompt {
+            return Err(format!(
+                "INV-10: prompt tokens {}, of them served from cache {}, from the CPU tier {}",
+                t.prompt, t.hit, t.cpu_hit
+            ));
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// Hashes a block identity with SplitMix64's finalizer: identities are not adversarial, and
 /// the default SipHash showed as a tenth of a multi-turn run's profile.
 #[derive(Debug, Default)]
-struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -38,7 +38,7 @@ impl Hasher for IdHasher {
 }
 
 /// A map keyed by block identity.
-type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+pub(super) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// One cached identity.
 #[derive(Debug, Clone, Copy)]

@@ -35,6 +35,7 @@ fn config(kv_blocks: u64, budget: u32) -> SchedulerConfig {
         static_batching: false,
         reserve_output_kv: false,
         spec_kv_slots: 0,
+        offload: None,
     }
 }
 
