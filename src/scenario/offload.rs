@@ -7,12 +7,16 @@ use crate::error::{Error, Result};
 use crate::roofline::MemoryPlan;
 use crate::sim::OffloadConfig;
 
-/// Default host-link bandwidth of one GPU, one direction, GB/s: PCIe Gen5 x16, 32 GT/s per
-/// lane x 16 lanes x 128b/130b encoding / 8 bits (PCI-SIG, PCI Express Base Specification
-/// 5.0). H100, H200 and B200 (HGX) boards reach their host over PCIe Gen5 x16; A100 over
-/// Gen4 x16 (half: set 31.5); a Grace-Blackwell superchip over NVLink-C2C (set its figure).
-/// A ceiling: pinned-memory copies reach somewhat less.
-pub const DEFAULT_BANDWIDTH_GB_S: f64 = 32.0 * 16.0 * 128.0 / 130.0 / 8.0;
+/// Default host-link bandwidth of one GPU, one direction, GB/s: what vLLM's offloading
+/// connector measured moving 1,000 blocks CPU -> GPU by DMA at a 2 MB physical block (its
+/// layout for Llama-3.1-8B since 0.12) on an H100, whose host link is PCIe Gen5 x16: 47.5
+/// GB/s of the link's 63.0 GB/s ceiling (32 GT/s x 16 lanes x 128b/130b / 8; PCI-SIG PCI
+/// Express Base Specification 5.0). Source: blog.vllm.ai/2026/01/08/kv-offloading-connector
+/// .html, figure 4 (vllm-project/vllm-project.github.io@c3a01c4,
+/// assets/figures/2026-01-08-kv-offloading-connector/figure4.png). H200 and HGX B200 boards
+/// reach their host over PCIe Gen5 x16 too; A100 over Gen4 x16 (half: set about 24); a
+/// Grace-Blackwell superchip over NVLink-C2C (set its figure).
+pub const DEFAULT_BANDWIDTH_GB_S: f64 = 47.5;
 
 /// Default fixed time of one load from host memory, us: an assumption (a copy launch and
 /// its DMA setup per transfer), the same as the P/D link's default.

@@ -296,3 +296,69 @@ fn a_request_that_gave_up_in_the_queue_is_dropped_at_the_next_schedule() {
     assert!(!b.replica.waiting.contains(&late));
     assert_eq!(b.replica.take_departed(), 1);
 }
+
+impl Bench {
+    /// Queues a request of `input` prompt tokens and `output` output tokens whose prompt's
+    /// 16-token blocks are named `ids`; returns its id.
+    fn add_ids(&mut self, input: u32, output: u32, ids: &[u64]) -> u32 {
+        let spec = RequestSpec {
+            arrival_ns: self.now,
+            input_tokens: input,
+            output_tokens: output,
+            prefix_group: NO_PREFIX_GROUP,
+            prefix_tokens: 0,
+            blocks: Some(ids.to_vec().into()),
+            block_id_tokens: 16,
+            session: crate::workload::NO_SESSION,
+            last_turn: false,
+        };
+        let id = self.slab.insert(Req::waiting(&spec, self.now));
+        self.replica.enqueue(&mut self.slab, id);
+        id
+    }
+
+    /// Steps until no request is left.
+    fn drain(&mut self) {
+        while self.replica.outstanding() > 0 {
+            self.step();
+        }
+    }
+}
+
+#[test]
+fn a_cpu_tier_hit_is_loaded_for_its_transfer_time_instead_of_computed() {
+    // A GPU cache of 8 blocks of 16 tokens; a CPU tier of 100 blocks behind a link that
+    // moves one block per ms.
+    let mut cfg = config(8, 256);
+    cfg.prefix_caching = true;
+    cfg.offload = Some(OffloadConfig {
+        cpu_blocks: 100,
+        block_bytes_per_gpu: 1e6,
+        bandwidth_bytes_per_s: 1e9,
+        latency_ns: 0,
+    });
+    let mut b = Bench::new(cfg);
+    b.add_ids(64, 2, &[1, 2, 3, 4]);
+    b.drain();
+    // Another prompt fills the GPU cache: the first one's blocks leave it (tail first), the
+    // CPU tier keeps them (stored when computed).
+    b.add_ids(96, 1, &[10, 11, 12, 13, 14, 15]);
+    b.drain();
+    let before = b.replica.content_tokens;
+    b.add_ids(80, 2, &[1, 2, 3, 4, 5]);
+    let start = b.now;
+    let (chunks, _) = b.step();
+    let dur = b.now - start;
+    let t = b.replica.content_tokens;
+    let (hit, cpu) = (t.hit - before.hit, t.cpu_hit - before.cpu_hit);
+    // Four whole blocks may be served (one token is always computed): all of them, by one
+    // tier or the other, and some from the CPU tier.
+    assert_eq!(hit, 64);
+    assert!(cpu > 0, "{t:?}");
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].1, 16);
+    // The iteration: 1 ms + 1 us per computed token, plus 1 ms per block loaded.
+    assert_eq!(dur, 1_000_000 + 1_000 * 16 + cpu / 16 * 1_000_000);
+    b.drain();
+    b.replica.check_kv(&b.slab).expect("INV-3 and INV-10");
+}
