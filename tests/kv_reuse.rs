@@ -331,7 +331,8 @@ fn bad_session_settings_name_the_key() {
 /// the latest turns; the 40 interleaved conversations revisit far more.)
 fn small_gpu_cache(offload_gib: Option<f64>) -> RunSummary {
     let (text, _) = multi_turn(40, 6, 4, 2, 500);
-    let path = scratch("multi-turn-offload.jsonl");
+    // One file per call: tests run in parallel.
+    let path = scratch(&format!("multi-turn-offload-{offload_gib:?}.jsonl"));
     std::fs::write(&path, text).unwrap();
     let extra = offload_gib.map_or(String::new(), |g| format!("kv_offloading_size_gib = {g}\n"));
     let toml = scenario(path.to_str().unwrap(), 1, "round-robin", "")
