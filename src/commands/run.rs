@@ -140,6 +140,23 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         ),
     )?;
     row(w, "Preemptions:", s.preemptions.to_string())?;
+    if let (Some(all), Some(gpu), Some(cpu)) = (
+        s.prefix_cache_hit_rate,
+        s.prefix_cache_hit_rate_gpu,
+        s.prefix_cache_hit_rate_cpu,
+    ) {
+        // KV offloading only, so that other runs print as before.
+        row(
+            w,
+            "Prefix cache hit rate all / GPU / CPU:",
+            format!(
+                "{:.1}% / {:.1}% / {:.1}%",
+                100.0 * all,
+                100.0 * gpu,
+                100.0 * cpu
+            ),
+        )?;
+    }
     for (name, o) in [
         ("TTFT", s.slo.ttft),
         ("TPOT", s.slo.tpot),
