@@ -5,54 +5,202 @@
 //! shows a sink.
 
 use super::simulate_traced;
-use crate::scenario::Scenario;
-use crate::sim::{SimOutput, TraceOccupancy, TraceSink, TraceSpan};
-use crate::workload::RequestGenerator;
+use crate::engine::EngineProfile;
+use crate::gpu::GpuProfile;
+use crate::model::load_model;
+use crate::precision::{KvDtype, WeightDtype};
+use crate::roofline::{plan_memory, Deployment, DraftMemory, ModuleFormats, StepTimeModel};
+use crate::sim::{
+    AutoscaleConfig, AutoscalePolicy, DisaggConfig, FailureAt, FaultConfig, Limits, OnFailure,
+    PoolConfig, RouterKind, SchedulerConfig, SimConfig, SimOutput, SloPolicy, TraceOccupancy,
+    TraceSink, TraceSpan,
+};
+use crate::workload::{RequestGenerator, WorkloadConfig};
 
-/// Runs `text` with `limits.fast_forward = fast_forward`, tracing into `trace`.
-fn run(text: &str, fast_forward: bool, trace: Option<&mut dyn TraceSink>) -> SimOutput {
-    let set = [format!("limits.fast_forward={fast_forward}")];
-    let sc = Scenario::parse(text, "test", &set).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let r = sc.resolve("test").unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut gen = RequestGenerator::new(&sc.workload, sc.seed, "test").expect("a workload");
-    match r.pool_step_models().expect("step models") {
-        Some((prefill, decode)) => simulate_traced(&r.sim, &prefill, &decode, &mut gen, trace),
-        None => {
-            let step = r.step_model().expect("a step model");
-            simulate_traced(&r.sim, &step, &step, &mut gen, trace)
+/// The simulator's own inputs for Llama-3.1-8B in BF16 on H100 SXM replicas (TP 1) under
+/// vLLM's defaults, built from the catalog, the engine profile and the memory plan without a
+/// scenario; each test changes the fields it is about.
+struct Setup {
+    deployment: Deployment,
+    sim: SimConfig,
+    workload: WorkloadConfig,
+    seed: u64,
+    /// Multiplies every step time (a library user's knob, beyond a scenario's bounds).
+    step_time_scale: f64,
+}
+
+impl Setup {
+    /// One replica (least-outstanding router) at vLLM's memory fraction; `workload` is the
+    /// body of a scenario's `[workload]` table (its sub-tables as `[input]`, `[arrival]`, ...).
+    fn new(workload: &str) -> Setup {
+        let model = load_model("llama-3.1-8b").expect("catalog model");
+        let gpu = GpuProfile::load("h100-sxm").expect("catalog GPU");
+        let mut engine = EngineProfile::load("vllm").expect("engine profile");
+        engine.scheduler.for_gpu(&gpu);
+        let deployment = Deployment {
+            model,
+            gpu,
+            engine,
+            tp: 1,
+            dp: 1,
+            ep: 1,
+            redundant_experts: 0,
+            weight_dtype: WeightDtype::Bf16,
+            formats: ModuleFormats::uniform(WeightDtype::Bf16),
+            kv_dtype: KvDtype::Bf16,
+        };
+        let fraction = deployment.engine.scheduler.gpu_memory_utilization;
+        let host_ns = crate::clock::secs_to_ns(deployment.engine.host.per_request_s);
+        let sim = SimConfig {
+            replicas: 1,
+            gpus_per_replica: 1,
+            router: RouterKind::default(),
+            scheduler: scheduler(&deployment, fraction),
+            slo: SloPolicy::default(),
+            limits: Limits::default(),
+            max_concurrency: None,
+            seed: 3,
+            frontend_delay_ns: host_ns.expect("a host time on the clock"),
+            request_log_capacity: 0,
+            autoscale: None,
+            faults: None,
+            period_ns: 0,
+            disaggregation: None,
+        };
+        let workload = toml::from_str(workload).unwrap_or_else(|e| panic!("{e}\n{workload}"));
+        Setup {
+            deployment,
+            sim,
+            workload,
+            seed: 3,
+            step_time_scale: 1.0,
         }
+    }
+
+    /// 300 requests of 90 to 1,710 prompt and 15 to 285 output tokens (uniform), arriving as
+    /// `arrival` (the body of `[workload.arrival]`) says.
+    fn uniform(arrival: &str) -> Setup {
+        Setup::new(&format!(
+            "num_requests = 300\n[input]\nkind = \"uniform\"\nmean = 900\nrange_ratio = 0.9\n\
+             [output]\nkind = \"uniform\"\nmean = 150\nrange_ratio = 0.9\n[arrival]\n{arrival}"
+        ))
+    }
+
+    /// `replicas` replicas behind `router`.
+    fn replicas(mut self, replicas: u32, router: RouterKind) -> Setup {
+        self.sim.replicas = replicas;
+        self.sim.router = router;
+        self
+    }
+
+    /// The KV cache that `fraction` of GPU memory leaves (vLLM's `gpu_memory_utilization`).
+    fn memory_fraction(mut self, fraction: f64) -> Setup {
+        let s = scheduler(&self.deployment, fraction);
+        self.sim.scheduler.kv_blocks = s.kv_blocks;
+        self.sim.scheduler.max_model_len = s.max_model_len;
+        self
+    }
+
+    /// A prefill pool and a decode pool (decode behind `router`) of this replica, with the
+    /// default link (50 GB/s, 20 us) that `link` may change.
+    fn disaggregated(
+        mut self,
+        prefill: u32,
+        decode: u32,
+        router: RouterKind,
+        link: impl FnOnce(&mut DisaggConfig),
+    ) -> Setup {
+        let pool = |replicas, router| PoolConfig {
+            replicas,
+            gpus_per_replica: 1,
+            router,
+            scheduler: self.sim.scheduler.clone(),
+        };
+        let m = &self.deployment.model;
+        let mut d = DisaggConfig {
+            prefill: pool(prefill, RouterKind::default()),
+            decode: pool(decode, router),
+            bandwidth_bytes_per_s: 50e9,
+            latency_ns: 20_000,
+            kv_bytes_per_token: m.kv_bytes_per_token(KvDtype::Bf16.bytes()).round() as u64,
+            layers: m.num_layers as u32,
+            layerwise: false,
+        };
+        link(&mut d);
+        self.sim.replicas = prefill + decode;
+        self.sim.router = router;
+        self.sim.disaggregation = Some(d);
+        self
+    }
+
+    /// This setup with `change` made to the simulator's configuration.
+    fn with(mut self, change: impl FnOnce(&mut SimConfig)) -> Setup {
+        change(&mut self.sim);
+        self
+    }
+
+    /// Runs with `fast_forward`, tracing into `trace`.
+    fn run(&self, fast_forward: bool, trace: Option<&mut dyn TraceSink>) -> SimOutput {
+        let mut cfg = self.sim.clone();
+        cfg.limits.fast_forward = fast_forward;
+        let s = &cfg.scheduler;
+        let tokens = s.max_num_batched_tokens + s.max_num_seqs;
+        let step = StepTimeModel::new(self.deployment.clone(), tokens)
+            .expect("a step-time model")
+            .with_time_scale(self.step_time_scale);
+        let mut gen = RequestGenerator::new(&self.workload, self.seed, "test").expect("a workload");
+        simulate_traced(&cfg, &step, &step, &mut gen, trace)
     }
 }
 
-/// A Llama-3.1-8B / H100 scenario with `deployment` and `rest` added.
-fn scenario(deployment: &str, rest: &str) -> String {
-    format!(
-        "seed = 3\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\n{deployment}\n\
-         [workload]\nnum_requests = 300\n\
-         [workload.input]\nkind = \"uniform\"\nmean = 900\nrange_ratio = 0.9\n\
-         [workload.output]\nkind = \"uniform\"\nmean = 150\nrange_ratio = 0.9\n{rest}"
+/// vLLM's scheduler limits for `dep`, with the KV cache that `fraction` of GPU memory leaves
+/// and the model's context capped by it.
+fn scheduler(dep: &Deployment, fraction: f64) -> SchedulerConfig {
+    let e = &dep.engine.scheduler;
+    let memory = plan_memory(
+        dep,
+        fraction,
+        e.max_num_batched_tokens,
+        e.max_num_seqs,
+        e.block_size,
+        e.block_size as u64,
+        &DraftMemory::default(),
     )
+    .expect("the model fits");
+    let context = dep.model.max_position_embeddings.min(memory.kv_tokens);
+    SchedulerConfig {
+        max_num_seqs: e.max_num_seqs,
+        max_num_batched_tokens: e.max_num_batched_tokens,
+        chunked_prefill: e.enable_chunked_prefill,
+        prefix_caching: e.enable_prefix_caching,
+        block_size: e.block_size,
+        kv_blocks: memory.kv_blocks,
+        max_model_len: context as u32,
+        static_batching: false,
+        reserve_output_kv: e.reserve_output_kv,
+        spec_kv_slots: 0,
+    }
 }
 
 /// Runs with and without fast-forward; every request is accounted for (INV-1) and every
 /// block is back (INV-4); the in-loop checks did the rest.
-fn check(text: &str) -> SimOutput {
+fn check(setup: &Setup, what: &str) -> SimOutput {
     let mut last = None;
     for ff in [false, true] {
-        let out = run(text, ff, None);
+        let out = setup.run(ff, None);
         let m = &out.metrics;
-        assert!(out.truncated.is_none(), "{:?}\n{text}", out.truncated);
+        assert!(out.truncated.is_none(), "{:?}\n{what}", out.truncated);
         assert_eq!(
             m.arrived,
             m.completed + m.rejected + m.timed_out + m.lost,
-            "{text}"
+            "{what}"
         );
-        assert_eq!(out.blocks_held_at_end, 0, "{text}");
+        assert_eq!(out.blocks_held_at_end, 0, "{what}");
         if let Some(prev) = &last {
             let prev: &SimOutput = prev;
-            assert_eq!(prev.metrics.completed, m.completed, "{text}");
-            assert_eq!(prev.metrics.iterations, m.iterations, "{text}");
-            assert_eq!(prev.metrics.generated_tokens, m.generated_tokens, "{text}");
+            assert_eq!(prev.metrics.completed, m.completed, "{what}");
+            assert_eq!(prev.metrics.iterations, m.iterations, "{what}");
+            assert_eq!(prev.metrics.generated_tokens, m.generated_tokens, "{what}");
         }
         last = Some(out);
     }
@@ -61,19 +209,57 @@ fn check(text: &str) -> SimOutput {
 
 #[test]
 fn colocated_runs_keep_the_invariants() {
-    let poisson = "[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 30\n";
-    let prefix = "[workload.prefix]\ntokens = 200\ngroups = 3\n";
+    let poisson = "kind = \"poisson\"\nrate_per_s = 30\n";
+    let prefix = "[prefix]\ntokens = 200\ngroups = 3\n";
+    let small_cache_with_prefixes = |s: &mut SimConfig| {
+        s.scheduler.prefix_caching = true;
+    };
     let cases = [
         // A KV cache of a few thousand tokens: requests preempt each other.
-        ("replicas = 2\nrouter = \"least-kv\"\n[scheduler]\ngpu_memory_utilization = 0.24\nenable_prefix_caching = true", format!("{prefix}{poisson}")),
-        ("[scheduler]\ngpu_memory_utilization = 0.24\nreserve_output_kv = true\nenable_prefix_caching = true", format!("{prefix}{poisson}")),
-        ("[scheduler]\nbatching = \"static\"\nmax_num_seqs = 16", poisson.to_string()),
-        ("replicas = 3\nrouter = \"power-of-two\"", format!("{poisson}[slo]\nttft_ms = 300\nadmission_control = true\nqueue_timeout_s = 0.5\n")),
-        ("[scheduler]\nenable_chunked_prefill = false\nmax_model_len = 2048", "[workload.arrival]\nkind = \"offline\"\n".to_string()),
+        (
+            "two least-KV replicas, small caches, prefix caching",
+            Setup::uniform(&format!("{poisson}{prefix}"))
+                .replicas(2, RouterKind::LeastKv)
+                .memory_fraction(0.24)
+                .with(small_cache_with_prefixes),
+        ),
+        (
+            "output KV reserved, small cache, prefix caching",
+            Setup::uniform(&format!("{poisson}{prefix}"))
+                .memory_fraction(0.24)
+                .with(|s| {
+                    small_cache_with_prefixes(s);
+                    s.scheduler.reserve_output_kv = true;
+                }),
+        ),
+        (
+            "static batches of 16",
+            Setup::uniform(poisson).with(|s| {
+                s.scheduler.static_batching = true;
+                s.scheduler.max_num_seqs = 16;
+            }),
+        ),
+        (
+            "three power-of-two replicas, admission control, queue time-out",
+            Setup::uniform(poisson)
+                .replicas(3, RouterKind::PowerOfTwo)
+                .with(|s| {
+                    s.slo.ttft_ns = Some(300_000_000);
+                    s.slo.admission_control = true;
+                    s.slo.queue_timeout_ns = Some(500_000_000);
+                }),
+        ),
+        (
+            "offline, whole prompts, 2,048-token context",
+            Setup::uniform("kind = \"offline\"\n").with(|s| {
+                s.scheduler.chunked_prefill = false;
+                s.scheduler.max_model_len = 2048;
+            }),
+        ),
     ];
-    for (i, (deployment, rest)) in cases.iter().enumerate() {
-        let out = check(&scenario(deployment, rest));
-        assert!(out.metrics.completed > 0);
+    for (i, (what, setup)) in cases.iter().enumerate() {
+        let out = check(setup, what);
+        assert!(out.metrics.completed > 0, "{what}");
         if i == 0 {
             assert!(out.metrics.preemptions > 0, "the small cache preempts");
         }
@@ -82,43 +268,65 @@ fn colocated_runs_keep_the_invariants() {
 
 #[test]
 fn failures_and_the_autoscaler_keep_the_invariants() {
-    let poisson = "[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 20\n";
-    for on_failure in ["retry", "fail"] {
-        let faults = format!(
-            "{poisson}[faults]\nfailures = [{{ time_s = 3.0, replicas = 1, repair_s = 4.0 }}]\n\
-             mtbf_hours = 0.002\nrepair_s = 2.0\non_failure = \"{on_failure}\"\n"
-        );
-        let out = check(&scenario("replicas = 3", &faults));
-        assert!(out.metrics.retried + out.metrics.lost > 0, "{on_failure}");
+    let poisson = "kind = \"poisson\"\nrate_per_s = 20\n";
+    for on_failure in [OnFailure::Retry, OnFailure::Fail] {
+        let setup = Setup::uniform(poisson)
+            .replicas(3, RouterKind::default())
+            .with(|s| {
+                s.faults = Some(FaultConfig {
+                    failures: vec![FailureAt {
+                        time_ns: 3_000_000_000,
+                        replicas: 1,
+                        repair_ns: 4_000_000_000,
+                    }],
+                    // 0.002 hours
+                    mtbf_ns: Some(7_200_000_000),
+                    repair_ns: 2_000_000_000,
+                    on_failure,
+                })
+            });
+        let out = check(&setup, &format!("{on_failure:?}"));
+        assert!(out.metrics.retried + out.metrics.lost > 0, "{on_failure:?}");
     }
-    let autoscale = format!(
-        "{poisson}[autoscale]\npolicy = \"queue\"\ninterval_s = 1.0\nwindow_s = 1.0\n\
-         scale_up_delay_s = 2.0\nscale_down_cooldown_s = 1.0\nmin_replicas = 1\nmax_replicas = 4\n"
-    );
-    check(&scenario("", &autoscale));
+    let setup = Setup::uniform(poisson).with(|s| {
+        s.autoscale = Some(AutoscaleConfig {
+            policy: AutoscalePolicy::Queue {
+                high: 4.0,
+                low: 0.5,
+            },
+            min_replicas: 1,
+            max_replicas: 4,
+            initial_replicas: 1,
+            scale_up_delay_ns: 2_000_000_000,
+            scale_down_cooldown_ns: 1_000_000_000,
+            step: 1,
+            interval_ns: 1_000_000_000,
+            window_ns: 1_000_000_000,
+        })
+    });
+    check(&setup, "queue autoscaler");
 }
 
 #[test]
 fn disaggregated_runs_keep_the_invariants_under_every_decode_router() {
-    for (router, link) in [
-        ("round-robin", "kv_transfer_bandwidth_gb_s = 0.5"),
-        ("least-outstanding", "kv_transfer_layerwise = true"),
-        (
-            "least-kv",
-            "kv_transfer_latency_us = 0.0\nkv_transfer_bandwidth_gb_s = inf",
-        ),
-        ("power-of-two", "kv_transfer_latency_us = 3000.0"),
-    ] {
-        let deployment = format!(
-            "mode = \"disaggregated\"\n{link}\n[deployment.prefill]\nreplicas = 2\n\
-             [deployment.decode]\nreplicas = 3\nrouter = \"{router}\""
-        );
-        let rest = "[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 25\n\
-                    [slo]\nqueue_timeout_s = 1.0\n";
-        let out = check(&scenario(&deployment, rest));
+    type Link = fn(&mut DisaggConfig);
+    let links: [(RouterKind, Link); 4] = [
+        (RouterKind::RoundRobin, |d| d.bandwidth_bytes_per_s = 0.5e9),
+        (RouterKind::LeastOutstanding, |d| d.layerwise = true),
+        (RouterKind::LeastKv, |d| {
+            d.latency_ns = 0;
+            d.bandwidth_bytes_per_s = f64::INFINITY;
+        }),
+        (RouterKind::PowerOfTwo, |d| d.latency_ns = 3_000_000),
+    ];
+    for (router, link) in links {
+        let setup = Setup::uniform("kind = \"poisson\"\nrate_per_s = 25\n")
+            .disaggregated(2, 3, router, link)
+            .with(|s| s.slo.queue_timeout_ns = Some(1_000_000_000));
+        let out = check(&setup, &format!("{router:?}"));
         let d = out.disaggregation.expect("P/D statistics");
-        assert_eq!(d.blocks_held_at_end, 0, "{router}");
-        assert_eq!(d.in_transfer, 0, "{router}");
+        assert_eq!(d.blocks_held_at_end, 0, "{router:?}");
+        assert_eq!(d.in_transfer, 0, "{router:?}");
     }
 }
 
@@ -128,32 +336,22 @@ fn disaggregated_runs_keep_the_invariants_under_every_decode_router() {
 /// the trace showing no time past the clock.
 #[test]
 fn an_iteration_beyond_the_clock_stops_the_run_saying_why() {
-    let poisson = "[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 20\n";
-    let pd = "mode = \"disaggregated\"\n[deployment.prefill]\nreplicas = 1\n\
-              [deployment.decode]\nreplicas = 2";
-    for deployment in ["replicas = 2", pd] {
-        let text = scenario(deployment, poisson);
-        let sc = Scenario::parse(&text, "test", &[]).unwrap();
-        let mut r = sc.resolve("test").unwrap();
-        r.scenario.deployment.step_time_scale = 1e13;
-        let mut gen = RequestGenerator::new(&sc.workload, sc.seed, "test").expect("a workload");
+    let poisson = "kind = \"poisson\"\nrate_per_s = 20\n";
+    let colocated = Setup::uniform(poisson).replicas(2, RouterKind::default());
+    let pd = Setup::uniform(poisson).disaggregated(1, 2, RouterKind::default(), |_| {});
+    for (what, mut setup) in [("colocated", colocated), ("P/D", pd)] {
+        setup.step_time_scale = 1e13;
         let mut rec = Recorder::default();
-        let out = match r.pool_step_models().expect("step models") {
-            Some((p, d)) => simulate_traced(&r.sim, &p, &d, &mut gen, Some(&mut rec)),
-            None => {
-                let step = r.step_model().expect("a step model");
-                simulate_traced(&r.sim, &step, &step, &mut gen, Some(&mut rec))
-            }
-        };
+        let out = setup.run(true, Some(&mut rec));
         let why = out.truncated.unwrap_or_default();
         assert!(
             why.contains("iteration") && why.contains("clock"),
-            "{deployment}: {why}"
+            "{what}: {why}"
         );
-        assert_eq!(out.metrics.completed, 0, "{deployment}");
+        assert_eq!(out.metrics.completed, 0, "{what}");
         assert!(
             rec.spans.iter().all(|s| s.end_ns <= crate::clock::MAX_NS),
-            "{deployment}"
+            "{what}"
         );
     }
 }
@@ -177,15 +375,15 @@ impl TraceSink for Recorder {
 
 #[test]
 fn the_trace_shows_every_iteration_once_and_each_replica_one_at_a_time() {
-    let deployment = "mode = \"disaggregated\"\n[deployment.prefill]\nreplicas = 1\n\
-                      [deployment.decode]\nreplicas = 2";
-    let text = scenario(
-        deployment,
-        "[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 2\n",
+    let setup = Setup::uniform("kind = \"poisson\"\nrate_per_s = 2\n").disaggregated(
+        1,
+        2,
+        RouterKind::default(),
+        |_| {},
     );
     for ff in [false, true] {
         let mut rec = Recorder::default();
-        let out = run(&text, ff, Some(&mut rec));
+        let out = setup.run(ff, Some(&mut rec));
         let iterations: u64 = rec.spans.iter().map(|s| s.iterations).sum();
         assert_eq!(iterations, out.metrics.iterations, "fast-forward {ff}");
         let runs = rec.spans.iter().filter(|s| s.iterations > 1).count();
@@ -206,26 +404,30 @@ fn the_trace_shows_every_iteration_once_and_each_replica_one_at_a_time() {
 fn content_addressed_prefix_caching_keeps_the_invariants() {
     // The Mooncake excerpt (block identities) on small caches: identities are evicted, long
     // prompts preempt, and the in-loop recount (INV-3) covers the identities' references.
-    for (router, extra) in [
-        ("prefix-aware", ""),
-        ("round-robin", "reserve_output_kv = true\n"),
+    for (router, reserve_output_kv) in [
+        (RouterKind::PrefixAware, false),
+        (RouterKind::RoundRobin, true),
     ] {
-        let text = format!(
-            "seed = 3\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\nreplicas = 2\n\
-             router = \"{router}\"\n[scheduler]\ngpu_memory_utilization = 0.3\nmax_model_len = 16384\n\
-             enable_prefix_caching = true\n{extra}[workload.arrival]\nkind = \"trace\"\n\
-             format = \"mooncake\"\ntime_scale = 0.2\n\
-             path = \"tests/data/traces/mooncake-conversation-head300.jsonl\"\n"
-        );
-        let out = check(&text);
-        assert!(out.metrics.completed > 100, "{router}");
-        assert!(out.metrics.prefix_cache_hit_tokens > 0, "{router}");
+        let setup = Setup::new(
+            "[arrival]\nkind = \"trace\"\nformat = \"mooncake\"\ntime_scale = 0.2\n\
+             path = \"tests/data/traces/mooncake-conversation-head300.jsonl\"\n",
+        )
+        .replicas(2, router)
+        .memory_fraction(0.3)
+        .with(|s| {
+            s.scheduler.max_model_len = 16384;
+            s.scheduler.prefix_caching = true;
+            s.scheduler.reserve_output_kv = reserve_output_kv;
+        });
+        let out = check(&setup, &format!("{router:?}"));
+        assert!(out.metrics.completed > 100, "{router:?}");
+        assert!(out.metrics.prefix_cache_hit_tokens > 0, "{router:?}");
         let (hit, prompt) = out
             .prefix_cache_tokens
             .iter()
             .fold((0, 0), |(h, p), t| (h + t.hit, p + t.prompt));
-        assert!(hit > 0 && hit < prompt, "{router}: {hit} of {prompt}");
-        if router == "prefix-aware" {
+        assert!(hit > 0 && hit < prompt, "{router:?}: {hit} of {prompt}");
+        if router == RouterKind::PrefixAware {
             assert!(out.metrics.preemptions > 0, "the small cache preempts");
         }
     }
