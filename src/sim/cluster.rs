@@ -443,12 +443,7 @@ impl<'a, 't> Cluster<'a, 't> {
         let output = spec.output_tokens.max(1);
         let too_long = input as u64 + output as u64 > self.max_model_len as u64;
         let req = Req::waiting(&spec, start_ns);
-        let r = if pool.fleet.active.is_empty() {
-            choose(&pool.fleet, &mut pool.router)
-        } else {
-            pool.router
-                .pick_for(&pool.fleet.slots, &pool.fleet.active, &req)
-        };
+        let r = choose(&pool.fleet, &mut pool.router, &req);
         let slo = &self.cfg.slo;
         let reject = too_long
             || (slo.admission_control
@@ -767,9 +762,11 @@ fn note_arrival(start_ns: u64, now: u64, metrics: &mut Metrics, ts: &mut TimeSer
     ts.arrival(now);
 }
 
-/// The slot a new request goes to: the router's pick among the ready replicas, or, when none
-/// is ready, the first replica that will be (starting, or down for repair), where it waits.
-pub(super) fn choose(fleet: &Fleet, router: &mut Router) -> usize {
+/// The slot request `req` goes to, the one routing entry point of both pools (arrivals,
+/// retries after a failure, hand-offs to the decode pool): the router's pick for it among the
+/// ready replicas, or, when none is ready, the first replica that will be (starting, or down
+/// for repair), where it waits.
+pub(super) fn choose(fleet: &Fleet, router: &mut Router, req: &Req) -> usize {
     if fleet.active.is_empty() {
         fleet
             .slots
@@ -777,7 +774,7 @@ pub(super) fn choose(fleet: &Fleet, router: &mut Router) -> usize {
             .position(|s| matches!(s.state, SlotState::Provisioning | SlotState::Down))
             .unwrap_or(0)
     } else {
-        router.pick(&fleet.slots, &fleet.active)
+        router.pick_for(&fleet.slots, &fleet.active, req)
     }
 }
 

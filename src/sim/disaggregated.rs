@@ -16,7 +16,7 @@ mod link;
 
 use std::collections::VecDeque;
 
-use super::cluster::{reads_kv, simulate_traced, Cluster, DECODE_POOL, FIRST_POOL};
+use super::cluster::{choose, reads_kv, simulate_traced, Cluster, DECODE_POOL, FIRST_POOL};
 use super::event::Event;
 use super::request::NO_TIME;
 use super::{DisaggConfig, DisaggStats, SimConfig, SimOutput};
@@ -160,9 +160,7 @@ impl Cluster<'_, '_> {
                 self.bring_up_to_date(DECODE_POOL);
             }
             let decode = &mut self.pools[DECODE_POOL];
-            let j = decode
-                .router
-                .pick(&decode.fleet.slots, &decode.fleet.active);
+            let j = choose(&decode.fleet, &mut decode.router, self.slab.get(id));
             let k = id as usize;
             if self.kv.transit.len() <= k {
                 self.kv.transit.resize(k + 1, Transit::default());

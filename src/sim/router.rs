@@ -205,7 +205,7 @@ impl Router {
     /// Picks a replica for the next request among the slots in `active` (ascending, not
     /// empty); returns its slot index (`prefix-aware` without a request: its KV and queue
     /// scores alone).
-    pub fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
+    fn pick(&mut self, slots: &[Slot], active: &[usize]) -> usize {
         let n = active.len();
         if n <= 1 {
             return active.first().copied().unwrap_or(0);

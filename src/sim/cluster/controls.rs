@@ -105,7 +105,7 @@ impl Cluster<'_, '_> {
                     r.prev = NONE;
                     r.next = NONE;
                     let pool = &mut self.pools[FIRST_POOL];
-                    let to = choose(&pool.fleet, &mut pool.router);
+                    let to = choose(&pool.fleet, &mut pool.router, self.slab.get(id));
                     pool.fleet.slots[to].replica.enqueue(&mut self.slab, id);
                     self.start(FIRST_POOL, to);
                 }
