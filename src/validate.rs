@@ -20,7 +20,8 @@ pub use host_fit::{
     PRIOR_ERROR_SCALE,
 };
 pub use result_file::{
-    contradictions, parse_result_file, read_result_file, ResultDeployment, MAX_REQUESTS,
+    contradictions, parse_result_file, read_result_file, ResultDeployment, ResultFile, ResultLoad,
+    MAX_REQUESTS,
 };
 
 /// Most requests of one reference row, which `validate` simulates request by request: 10

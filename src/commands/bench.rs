@@ -1,38 +1,10 @@
 //! `servesim bench`: one run from vLLM-style flags.
 
-use anyhow::{bail, Context, Result};
-use serde::Serialize;
-
 use crate::cli::{BenchArgs, Format};
+use anyhow::{bail, Context, Result};
 use servesim::report::{write_atomic, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
-use servesim::summary::RunSummary;
-
-/// `servesim bench --format json`: the run's summary plus the keys `vllm bench serve
-/// --save-result` writes about the load (`num_prompts`, `request_rate` as a number or
-/// `"inf"`, `burstiness`, `max_concurrency` or `null`), so that the output is a valid result
-/// file for `servesim fit-engine`.
-#[derive(Debug, Serialize)]
-struct BenchResult<'a> {
-    /// Requests the client sent.
-    num_prompts: u64,
-    /// Arrival rate, req/s, or `"inf"` (all at once), as vLLM writes it.
-    request_rate: serde_json::Value,
-    /// Gamma shape of the arrival gaps (1: Poisson).
-    burstiness: f64,
-    /// The client's cap on outstanding requests, if any.
-    max_concurrency: Option<u32>,
-    /// The run's summary (vLLM's metric keys and servesim's own).
-    #[serde(flatten)]
-    summary: &'a RunSummary,
-    /// Prompt tokens of each request, in the order they were sent (`--save-detailed`;
-    /// requests sent at the same instant, as in an offline run, in the order they left).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input_lens: Option<Vec<u32>>,
-    /// Output tokens of each request, 0 for one that did not complete (`--save-detailed`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output_lens: Option<Vec<u32>>,
-}
+use servesim::validate::{ResultFile, ResultLoad};
 
 fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
     entries
@@ -358,23 +330,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return super::run::emit(&resolved, &result, args.format, out);
     }
     requests.sort_by_key(|r| r.arrival_ns);
-    let doc = BenchResult {
-        num_prompts: args.num_prompts,
-        request_rate: if args.request_rate.is_finite() {
-            serde_json::json!(args.request_rate)
-        } else {
-            serde_json::json!("inf")
+    let doc = ResultFile::new(
+        ResultLoad {
+            num_prompts: args.num_prompts,
+            request_rate_per_s: args.request_rate,
+            burstiness: args.burstiness,
+            max_concurrency: args.max_concurrency,
         },
-        burstiness: args.burstiness,
-        max_concurrency: args.max_concurrency,
-        summary: &result.summary,
-        input_lens: args
-            .save_detailed
-            .then(|| requests.iter().map(|r| r.input_tokens).collect()),
-        output_lens: args
-            .save_detailed
-            .then(|| requests.iter().map(|r| r.output_tokens).collect()),
-    };
+        &result.summary,
+        args.save_detailed.then_some(&requests[..]),
+    );
     let mut bytes = Vec::new();
     JsonExporter::new("result.json").write(&doc, &mut bytes)?;
     // The files first: a standard output whose reader went away cannot lose them.

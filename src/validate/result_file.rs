@@ -12,13 +12,83 @@
 //! (vLLM writes them with `--save-detailed`; a failed request has output length 0), each
 //! simulated request draws its prompt and output lengths from the completed requests' lists;
 //! otherwise every request gets the file's mean lengths. Other keys are ignored.
+//!
+//! The writer is here too ([`ResultFile`]): `servesim bench --format json` writes the same
+//! keys, so that its output is a result file this reader takes.
 
 use std::path::Path;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{LoadKind, Metric, ReferenceRow, RequestLens};
 use crate::error::{Error, Result};
+use crate::metrics::RequestRecord;
+use crate::summary::RunSummary;
+
+/// What `vllm bench serve --save-result` writes about the load besides the metrics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResultLoad {
+    /// Requests the client sent.
+    pub num_prompts: u64,
+    /// Arrival rate, req/s (infinite: all at once).
+    pub request_rate_per_s: f64,
+    /// Gamma shape of the arrival gaps (1: Poisson).
+    pub burstiness: f64,
+    /// The client's cap on outstanding requests, if any.
+    pub max_concurrency: Option<u32>,
+}
+
+/// `servesim bench --format json`: the run's summary plus the keys `vllm bench serve
+/// --save-result` writes about the load (`num_prompts`, `request_rate` as a number or
+/// `"inf"`, `burstiness`, `max_concurrency` or `null`), so that the output is a valid result
+/// file for [`parse_result_file`] (`servesim fit-engine`).
+#[derive(Debug, Serialize)]
+pub struct ResultFile<'a> {
+    /// Requests the client sent.
+    num_prompts: u64,
+    /// Arrival rate, req/s, or `"inf"` (all at once), as vLLM writes it.
+    request_rate: Value,
+    /// Gamma shape of the arrival gaps (1: Poisson).
+    burstiness: f64,
+    /// The client's cap on outstanding requests, if any.
+    max_concurrency: Option<u32>,
+    /// The run's summary (vLLM's metric keys and servesim's own).
+    #[serde(flatten)]
+    summary: &'a RunSummary,
+    /// Prompt tokens of each request, in the order they were sent (`--save-detailed`;
+    /// requests sent at the same instant, as in an offline run, in the order they left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_lens: Option<Vec<u32>>,
+    /// Output tokens of each request, 0 for one that did not complete (`--save-detailed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_lens: Option<Vec<u32>>,
+}
+
+impl<'a> ResultFile<'a> {
+    /// The result file of a run under `load` summarized by `summary`; `detailed`: every
+    /// request in the order it was sent, for the per-request lengths (vLLM's
+    /// `--save-detailed`).
+    pub fn new(
+        load: ResultLoad,
+        summary: &'a RunSummary,
+        detailed: Option<&[RequestRecord]>,
+    ) -> Self {
+        ResultFile {
+            num_prompts: load.num_prompts,
+            request_rate: if load.request_rate_per_s.is_finite() {
+                serde_json::json!(load.request_rate_per_s)
+            } else {
+                serde_json::json!("inf")
+            },
+            burstiness: load.burstiness,
+            max_concurrency: load.max_concurrency,
+            summary,
+            input_lens: detailed.map(|r| r.iter().map(|r| r.input_tokens).collect()),
+            output_lens: detailed.map(|r| r.iter().map(|r| r.output_tokens).collect()),
+        }
+    }
+}
 
 /// The deployment a result file was measured on, as the caller names it.
 #[derive(Debug, Clone, PartialEq)]
