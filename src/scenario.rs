@@ -10,6 +10,7 @@ mod disaggregation;
 mod fleet_controls;
 pub mod offload;
 mod overrides;
+mod run;
 
 pub use disaggregation::{
     DeploymentMode, PoolSection, ResolvedPools, DEFAULT_BANDWIDTH_GB_S_PER_GPU, DEFAULT_LATENCY_US,
