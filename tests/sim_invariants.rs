@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::run_toml;
+use common::{fixed_offline_workload, run_toml};
 
 use std::process::Command;
 
@@ -264,17 +264,8 @@ rate_per_s = 5.0
 [scheduler]
 reserve_output_kv = true
 gpu_memory_utilization = 0.25
-[workload]
-num_requests = 400
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 512
-[workload.output]
-kind = "fixed"
-tokens = 512
-"#
+{workload}"#,
+                workload = fixed_offline_workload("num_requests = 400", 512, 512)
             ),
             Some(512),
         ),

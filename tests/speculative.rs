@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{run_toml, servesim};
+use common::{fixed_offline_workload, run_toml, servesim};
 use servesim::scenario::Scenario;
 use servesim::speculative::expected_acceptance_length;
 use servesim::step_time::BatchShape;
@@ -23,18 +23,12 @@ fn closed_loop(concurrency: u32, spec: &str) -> String {
 model = "llama-3.1-8b"
 gpu = "h100-sxm"
 engine = "trtllm"
-[workload]
-num_requests = {n}
-max_concurrency = {concurrency}
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 256
-[workload.output]
-kind = "fixed"
-tokens = 256
-{spec}"#
+{workload}{spec}"#,
+        workload = fixed_offline_workload(
+            &format!("num_requests = {n}\nmax_concurrency = {concurrency}"),
+            256,
+            256
+        )
     )
 }
 

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::servesim;
+use common::{fixed_offline_workload, servesim};
 use servesim::roofline::StepTimeModel;
 use servesim::scenario::{Resolved, Scenario};
 use servesim::step_time::BatchShape;
@@ -23,17 +23,8 @@ model = "llama-3.1-8b"
 gpu = "h100-sxm"
 dtype = "bf16"
 engine = "{engine}"
-[workload]
-num_requests = 100
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 256
-[workload.output]
-kind = "fixed"
-tokens = 256
-{extra}"#
+{workload}{extra}"#,
+        workload = fixed_offline_workload("num_requests = 100", 256, 256)
     );
     Scenario::parse(&text, "t", &[])
         .unwrap()
@@ -153,17 +144,8 @@ gpu = "h100-sxm"
 engine = "vllm"
 [scheduler]
 max_num_seqs = 1024
-[workload]
-num_requests = 400
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 24
-[workload.output]
-kind = "fixed"
-tokens = 8
-{spec}"#
+{workload}{spec}"#,
+            workload = fixed_offline_workload("num_requests = 400", 24, 8)
         );
         let mut s = Scenario::parse(&text, "t", &[])
             .unwrap()

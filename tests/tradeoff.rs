@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::run_toml;
+use common::{fixed_offline_workload, run_toml};
 
 use servesim::summary::RunSummary;
 
@@ -143,17 +143,8 @@ model = "llama-3.1-8b"
 gpu = "h100-sxm"
 dtype = "{dtype}"
 engine = "trtllm"
-[workload]
-num_requests = 30000
-[workload.arrival]
-kind = "offline"
-[workload.input]
-kind = "fixed"
-tokens = 128
-[workload.output]
-kind = "fixed"
-tokens = 128
-"#
+{workload}"#,
+        workload = fixed_offline_workload("num_requests = 30000", 128, 128)
     ))
 }
 

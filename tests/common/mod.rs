@@ -36,6 +36,17 @@ pub fn run_toml(text: &str) -> RunSummary {
         .summary
 }
 
+/// A scenario's `[workload]` table: `keys` (`num_requests = 100`, and any other key of the
+/// table), every request at once (offline), each with `input` prompt and `output` output
+/// tokens.
+pub fn fixed_offline_workload(keys: &str, input: u32, output: u32) -> String {
+    format!(
+        "[workload]\n{keys}\n[workload.arrival]\nkind = \"offline\"\n\
+         [workload.input]\nkind = \"fixed\"\ntokens = {input}\n\
+         [workload.output]\nkind = \"fixed\"\ntokens = {output}\n"
+    )
+}
+
 /// The environment variable `.ci/run` sets: in CI a test whose tool (LibreOffice, Chromium, a
 /// C or C++ compiler, python3) is missing fails instead of skipping.
 pub const CI_VAR: &str = "SERVESIM_CI";
