@@ -70,7 +70,7 @@ pub fn check_ns(ns: u64) -> Result<u64, BeyondClock> {
 /// The one rule: `value x ns_per_unit`, rounded, must be a finite integer in `[0, MAX_NS]`.
 #[inline]
 fn to_ns(value: f64, ns_per_unit: f64) -> Result<u64, BeyondClock> {
-    let ns = (value * ns_per_unit).round();
+    let ns = crate::numeric::round(value * ns_per_unit);
     // NaN fails both comparisons; -0.0 (a tiny negative rounding error) is 0.
     if ns >= 0.0 && ns <= MAX_NS as f64 {
         Ok(ns as u64)

@@ -281,6 +281,35 @@ impl DecodeTimes<'_> {
         self.switch_at = until;
     }
 
+    /// The active line from the next iteration on, for a caller that steps it itself: the
+    /// next iteration's time on it and its growth per iteration (both 2^-24 ns; the time in ns
+    /// is [`DecodeTimes::ns_of`]), and how many iterations (at least 1) stay on it. Hand the
+    /// result back with [`DecodeTimes::skip`].
+    #[inline]
+    pub fn line(&mut self) -> (u64, u64, u64) {
+        if self.m == self.switch_at {
+            self.segment();
+        }
+        (self.x, self.d, self.switch_at - self.m)
+    }
+
+    /// The iteration time, ns (at least 1), of a fixed-point time from [`DecodeTimes::line`].
+    #[inline]
+    pub fn ns_of(x: u64) -> u64 {
+        (x >> FRACTION_BITS).max(1)
+    }
+
+    /// Moves past `k` iterations of the active line, the next one's time now being `x`
+    /// (= the `x` of [`DecodeTimes::line`] plus `k` times its growth). Precondition: `k` is at
+    /// most the count `line` just returned.
+    #[inline]
+    pub fn skip(&mut self, k: u64, x: u64) {
+        debug_assert_eq!(x, self.x + k * self.d);
+        debug_assert!(self.m + k <= self.switch_at);
+        self.x = x;
+        self.m += k;
+    }
+
     /// The time of the next iteration, ns (at least 1).
     #[inline]
     pub fn next_ns(&mut self) -> u64 {

@@ -1018,7 +1018,7 @@ impl Replica {
             .record(decodes + self.cur_chunks.len() as u64);
         metrics
             .kv_permille_hist
-            .record((util * 1000.0).round() as u64);
+            .record(crate::numeric::round(util * 1000.0) as u64);
         let mut tokens = decodes;
 
         // Decode tokens: every decoding request gained one token.
@@ -1033,12 +1033,12 @@ impl Replica {
             if slab.get(id).epoch != epoch || slab.get(id).phase != Phase::Decoding {
                 continue;
             }
-            let mut r = slab.get(id).clone();
+            // In place: a request is about 150 bytes, and this runs once per request.
+            let r = slab.get_mut(id);
             let kv = r.dec_kv0 as u64 + (iter - r.dec_iter0) + 1;
-            self.leave_decode(&mut r, kv);
+            self.leave_decode(r, kv);
             r.generated = r.output;
             r.own_blocks = (div_ceil(kv + self.spec_slots(), b) - r.shared_blocks as u64) as u32;
-            *slab.get_mut(id) = r;
             self.complete(id, now, slab, metrics, ts, slo);
         }
 
@@ -1115,8 +1115,9 @@ impl Replica {
         slo: &SloPolicy,
     ) {
         self.run_unlink(slab, id);
-        let mut r = slab.get(id).clone();
-        self.release(&mut r, now);
+        // In place (the slot is freed below; what `release` changes in it is never read).
+        let r = slab.get_mut(id);
+        self.release(r, now);
         let ttft = r.first_token_ns - r.arrival_ns;
         let e2e = now - r.arrival_ns;
         metrics.ttft.record(ttft);

@@ -42,7 +42,7 @@ pub(crate) enum LengthSampler {
 
 /// Rounds `x` tokens to an integer and clamps it into `[lo, hi]` (NaN gives `lo`).
 pub(crate) fn to_tokens(x: f64, lo: u32, hi: u32) -> u32 {
-    let r = x.round();
+    let r = crate::numeric::round(x);
     if r.is_nan() || r <= lo as f64 {
         lo
     } else if r >= hi as f64 {

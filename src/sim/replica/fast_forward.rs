@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 use super::Replica;
 use crate::metrics::{Metrics, TimeSeries};
 use crate::sim::SloPolicy;
-use crate::step_time::{BatchShape, DecodeStep, StepTime};
+use crate::step_time::{BatchShape, DecodeStep, DecodeTimes, StepTime};
 
 use super::super::request::{Slab, NO_TIME};
 
@@ -98,7 +98,7 @@ pub(super) struct Book {
 /// KV utilisation in permille as an iteration's end computes it.
 #[inline]
 fn permille(used: u64, kv_blocks: u64) -> u64 {
-    ((used as f64 / kv_blocks.max(1) as f64) * 1000.0).round() as u64
+    crate::numeric::round((used as f64 / kv_blocks.max(1) as f64) * 1000.0) as u64
 }
 
 impl Book {
@@ -121,6 +121,17 @@ impl Book {
         }
         self.permille_range = (used, u, p);
         (p, u)
+    }
+
+    /// Empties the book for a walk on a KV cache of `kv_blocks` blocks.
+    fn clear(&mut self, kv_blocks: u64) {
+        if kv_blocks != self.kv_blocks {
+            self.permille_range = (0, 0, 0);
+            self.kv_blocks = kv_blocks;
+        }
+        self.itl.clear();
+        self.permille.clear();
+        self.series.clear();
     }
 
     /// Folds the booked iterations of a batch of `batch` decodes, with `running` and
@@ -190,31 +201,120 @@ struct WalkEnd {
     last_dur_ns: u64,
 }
 
+/// What ends a walk: the first iteration that starts at or after `start_before` (ns), ends
+/// after `end_by` (ns), or would take the blocks in use past `cap` more than at the start.
+/// Each is monotone over a run (start and end times grow, blocks taken only add up).
+struct Limits {
+    start_before: u64,
+    end_by: u64,
+    cap: u64,
+}
+
+/// The block phases (at most 64) at which an iteration of the batch takes a block, as bits;
+/// 0 where the block cycle is longer (the walk then has no quiet stretches).
+fn need_mask(phase_counts: &[u32]) -> u64 {
+    if phase_counts.len() > 64 {
+        return 0;
+    }
+    (phase_counts.iter().enumerate())
+        .filter(|&(_, &c)| c > 0)
+        .fold(0u64, |mask, (p, _)| mask | 1 << p)
+}
+
+/// How many consecutive iterations from block phase `p` on (of a cycle of `b` phases) take
+/// no block, given the [`need_mask`] `mask` (non-zero; `b` <= 64).
+#[inline]
+fn quiet_from(mask: u64, p: usize, b: usize) -> u64 {
+    // The cycle rotated to start at p: its first set bit is within b places.
+    let rotated = if p == 0 {
+        mask
+    } else {
+        (mask >> p) | (mask << (b - p))
+    };
+    rotated.trailing_zeros() as u64
+}
+
+/// Where a walk is: iteration `m` is the latest accepted, starting at `start` and lasting
+/// `dur` (the one before lasted `prev_dur`), the block phase of the next is `phase`, and
+/// iteration `m` took `last_need` blocks.
+struct Cursor {
+    m: u64,
+    phase: usize,
+    start: u64,
+    dur: u64,
+    prev_dur: u64,
+    last_need: u64,
+}
+
+impl Cursor {
+    /// Steps through the quiet stretch that follows: the iterations before the first one that
+    /// takes a block (by the [`need_mask`] `mask` of a `b`-phase cycle), leaves the line of
+    /// the step time, is the run's `max_len`-th, starts at or after `stop`, lasts more than
+    /// `itl_top` or ends after `end_by` (ns); those go through the walk's full step.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn quiet(
+        &mut self,
+        steps: &mut DecodeTimes,
+        (mask, b): (u64, usize),
+        max_len: u64,
+        stop: u64,
+        itl_top: u64,
+        end_by: u64,
+    ) {
+        let (mut x, d, on_line) = steps.line();
+        let k = quiet_from(mask, self.phase, b)
+            .min(on_line)
+            .min(max_len - self.m);
+        let (mut s, mut t, mut p) = (self.start, self.dur, self.prev_dur);
+        let mut i = 0;
+        while i < k {
+            let next_start = s + t;
+            let next_dur = DecodeTimes::ns_of(x);
+            if next_start >= stop || next_dur > itl_top || next_start + next_dur > end_by {
+                break;
+            }
+            x += d;
+            p = t;
+            (s, t) = (next_start, next_dur);
+            i += 1;
+        }
+        if i > 0 {
+            steps.skip(i, x);
+            (self.start, self.dur, self.prev_dur) = (s, t, p);
+            self.last_need = 0;
+            self.m += i;
+            self.phase += i as usize;
+            if self.phase >= b {
+                self.phase -= b;
+            }
+        }
+    }
+}
+
 impl Replica {
-    /// Walks the iterations of a run from iteration 1, extending it while `accept(start, need,
-    /// dur)` holds for the next iteration (its start, the blocks it takes, its duration), and
-    /// books every iteration but the last into `self.book`.
+    /// Walks the iterations of a run from iteration 1, extending it while the next iteration
+    /// is within `lim`, and books every iteration but the last into `self.book`.
+    ///
+    /// Between two iterations that start a group (of the time series, an ITL bucket, a KV
+    /// permille), take a block, or change the line of the step time, the walk runs a quiet
+    /// stretch in a tight loop of its own ([`Cursor::quiet`]): nothing to book there.
     fn walk(
         &mut self,
         w: &WalkStart,
         itl_hist: &crate::metrics::LatencyHistogram,
-        mut accept: impl FnMut(u64, u64, u64) -> bool,
+        lim: &Limits,
     ) -> WalkEnd {
         let b = self.phase_counts.len();
+        let mask = need_mask(&self.phase_counts);
         let batch = self.n_decoding as u64;
-        let kv_blocks = self.cfg.kv_blocks;
         let book = &mut self.book;
-        if kv_blocks != book.kv_blocks {
-            book.permille_range = (0, 0, 0);
-            book.kv_blocks = kv_blocks;
-        }
-        book.itl.clear();
-        book.permille.clear();
-        book.series.clear();
+        book.clear(self.cfg.kv_blocks);
         let interval = w.series_interval_ns.max(1);
         let series_end = |t: u64| (t / interval + 1).saturating_mul(interval);
         // The groups being filled start at iteration index, start time (and value).
         let mut used = w.used;
+        let mut taken = 0u64;
         let mut kv_block_ns = 0u128;
         let mut stretch_start = w.start_ns;
         let (mut series_m, mut series_t, mut series_kv) = (0u64, w.start_ns, 0u128);
@@ -224,18 +324,32 @@ impl Replica {
         let (mut pm, mut next_pm) = book.permille_step(used);
         let mut pm_m = 0u64;
         let mut steps = w.step.times(w.ctx0, batch, 1);
-        let (mut start, mut dur) = (w.start_ns, w.dur_ns);
-        let mut last_need = 0;
-        let mut prev_dur = 0;
-        let mut phase = ((w.first_iter + 1) % b as u64) as usize;
-        let mut m = 1;
-        while m < w.max_len {
-            let next_start = start + dur;
-            let need = self.phase_counts[phase] as u64;
+        let mut c = Cursor {
+            m: 1,
+            phase: ((w.first_iter + 1) % b as u64) as usize,
+            start: w.start_ns,
+            dur: w.dur_ns,
+            prev_dur: 0,
+            last_need: 0,
+        };
+        while c.m < w.max_len {
+            if mask != 0 {
+                let stop = series_to.min(lim.start_before);
+                c.quiet(&mut steps, (mask, b), w.max_len, stop, itl_top, lim.end_by);
+                if c.m == w.max_len {
+                    break;
+                }
+            }
+            let (m, next_start) = (c.m, c.start + c.dur);
+            let need = self.phase_counts[c.phase] as u64;
             let next_dur = steps.next_ns();
-            if !accept(next_start, need, next_dur) {
+            let ok = taken + need <= lim.cap
+                && next_start < lim.start_before
+                && next_start + next_dur <= lim.end_by;
+            if !ok {
                 break;
             }
+            taken += need;
             // Iteration m starts at next_start: close the groups it does not belong to.
             if next_start >= series_to {
                 let block_ns = used as u128 * (next_start - stretch_start) as u128;
@@ -248,7 +362,8 @@ impl Replica {
                 series_to = series_end(next_start);
             }
             if next_dur > itl_top {
-                book.itl.push((itl_min, m - itl_m, next_start - itl_t, dur));
+                book.itl
+                    .push((itl_min, m - itl_m, next_start - itl_t, c.dur));
                 (itl_m, itl_t, itl_min) = (m, next_start, next_dur);
                 itl_top = itl_hist.bucket_top_ns(next_dur);
             }
@@ -267,18 +382,18 @@ impl Replica {
                     next_pm = next;
                 }
             }
-            last_need = need;
-            prev_dur = dur;
-            (start, dur) = (next_start, next_dur);
-            m += 1;
-            phase += 1;
-            if phase == b {
-                phase = 0;
+            c.last_need = need;
+            c.prev_dur = c.dur;
+            (c.start, c.dur) = (next_start, next_dur);
+            c.m += 1;
+            c.phase += 1;
+            if c.phase == b {
+                c.phase = 0;
             }
         }
         // The last iteration (m - 1, at `start`) is not booked: close the groups there.
-        let last = m - 1;
-        let block_ns = (used - last_need) as u128 * (start - stretch_start) as u128;
+        let (last, start) = (c.m - 1, c.start);
+        let block_ns = (used - c.last_need) as u128 * (start - stretch_start) as u128;
         kv_block_ns += block_ns;
         series_kv += block_ns;
         if last > series_m {
@@ -288,7 +403,7 @@ impl Replica {
         if last > itl_m {
             // The largest of the bucket is the iteration before the last.
             book.itl
-                .push((itl_min, last - itl_m, start - itl_t, prev_dur));
+                .push((itl_min, last - itl_m, start - itl_t, c.prev_dur));
         }
         if last > pm_m {
             book.permille.push((pm, last - pm_m));
@@ -296,12 +411,12 @@ impl Replica {
         book.iterations = last;
         book.busy_ns = start - w.start_ns;
         book.kv_block_ns = kv_block_ns;
-        book.last_used = used - last_need;
+        book.last_used = used - c.last_need;
         book.used = used;
         WalkEnd {
-            len: m,
+            len: c.m,
             last_start_ns: start,
-            last_dur_ns: dur,
+            last_dur_ns: c.dur,
         }
     }
 }
@@ -419,13 +534,12 @@ impl Replica {
             max_len,
             series_interval_ns: horizon.series_interval_ns,
         };
-        let until = horizon.until_ns;
-        let mut taken = 0u64;
-        let end = self.walk(&start, itl, |at, need, dur| {
-            let ok = taken + need <= cap && at < deadline && at + dur <= until;
-            taken += need;
-            ok
-        });
+        let lim = Limits {
+            start_before: deadline,
+            end_by: horizon.until_ns,
+            cap,
+        };
+        let end = self.walk(&start, itl, &lim);
         let end_ns = end.last_start_ns + end.last_dur_ns;
         if end.len >= 2 {
             self.book.step = Some(dstep);
@@ -474,9 +588,12 @@ impl Replica {
             max_len: run.len,
             series_interval_ns: ts.interval_ns(),
         };
-        let end = self.walk(&start, &metrics.itl, |at, _, _| {
-            at < t || (inclusive && at == t)
-        });
+        let lim = Limits {
+            start_before: if inclusive { t.saturating_add(1) } else { t },
+            end_by: u64::MAX,
+            cap: u64::MAX,
+        };
+        let end = self.walk(&start, &metrics.itl, &lim);
         let last = end.len == run.len;
         if let Some(r) = self.run.as_mut() {
             r.len = end.len;
