@@ -299,6 +299,16 @@ impl DecodeTimes<'_> {
         (x >> FRACTION_BITS).max(1)
     }
 
+    /// [`DecodeTimes::ns_of`] for a fixed-point time of at least [`DecodeTimes::ONE_NS`].
+    #[inline]
+    pub fn ns_of_at_least_one(x: u64) -> u64 {
+        debug_assert!(x >= Self::ONE_NS);
+        x >> FRACTION_BITS
+    }
+
+    /// One nanosecond in the fixed point of [`DecodeTimes::line`].
+    pub const ONE_NS: u64 = 1 << FRACTION_BITS;
+
     /// Moves past `k` iterations of the active line, the next one's time now being `x`
     /// (= the `x` of [`DecodeTimes::line`] plus `k` times its growth). Precondition: `k` is at
     /// most the count `line` just returned.

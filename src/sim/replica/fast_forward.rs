@@ -263,15 +263,22 @@ impl Cursor {
         end_by: u64,
     ) {
         let (mut x, d, on_line) = steps.line();
+        // Times only grow on a line: from 1 ns on, the clamp to 1 ns is moot.
+        if x < DecodeTimes::ONE_NS {
+            return;
+        }
         let k = quiet_from(mask, self.phase, b)
             .min(on_line)
             .min(max_len - self.m);
+        // An iteration of at most `itl_top` starting before this ends by `end_by` (one that
+        // starts later and still does is left to the full step).
+        let stop = stop.min(end_by.saturating_sub(itl_top).saturating_add(1));
         let (mut s, mut t, mut p) = (self.start, self.dur, self.prev_dur);
         let mut i = 0;
         while i < k {
             let next_start = s + t;
-            let next_dur = DecodeTimes::ns_of(x);
-            if next_start >= stop || next_dur > itl_top || next_start + next_dur > end_by {
+            let next_dur = DecodeTimes::ns_of_at_least_one(x);
+            if next_start >= stop || next_dur > itl_top {
                 break;
             }
             x += d;
