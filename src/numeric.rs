@@ -15,8 +15,11 @@ pub fn round(x: f64) -> f64 {
     let a = x.abs();
     // From 2^52 on every f64 is an integer: nothing to round. NaN comes back quiet, as from
     // libm (`x + x`).
-    if !(a < 4_503_599_627_370_496.0) {
-        return if a.is_nan() { x + x } else { x };
+    if a.is_nan() {
+        return x + x;
+    }
+    if a >= 4_503_599_627_370_496.0 {
+        return x;
     }
     // Truncation, exact below 2^52; `a - t` is exact too (t <= a < t + 1 < 2^52 + 1).
     let t = a as u64 as f64;
