@@ -340,7 +340,9 @@ impl Replica {
             last_need: 0,
         };
         while c.m < w.max_len {
-            if mask != 0 {
+            // (Not before an iteration that takes a block: large batches take one nearly
+            // every iteration, and a stretch there would be empty.)
+            if mask != 0 && mask >> c.phase & 1 == 0 {
                 let stop = series_to.min(lim.start_before);
                 c.quiet(&mut steps, (mask, b), w.max_len, stop, itl_top, lim.end_by);
                 if c.m == w.max_len {
