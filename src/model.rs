@@ -161,6 +161,11 @@ pub struct ModelSpec {
     /// them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointFormats>,
+    /// Multi-token-prediction layers the checkpoint ships beside its `num_layers` (Hugging
+    /// Face `num_nextn_predict_layers`: 1 for DeepSeek-V3/R1 and GLM-4.5; 0 or absent: none).
+    /// Engines load them only for `method = "mtp"` speculative decoding.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_nextn_predict_layers: u64,
 }
 
 fn is_zero_f64(v: &f64) -> bool {

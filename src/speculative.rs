@@ -371,6 +371,9 @@ impl SpeculativeConfig {
             return Ok(DraftMemory::default());
         }
         let method = self.method(origin)?;
+        if method == Method::Mtp {
+            self.check_mtp_layers(&target.model, origin)?;
+        }
         let rules = Self::engine_rules(&target.engine);
         let k = self.num_speculative_tokens;
         let headroom_tokens = rules.headroom_tokens(k, max_num_seqs);
@@ -401,6 +404,40 @@ impl SpeculativeConfig {
         })
     }
 
+    /// `mtp` needs the target's own MTP layers (`num_nextn_predict_layers` of its config), and
+    /// K a multiple of their number when K exceeds it: vLLM reuses the layers in turn
+    /// ("num_speculative_tokens ... must be divisible by n_predict",
+    /// vllm/config/speculative.py, vllm-project/vllm 002e77c1f0ef), so DeepSeek's one layer
+    /// drafts any K.
+    fn check_mtp_layers(&self, target: &crate::model::ModelSpec, origin: &str) -> Result<()> {
+        let n = target.num_nextn_predict_layers;
+        let k = u64::from(self.num_speculative_tokens);
+        if n == 0 {
+            return Err(Error::config(
+                origin,
+                "speculative.method",
+                format!(
+                    "'mtp' needs the target's multi-token-prediction layers, and model '{}' has \
+                     none (num_nextn_predict_layers is 0 or absent in its config, {}); use \
+                     eagle3, draft_model or ngram",
+                    target.name, target.source
+                ),
+            ));
+        }
+        if k > n && k % n != 0 {
+            return Err(Error::config(
+                origin,
+                "speculative.num_speculative_tokens",
+                format!(
+                    "with '{}''s {n} MTP layers K must be at most {n} or a multiple of {n} \
+                     (the layers are reused in turn, as vLLM does), got {k}",
+                    target.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// What the draft runs on: the target's GPUs and engine (host time zeroed: it is the
     /// target's step that the host prepares), with the draft's model.
     fn draft_deployment(
@@ -428,6 +465,7 @@ impl SpeculativeConfig {
                 dep.redundant_experts = 0;
             }
             Method::Mtp => {
+                self.check_mtp_layers(m, origin)?;
                 m.num_layers = 1;
                 m.local_attention = None;
                 m.name = format!("{}-mtp", m.name);
@@ -516,7 +554,12 @@ fn draft_weight_bytes(method: Method, dep: &Deployment, target: &Deployment) -> 
         Method::Mtp => 2.0 * h * h,
         _ => 0.0,
     };
-    layer + own / tp * ACT_BYTES
+    let layers = match method {
+        // Every MTP layer of the checkpoint is loaded, however many drafts reuse them.
+        Method::Mtp => target.model.num_nextn_predict_layers.max(1) as f64,
+        _ => 1.0,
+    };
+    (layer + own / tp * ACT_BYTES) * layers
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ const READ_KEYS: &[&str] = &[
     "no_rope_layers",
     "no_rope_layer_interval",
     "quantization_config",
+    "num_nextn_predict_layers",
     "text_config",
 ];
 
@@ -290,6 +291,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         local_attention: read_local_attention(&cfg, &family, num_layers)?,
         attention_sinks: family.attention_sinks,
         checkpoint: read_quantization(&cfg)?,
+        num_nextn_predict_layers: cfg.u64("num_nextn_predict_layers")?.unwrap_or(0),
     };
     if let Some(m) = &spec.mla {
         spec.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
