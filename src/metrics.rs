@@ -275,6 +275,16 @@ pub struct Metrics {
     pub output_tokens: u64,
     /// Output tokens generated, including by requests not (yet) completed.
     pub generated_tokens: u64,
+    /// Of `generated_tokens`, those of decode-only iterations (the iterations speculative
+    /// decoding may speculate in).
+    pub decode_only_tokens: u64,
+    /// Of `decode_only_tokens`, those of iterations that speculated (batch within the
+    /// speculative batch limit); 0 without speculation.
+    pub speculated_tokens: u64,
+    /// Decode-only iterations (one token per decoding sequence each).
+    pub decode_only_iterations: u64,
+    /// Of `decode_only_iterations`, those that speculated.
+    pub speculated_iterations: u64,
     /// Prompt tokens computed by prefills (recomputation and cache hits accounted).
     pub prefill_tokens_computed: u64,
     /// Prompt tokens served from the prefix cache.

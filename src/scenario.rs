@@ -1190,16 +1190,24 @@ pub fn resolve_deployment(
     let es = &deployment.engine.scheduler;
     let explicit_fraction = s.gpu_memory_utilization.is_some();
     let (draft, slots) = reservation(spec, &deployment, max_num_seqs, explicit_fraction, origin)?;
-    let memory = plan_memory(
-        &deployment,
-        es.gpu_memory_utilization,
-        max_batched,
-        max_num_seqs,
-        block_size,
-        block_size as u64,
-        &draft,
-    )
-    .map_err(at("deployment"))?;
+    let plan = |draft: &crate::roofline::DraftMemory| {
+        plan_memory(
+            &deployment,
+            es.gpu_memory_utilization,
+            max_batched,
+            max_num_seqs,
+            block_size,
+            block_size as u64,
+            draft,
+        )
+    };
+    let memory = plan(&draft).map_err(|e| {
+        // The target alone fits: the draft is what does not.
+        match spec.filter(|_| plan(&Default::default()).is_ok()) {
+            Some(x) => crate::speculative::draft_does_not_fit(x, &draft, &e, origin),
+            None => Error::config(origin, "deployment", e.to_string()),
+        }
+    })?;
     let max_model_len = kv_capped_model_len(
         origin,
         s.max_model_len.is_some(),
@@ -1225,6 +1233,7 @@ pub fn resolve_deployment(
             reserve_output_kv: reserve_output,
             spec_kv_slots: slots,
             offload: offload::resolve(d, prefix, &memory, origin)?,
+            spec_max_batch_seqs: spec.map_or(0, |x| x.max_batch_seqs(&deployment.engine)),
         },
         deployment,
         memory,

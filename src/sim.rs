@@ -64,6 +64,11 @@ pub struct SchedulerConfig {
     /// KV offloading to host memory (vLLM's `--kv-offloading-size`); `None` without.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<OffloadConfig>,
+    /// Speculative decoding: decode-only iterations of at most this many sequences speculate
+    /// (the step-time model's `disable_above_seqs`); 0 without speculation. Counted, not
+    /// priced: the step-time model prices the same rule.
+    #[serde(skip)]
+    pub spec_max_batch_seqs: u32,
 }
 
 fn is_zero_u32(v: &u32) -> bool {

@@ -12,13 +12,75 @@ use crate::roofline::{Deployment, DraftMemory, Speculation, StepTimeModel, ACT_B
 
 /// Per-position acceptance: one conditional probability for every position, or one per
 /// position (the probability that draft token `i` is accepted given that tokens `1..i` were).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum AcceptanceRate {
     /// The same conditional probability at every position.
     Uniform(f64),
     /// One conditional probability per drafted position, first position first.
     PerPosition(Vec<f64>),
+}
+
+/// What `acceptance_rate` accepts, as the error for anything else says it.
+const ACCEPTANCE_FORMS: &str = "a number in [0, 1] (the conditional acceptance at every \
+     drafted position, e.g. 0.7) or a list of numbers in [0, 1], one per drafted token \
+     (e.g. [0.8, 0.6, 0.4]); or give mean_acceptance_length instead";
+
+impl<'de> Deserialize<'de> for AcceptanceRate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Forms;
+        impl<'de> serde::de::Visitor<'de> for Forms {
+            type Value = AcceptanceRate;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(ACCEPTANCE_FORMS)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Self::Value, E> {
+                Ok(AcceptanceRate::Uniform(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Self::Value, E> {
+                Ok(AcceptanceRate::Uniform(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Self::Value, E> {
+                Ok(AcceptanceRate::Uniform(v as f64))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                let mut rates = Vec::new();
+                while let Some(p) = seq.next_element::<Number>()? {
+                    rates.push(p.0);
+                }
+                Ok(AcceptanceRate::PerPosition(rates))
+            }
+        }
+        /// One list element: any number, else the forms in the error.
+        struct Number(f64);
+        impl<'de> Deserialize<'de> for Number {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<Self, D::Error> {
+                match d.deserialize_any(Forms)? {
+                    AcceptanceRate::Uniform(p) => Ok(Number(p)),
+                    AcceptanceRate::PerPosition(_) => Err(serde::de::Error::custom(format!(
+                        "a list inside the list; expected {ACCEPTANCE_FORMS}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Forms)
+    }
+}
+
+/// `num_speculative_tokens`: an integer 0..=16, said so for anything else.
+fn k_from<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    match v.as_integer() {
+        Some(k) if (0..=16).contains(&k) => Ok(k as u32),
+        _ => Err(serde::de::Error::custom(format!(
+            "must be an integer in 0..=16 (tokens drafted per sequence per step; 0: off), got {v}"
+        ))),
+    }
 }
 
 /// The `[speculative]` table of a scenario (and `bench --speculative-config`).
@@ -28,6 +90,7 @@ pub struct SpeculativeConfig {
     /// `eagle`, `eagle3`, `mtp`, `draft_model` or `ngram`.
     pub method: String,
     /// Tokens drafted per sequence per step, K (0: speculation off).
+    #[serde(deserialize_with = "k_from")]
     pub num_speculative_tokens: u32,
     /// Conditional acceptance per position: a number or a list of K numbers in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,7 +228,9 @@ impl SpeculativeConfig {
             (Some(_), Some(_)) => {
                 return err(
                     "speculative.mean_acceptance_length",
-                    "give acceptance_rate or mean_acceptance_length, not both".into(),
+                    "give one of acceptance_rate or mean_acceptance_length, not both (a mean length \
+                     is what the rates imply: 1 + p1 + p1 p2 + ...)"
+                        .into(),
                 )
             }
             (Some(AcceptanceRate::Uniform(p)), None) if !(0.0..=1.0).contains(p) => {
@@ -311,21 +376,29 @@ impl SpeculativeConfig {
         } else {
             0.0
         };
-        let engine_limit = target
-            .engine
-            .speculative
-            .as_ref()
-            .and_then(|d| d.disable_by_batch_size);
         Ok(Some(Speculation {
             num_speculative_tokens: self.num_speculative_tokens,
             mean_acceptance_length: self.mean_acceptance_length(),
             draft,
             draft_host_s_per_seq: host_us * 1e-6,
-            disable_above_seqs: self
-                .disable_by_batch_size
-                .or(engine_limit)
-                .unwrap_or(u32::MAX),
+            disable_above_seqs: self.max_batch_seqs(&target.engine),
         }))
+    }
+
+    /// Decode-only batches of at most this many sequences speculate: the table's
+    /// `disable_by_batch_size`, else the engine profile's, else every batch (`u32::MAX`); 0
+    /// when speculation is off.
+    pub fn max_batch_seqs(&self, engine: &EngineProfile) -> u32 {
+        if !self.is_on() {
+            return 0;
+        }
+        let engine_limit = engine
+            .speculative
+            .as_ref()
+            .and_then(|d| d.disable_by_batch_size);
+        self.disable_by_batch_size
+            .or(engine_limit)
+            .unwrap_or(u32::MAX)
     }
 
     /// The engine's speculative rules for `target` (its profile's `[speculative]` table; a
@@ -506,6 +579,38 @@ impl SpeculativeConfig {
             .map_err(|e| Error::config(origin, "speculative", format!("the draft: {e}")))?;
         Ok(dep)
     }
+}
+
+/// The error of a deployment that fits without its draft and not with it: it names the
+/// speculative key to change (`speculative.model` for a draft model, else
+/// `speculative.method`) and what the draft takes (`draft`), after the memory plan's own
+/// reason (`e`).
+pub fn draft_does_not_fit(
+    spec: &SpeculativeConfig,
+    draft: &DraftMemory,
+    e: &dyn std::fmt::Display,
+    origin: &str,
+) -> Error {
+    let key = match Method::parse(&spec.method) {
+        Some(Method::DraftModel) => "speculative.model",
+        _ => "speculative.method",
+    };
+    let what = match &spec.model {
+        Some(m) if key == "speculative.model" => format!("the draft model '{m}'"),
+        _ => format!("the '{}' draft", spec.method),
+    };
+    Error::config(
+        origin,
+        key,
+        format!(
+            "the target fits without speculation, but {what} does not fit beside it \
+             ({:.1} GB of draft weights and {:.1} GB set aside per GPU, {:.0} B of draft KV per \
+             token): {e}; choose a smaller draft, or a larger tp",
+            draft.weight_bytes / 1e9,
+            draft.reserved_bytes / 1e9,
+            draft.kv_bytes_per_token
+        ),
+    )
 }
 
 /// What speculative decoding `spec` (if any) takes from `target`'s memory by its engine's

@@ -208,6 +208,13 @@ pub struct RunSummary {
     /// two runs (or `plan`'s speculation verdict) for that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode_speedup: Option<f64>,
+    /// Speculative decoding: share of the run's decode-only steps that speculated (verify
+    /// steps over verify steps plus plain decode steps of batches above
+    /// `disable_by_batch_size`), 0..1; 0 when no step speculated (then the acceptance length,
+    /// shares and speedup are absent: no verify step ran). Absent without speculation and
+    /// when every decode-only step speculated (a share of 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_step_share: Option<f64>,
 }
 
 /// The pools and KV transfers of a disaggregated run.

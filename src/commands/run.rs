@@ -157,6 +157,7 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
             ),
         )?;
     }
+    write_speculation_rows(w, r, s)?;
     for (name, o) in [
         ("TTFT", s.slo.ttft),
         ("TPOT", s.slo.tpot),
@@ -175,6 +176,75 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         }
     }
     write_verdict_and_warnings(w, r, s)?;
+    Ok(())
+}
+
+/// Speculative decoding, when the scenario speculates: the method and K, the acceptance
+/// length over verify steps, the draft and verify shares of a step and the per-step speedup
+/// at the run's batch, the share of decode steps that speculated where it is below 1, and the
+/// KV slots each decoding sequence holds (and the `max_model_len` they cap).
+fn write_speculation_rows(w: &mut dyn Write, r: &Resolved, s: &RunSummary) -> Result<()> {
+    let Some(spec) = r.scenario.speculative.as_ref().filter(|x| x.is_on()) else {
+        return Ok(());
+    };
+    row(
+        w,
+        "Speculative decoding (method, K):",
+        format!("{} K{}", spec.method, spec.num_speculative_tokens),
+    )?;
+    match s.spec_decode_mean_acceptance_length {
+        Some(l) => row(w, "Mean acceptance length (tok/verify step):", format!("{l:.2}"))?,
+        None => writeln!(
+            w,
+            "  no verify step ran (no decode-only step, or every batch above disable_by_batch_size): no acceptance or speedup to report"
+        )?,
+    }
+    if let (Some(d), Some(v)) = (s.spec_decode_draft_share, s.spec_decode_verify_share) {
+        row(
+            w,
+            "Draft / verify share of a step:",
+            format!("{:.1}% / {:.1}%", 100.0 * d, 100.0 * v),
+        )?;
+    }
+    if let Some(x) = s.spec_decode_speedup {
+        row(
+            w,
+            "Per-step token gain at the run's batch:",
+            format!("{x:.2}x"),
+        )?;
+    }
+    if let Some(x) = s.spec_decode_step_share {
+        row(
+            w,
+            "Decode steps that speculated:",
+            format!("{:.1}%", 100.0 * x),
+        )?;
+    }
+    write_spec_slots(w, r, s)
+}
+
+/// The KV slots a speculating sequence holds beyond its tokens, and the note when they cap
+/// the default `max_model_len` (the KV capacity less the slots).
+fn write_spec_slots(w: &mut dyn Write, r: &Resolved, s: &RunSummary) -> Result<()> {
+    let sched = &r.sim.scheduler;
+    if sched.spec_kv_slots == 0 {
+        return Ok(());
+    }
+    row(
+        w,
+        "Speculative KV slots per sequence:",
+        sched.spec_kv_slots.to_string(),
+    )?;
+    let capped = s
+        .kv_capacity_tokens
+        .saturating_sub(u64::from(sched.spec_kv_slots));
+    if u64::from(sched.max_model_len) == capped {
+        writeln!(
+            w,
+            "  note: max_model_len {} = KV capacity {} less the {} speculative slots a sequence holds",
+            sched.max_model_len, s.kv_capacity_tokens, sched.spec_kv_slots
+        )?;
+    }
     Ok(())
 }
 

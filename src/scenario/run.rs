@@ -114,7 +114,7 @@ impl Resolved {
             (requests, out.metrics.log) = log.split_at_capacity(self.sim.request_log_capacity);
         }
         let mut result = self.summarize(&out);
-        speculation_summary(&decode_model, &mut result.summary);
+        speculation_summary(&decode_model, &out.metrics, &mut result.summary);
         result.summary.warnings = gen.warnings().to_vec();
         let s = &mut result.summary;
         if let Some(why) = &mut s.truncated {
@@ -305,6 +305,7 @@ impl Resolved {
             spec_decode_draft_share: None,
             spec_decode_verify_share: None,
             spec_decode_speedup: None,
+            spec_decode_step_share: None,
             steady_state: m.log.enabled().then(|| {
                 analyze_sample(
                     m.log.records(),
@@ -331,14 +332,44 @@ impl Resolved {
 }
 
 /// Fills the speculative-decoding figures of `s` from the decode model, evaluated at the
-/// run's mean batch and mean context (prompt plus half the output per request); nothing
-/// without speculation.
-fn speculation_summary(model: &crate::roofline::StepTimeModel, s: &mut RunSummary) {
+/// mean batch of the decode-only iterations that speculated and the run's mean context
+/// (prompt plus half the output per request); nothing without speculation. With no verify
+/// step (every output one token long: the first comes from the prefill; or every decode batch
+/// above the speculative batch limit) only the step share, 0, is reported: there is no
+/// acceptance or speedup to report.
+fn speculation_summary(
+    model: &crate::roofline::StepTimeModel,
+    m: &crate::metrics::Metrics,
+    s: &mut RunSummary,
+) {
     let Some(spec) = model.speculation() else {
         return;
     };
+    let l = spec.mean_acceptance_length.max(1.0);
+    let verify_steps = m.speculated_iterations as f64 / l;
+    let plain_steps = (m.decode_only_iterations - m.speculated_iterations) as f64;
+    let all_speculated = m.speculated_iterations > 0 && plain_steps == 0.0;
+    if !all_speculated {
+        // Reported only where it is not 1, so that a run that speculated at every decode
+        // step reads as before.
+        s.spec_decode_step_share = Some(if verify_steps > 0.0 {
+            finite(verify_steps / (verify_steps + plain_steps))
+        } else {
+            0.0
+        });
+    }
+    if m.speculated_iterations == 0 {
+        return;
+    }
+    // Over verify steps only: the steps above the batch limit gain one token and are not
+    // verify steps.
     s.spec_decode_mean_acceptance_length = Some(finite(spec.mean_acceptance_length));
-    let batch = (s.mean_batch_size.round() as u32).max(1);
+    let batch = if all_speculated {
+        (s.mean_batch_size.round() as u32).max(1)
+    } else {
+        // The mean batch of the steps that speculated: the run's may lie above the limit.
+        ((m.speculated_tokens as f64 / m.speculated_iterations as f64).round() as u32).max(1)
+    };
     let per_request = if s.completed > 0 {
         (s.total_input_tokens as f64 + s.total_output_tokens as f64 / 2.0) / s.completed as f64
     } else {

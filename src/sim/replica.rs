@@ -984,6 +984,18 @@ impl Replica {
         Some(dur)
     }
 
+    /// Counts `iterations` decode-only iterations of `batch` decodes each, and whether they
+    /// speculated (`SchedulerConfig::spec_max_batch_seqs`).
+    pub(super) fn book_decode_only(&self, batch: u64, iterations: u64, metrics: &mut Metrics) {
+        let tokens = batch * iterations;
+        metrics.decode_only_tokens += tokens;
+        metrics.decode_only_iterations += iterations;
+        if batch > 0 && batch <= u64::from(self.cfg.spec_max_batch_seqs) {
+            metrics.speculated_tokens += tokens;
+            metrics.speculated_iterations += iterations;
+        }
+    }
+
     /// Finishes the in-flight iteration at `now`: emits its tokens, completes requests, moves
     /// finished prefills into the decode set.
     pub fn end_iteration(
@@ -1023,6 +1035,9 @@ impl Replica {
 
         // Decode tokens: every decoding request gained one token.
         metrics.generated_tokens += decodes;
+        if self.cur_chunks.is_empty() {
+            self.book_decode_only(decodes, 1, metrics);
+        }
         metrics.itl.record_n(dur, decodes);
         self.sum_kv += decodes;
         while let Some(&Reverse((finish, id, epoch))) = self.finish_heap.peek() {

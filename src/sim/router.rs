@@ -272,6 +272,7 @@ mod tests {
             reserve_output_kv: false,
             spec_kv_slots: 0,
             offload: None,
+            spec_max_batch_seqs: 0,
         };
         let mut slab = Slab::default();
         prompts

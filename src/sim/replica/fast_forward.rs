@@ -630,6 +630,7 @@ impl Replica {
             ts,
         );
         let (j, used, busy_ns) = (book.iterations, book.used, book.busy_ns);
+        self.book_decode_only(batch, j, metrics);
         let taken = used - run.used0;
         if self.cfg.reserve_output_kv {
             self.reserved_blocks -= taken;

@@ -36,6 +36,7 @@ fn config(kv_blocks: u64, budget: u32) -> SchedulerConfig {
         reserve_output_kv: false,
         spec_kv_slots: 0,
         offload: None,
+        spec_max_batch_seqs: 0,
     }
 }
 
