@@ -101,6 +101,10 @@ pub struct EstimateArgs {
     /// Requests decoding one token each in the iteration.
     #[arg(long = "decode-batch", default_value_t = 1)]
     pub decode_batch: u32,
+    /// Speculative decoding, as `bench --speculative-config` takes it (vLLM's JSON): the KV
+    /// capacity with the draft's reservation and the draft and verify step times of the batch.
+    #[arg(long = "speculative-config", value_name = "JSON")]
+    pub speculative_config: Option<String>,
     /// Context length of each decoding request, tokens.
     #[arg(long, default_value_t = 1024)]
     pub context: u64,

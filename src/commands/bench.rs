@@ -257,7 +257,7 @@ fn slo_table(a: &BenchArgs) -> Result<toml::Table> {
 /// `--speculative-config` JSON as the scenario's `[speculative]` table: vLLM's keys
 /// (`draft_tensor_parallel_size` becomes `tp`; `prompt_lookup_max`/`_min` shape the n-gram
 /// match, which the model does not price, and are accepted and ignored), servesim's own.
-fn speculative_table(json: &str) -> Result<toml::Table> {
+pub(super) fn speculative_table(json: &str) -> Result<toml::Table> {
     use toml::Value as V;
     let flag = "--speculative-config";
     let bad = |key: &str, reason: String| servesim::Error::config(flag, key, reason);

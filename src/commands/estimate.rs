@@ -47,6 +47,35 @@ struct Estimate {
     /// Weight bytes streamed per GPU divided by the GEMM time (what a profiler would report).
     implied_weight_bandwidth_bytes_per_s: f64,
     output_tokens_per_s: f64,
+    /// Speculative decoding of the decode batch, with `--speculative-config` (absent
+    /// without); `memory` then holds the draft's reservation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speculative: Option<SpecEstimate>,
+}
+
+/// One verify step of the estimate's decode batch (its prefill tokens, if any, are not part
+/// of it: mixed iterations do not speculate).
+#[derive(Serialize)]
+struct SpecEstimate {
+    method: String,
+    num_speculative_tokens: u32,
+    /// Tokens a sequence gains per verify step, the bonus token included.
+    mean_acceptance_length: f64,
+    /// Drafting: K draft forwards (or n-gram's host lookup), seconds.
+    draft_s: f64,
+    /// The target's forward over B x (K + 1) tokens and the host, seconds.
+    verify_s: f64,
+    /// The same batch's decode step without speculation, seconds.
+    plain_s: f64,
+    /// plain_s x mean_acceptance_length / (draft_s + verify_s): tokens per second of a
+    /// speculating step over a plain step of the same batch.
+    speedup: f64,
+    /// Output tokens per second of the batch while speculating.
+    output_tokens_per_s: f64,
+    /// KV slots a decoding sequence holds beyond its tokens (drafts and lookahead).
+    kv_slots_per_seq: u32,
+    /// The longest request the KV holds: the capacity less the slots, or the model's limit.
+    max_model_len: u32,
 }
 
 /// Runs `servesim estimate`.
@@ -56,8 +85,17 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         args.max_num_seqs,
         args.max_num_batched_tokens,
     );
-    let resolved = resolve_deployment(&d, &s, "servesim estimate flags", None, None)?;
+    let origin = "servesim estimate flags";
+    let spec = match &args.speculative_config {
+        Some(json) => Some(speculative_config(json)?),
+        None => None,
+    };
+    let resolved = resolve_deployment(&d, &s, origin, None, spec.as_ref())?;
     let (dep, memory) = (resolved.deployment, resolved.memory);
+    let speculative = match &spec {
+        Some(x) => spec_estimate(x, &dep, &resolved.scheduler, args, origin)?,
+        None => None,
+    };
     let mut batch = BatchShape::decode(args.decode_batch, args.context);
     if args.prefill_tokens > 0 {
         batch.add_prefill(args.prefill_tokens, 0, true);
@@ -104,6 +142,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         } else {
             0.0
         },
+        speculative,
     };
     let mut out: Vec<u8> = Vec::new();
     match args.format {
@@ -117,6 +156,52 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         )?,
     }
     super::to_stdout(&out)
+}
+
+/// `--speculative-config` JSON read as `bench` reads it, checked.
+fn speculative_config(json: &str) -> Result<servesim::speculative::SpeculativeConfig> {
+    use serde::Deserialize;
+    let flag = "--speculative-config";
+    let table = super::bench::speculative_table(json)?;
+    let spec = servesim::speculative::SpeculativeConfig::deserialize(toml::Value::Table(table))
+        .map_err(|e| servesim::Error::config(flag, "speculative", e.to_string()))?;
+    Ok(spec)
+}
+
+/// The verify step of the decode batch (`None` with K = 0).
+fn spec_estimate(
+    spec: &servesim::speculative::SpeculativeConfig,
+    dep: &servesim::roofline::Deployment,
+    sched: &servesim::sim::SchedulerConfig,
+    args: &EstimateArgs,
+    origin: &str,
+) -> Result<Option<SpecEstimate>> {
+    let Some(x) = spec.speculation(dep, 0, origin)? else {
+        return Ok(None);
+    };
+    let model = StepTimeModel::new(dep.clone(), 0)?.with_speculation(x);
+    let batch = BatchShape::decode(args.decode_batch, args.context);
+    let Some(step) = model.speculative_step(&batch) else {
+        return Ok(None); // the batch is above disable_by_batch_size: it does not speculate
+    };
+    let total = step.draft_s + step.verify_s;
+    let tokens = f64::from(args.decode_batch) * step.mean_acceptance_length;
+    Ok(Some(SpecEstimate {
+        method: spec.method.clone(),
+        num_speculative_tokens: spec.num_speculative_tokens,
+        mean_acceptance_length: step.mean_acceptance_length,
+        draft_s: step.draft_s,
+        verify_s: step.verify_s,
+        plain_s: step.plain_s,
+        speedup: if total > 0.0 {
+            step.plain_s * step.mean_acceptance_length / total
+        } else {
+            0.0
+        },
+        output_tokens_per_s: if total > 0.0 { tokens / total } else { 0.0 },
+        kv_slots_per_seq: sched.spec_kv_slots,
+        max_model_len: sched.max_model_len,
+    }))
 }
 
 /// One header row and one data row: every field, nested ones as `memory.kv_tokens`.
@@ -273,5 +358,52 @@ fn print_step(
         "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",
         e.implied_weight_bandwidth_bytes_per_s / 1e12,
         e.output_tokens_per_s
+    )?;
+    print_speculation(out, e)
+}
+
+/// The verify step of the decode batch and the draft's memory, with `--speculative-config`.
+fn print_speculation(out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
+    let Some(x) = &e.speculative else {
+        return Ok(());
+    };
+    let ms = |s: f64| format!("{:>9.3} ms", s * 1e3);
+    writeln!(
+        out,
+        "speculative decoding: {} K{}, {:.2} tokens per sequence per verify step",
+        x.method, x.num_speculative_tokens, x.mean_acceptance_length
+    )?;
+    writeln!(out, "  draft                  {}", ms(x.draft_s))?;
+    writeln!(
+        out,
+        "  verify                 {}   (the target over {} tokens per sequence)",
+        ms(x.verify_s),
+        x.num_speculative_tokens + 1
+    )?;
+    writeln!(out, "  plain decode step      {}", ms(x.plain_s))?;
+    writeln!(
+        out,
+        "  per-step token gain {:.2}x; output {:.0} tokens/s",
+        x.speedup, x.output_tokens_per_s
+    )?;
+    let m = &e.memory;
+    writeln!(
+        out,
+        "  draft memory: {:.2} GB weights and {:.0} B KV per token per GPU counted in the plan; {:.2} GB set aside; {} pool tokens added",
+        m.draft_weight_bytes / 1e9,
+        m.draft_kv_bytes_per_token,
+        m.draft_reserved_bytes / 1e9,
+        m.headroom_tokens
+    )?;
+    writeln!(
+        out,
+        "  KV slots per decoding sequence {} (drafts and lookahead); max_model_len {}{}",
+        x.kv_slots_per_seq,
+        x.max_model_len,
+        if u64::from(x.max_model_len) + u64::from(x.kv_slots_per_seq) == e.memory.kv_tokens {
+            " = the KV capacity less the slots"
+        } else {
+            ""
+        }
     )
 }
