@@ -93,6 +93,7 @@ impl ToTable for PlanResult {
             .collect();
         let mut columns: Vec<String> = columns.iter().map(|s| s.to_string()).collect();
         let mut rows: Vec<Vec<CellValue>> = rows;
+        with_speculative_column(&mut columns, &mut rows, self);
         if let Some(x) = &self.disaggregated {
             with_xpyd_rows(&mut columns, &mut rows, x);
         }
@@ -101,6 +102,26 @@ impl ToTable for PlanResult {
             columns,
             rows,
         })
+    }
+}
+
+/// With a `[speculative]` table, a `num_speculative_tokens` column (K, 0: off) after
+/// `max_num_seqs`; nothing otherwise, so that a plan without speculation reads as before.
+fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
+    if p.candidates
+        .iter()
+        .all(|c| c.candidate.num_speculative_tokens.is_none())
+    {
+        return;
+    }
+    let at = 1 + columns
+        .iter()
+        .position(|c| c == "max_num_seqs")
+        .unwrap_or(0);
+    columns.insert(at, "num_speculative_tokens".into());
+    for (row, c) in rows.iter_mut().zip(&p.candidates) {
+        let k = c.candidate.num_speculative_tokens.unwrap_or(0);
+        row.insert(at, CellValue::Number(f64::from(k)));
     }
 }
 

@@ -154,6 +154,15 @@ const COLUMNS: [(&str, &str, bool); 14] = [
     ("note", "note", false),
 ];
 
+/// The max_num_seqs cell, sorted by the number; with a `[speculative]` table it shows the
+/// candidate's K after it (`256 K3`, K0: off), as the terminal table does.
+fn seqs_cell(seqs: u32, k: Option<u32>) -> String {
+    match k {
+        None => format!("<td data-v=\"{seqs}\">{seqs}</td>"),
+        Some(k) => format!("<td data-v=\"{seqs}\">{seqs} K{k}</td>"),
+    }
+}
+
 fn table(out: &mut String, p: &PlanResult) {
     out.push_str("<div class=\"wrap\"><table id=\"candidates\"><thead><tr>");
     for (key, title, num) in COLUMNS {
@@ -195,7 +204,7 @@ fn table(out: &mut String, p: &PlanResult) {
             escape(&c.candidate.gpu),
             escape(&c.candidate.dtype),
             num(Some(c.candidate.tp as f64), 0),
-            num(Some(c.candidate.max_num_seqs as f64), 0),
+            seqs_cell(c.candidate.max_num_seqs, c.candidate.num_speculative_tokens),
             num((c.capacity_rate_per_replica > 0.0).then_some(c.capacity_rate_per_replica), 2),
             num(
                 (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
