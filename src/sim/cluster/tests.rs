@@ -179,6 +179,7 @@ fn scheduler(dep: &Deployment, fraction: f64) -> SchedulerConfig {
         static_batching: false,
         reserve_output_kv: e.reserve_output_kv,
         spec_kv_slots: 0,
+        spec_max_batch_seqs: 0,
         offload: None,
     }
 }
