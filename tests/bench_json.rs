@@ -178,3 +178,27 @@ fn bench_table_says_its_figures_are_whole_run_not_that_the_run_was_too_long() {
     );
     assert!(!table.contains("more than"), "{table}");
 }
+
+/// A CPU tier serves only requests with block identities: on a dataset without them the run
+/// says the setting had no effect (it was silent, and byte-identical to a run without it).
+#[test]
+fn kv_offloading_without_block_identities_says_it_had_no_effect() {
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args([
+            "bench",
+            "--num-prompts",
+            "50",
+            "--enable-prefix-caching",
+            "--kv-offloading-size",
+            "16",
+        ])
+        .output()
+        .expect("the servesim binary runs");
+    assert!(out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("KV offloading had no effect"),
+        "no warning:\n{text}"
+    );
+}

@@ -228,6 +228,43 @@ fn the_default_plan_holds_and_one_replica_fewer_misses() {
 }
 
 #[test]
+fn the_eagle3_plan_holds_and_one_replica_fewer_misses() {
+    check_holds_and_one_fewer_misses(Some("scenarios/chat-slo-eagle3.toml"));
+}
+
+/// A per-position acceptance list measured at K = 4 while the plan searches K = 1 and 3: the
+/// candidates take the list's first K rates, so the printed line must cut the list too (`run`
+/// needs one rate per drafted token), and run exactly as printed it reproduces the plan.
+#[test]
+fn a_speculative_plan_with_a_longer_acceptance_list_reruns_as_printed() {
+    let base = std::fs::read_to_string("scenarios/chat-slo-eagle3.toml").unwrap();
+    let (head, _) = base.split_once("[plan]").unwrap();
+    let text = format!(
+        "{head}[plan]\ngpus = [\"h100-sxm\"]\ndtypes = [\"fp8\"]\ntp = [2]\n\
+         max_num_seqs = [256]\nspeculative = [1, 3]\ngoodput_threshold = 0.9\n\n\
+         [speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 4\n\
+         acceptance_rate = [0.9, 0.8, 0.7, 0.6]\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eagle3-list.toml");
+    std::fs::write(&path, text).unwrap();
+    let p = plan(Some(path.to_str().unwrap()), &[]);
+    let line = p["detail"]["run_command"].as_str().unwrap();
+    let i = p["chosen"].as_u64().unwrap() as usize;
+    let k = p["candidates"][i]["candidate"]["num_speculative_tokens"]
+        .as_u64()
+        .unwrap();
+    if k > 0 && k < 4 {
+        let rates = ["0.9", "0.8", "0.7"][..k as usize].join(",");
+        assert!(
+            line.contains(&format!("'speculative.acceptance_rate=[{rates}]'")),
+            "K = {k}: {line}"
+        );
+    }
+    check_the_printed_line(&p);
+}
+
+#[test]
 fn the_code_completion_plan_holds_and_one_replica_fewer_misses() {
     check_holds_and_one_fewer_misses(Some("scenarios/code-completion.toml"));
 }
@@ -254,6 +291,7 @@ fn the_mlperf_server_plans_hold_and_one_replica_fewer_misses() {
 fn every_shipped_scenario_with_a_plan_is_tested_here() {
     let tested = [
         "chat-slo.toml",
+        "chat-slo-eagle3.toml",
         "code-completion.toml",
         "batch-offline.toml",
         "diurnal-week.toml",
@@ -277,7 +315,11 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
     }
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        if text.lines().any(|l| l.trim() == "[plan]") {
+        // `[plan]` with or without a comment after it.
+        if text
+            .lines()
+            .any(|l| l.split('#').next().map(str::trim) == Some("[plan]"))
+        {
             let name = path
                 .strip_prefix("scenarios")
                 .unwrap()

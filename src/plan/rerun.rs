@@ -96,6 +96,7 @@ fn deployment_overrides(
     }
     if let Some(k) = c.num_speculative_tokens {
         sets.push(format!("speculative.num_speculative_tokens={k}"));
+        sets.extend(acceptance_list_override(base, k));
     }
     if let Some(b) = base.scheduler.max_num_batched_tokens {
         if b < c.max_num_seqs {
@@ -106,6 +107,21 @@ fn deployment_overrides(
         }
     }
     Some(sets)
+}
+
+/// Where `base` gives the acceptance as a per-position list longer than the candidate's
+/// `k` (K > 0), the `--set` that cuts it to its first `k` rates, as the plan's candidate
+/// does (`candidate_scenario`): `run` needs one rate per drafted token.
+fn acceptance_list_override(base: &Scenario, k: u32) -> Option<String> {
+    use crate::speculative::AcceptanceRate;
+    let spec = base.speculative.as_ref()?;
+    match &spec.acceptance_rate {
+        Some(AcceptanceRate::PerPosition(v)) if k > 0 && v.len() > k as usize => {
+            let rates: Vec<String> = v[..k as usize].iter().map(|r| format!("{r:?}")).collect();
+            Some(format!("speculative.acceptance_rate=[{}]", rates.join(",")))
+        }
+        _ => None,
+    }
 }
 
 /// The `--set` overrides that give `base` the load a plan measures at `target` req/s

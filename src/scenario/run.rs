@@ -116,6 +116,15 @@ impl Resolved {
         let mut result = self.summarize(&out);
         speculation_summary(&decode_model, &out.metrics, &mut result.summary);
         result.summary.warnings = gen.warnings().to_vec();
+        if self.sim.scheduler.offload.is_some()
+            && out.prefix_cache_tokens.iter().all(|t| t.prompt == 0)
+        {
+            result.summary.warnings.push(
+                "KV offloading had no effect: the CPU tier serves only requests that carry \
+                 block identities (a trace with hash_ids, or [workload.sessions]), and none did"
+                    .to_string(),
+            );
+        }
         let s = &mut result.summary;
         if let Some(why) = &mut s.truncated {
             // Say how much of the load the stopped run never sent, where that is known.
