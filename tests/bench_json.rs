@@ -202,3 +202,60 @@ fn kv_offloading_without_block_identities_says_it_had_no_effect() {
         "no warning:\n{text}"
     );
 }
+
+/// A run with block identities (here generated sessions) prints its prefix-cache hit rate in
+/// the table (it was printed only with KV offloading on), and a run without an `[slo]` says
+/// that no SLO was set instead of "every SLO" of none.
+#[test]
+fn the_run_table_shows_the_hit_rate_and_says_when_no_slo_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.toml");
+    std::fs::write(
+        &path,
+        r#"name = "sessions"
+seed = 7
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+engine = "vllm"
+[scheduler]
+enable_prefix_caching = true
+[workload]
+[workload.arrival]
+kind = "poisson"
+rate_per_s = 2
+[workload.sessions]
+num_sessions = 20
+system_prompt_tokens = 1000
+turns = { kind = "fixed", tokens = 3 }
+think_time_ms = { kind = "fixed", tokens = 2000 }
+new_tokens = { kind = "fixed", tokens = 300 }
+output_tokens = { kind = "fixed", tokens = 50 }
+hash_block_tokens = 64
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["run", path.to_str().unwrap()])
+        .output()
+        .expect("the servesim binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Prefix cache hit rate:"))
+        .unwrap_or_else(|| panic!("no hit-rate row:\n{text}"));
+    let pct: f64 = row
+        .trim_start_matches("Prefix cache hit rate:")
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(pct > 0.0 && pct < 100.0, "{row}");
+    assert!(!text.contains("every SLO"), "{text}");
+    assert!(text.contains("verdict: HOLDS: no SLO set"), "{text}");
+}

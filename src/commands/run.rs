@@ -140,13 +140,14 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
         ),
     )?;
     row(w, "Preemptions:", s.preemptions.to_string())?;
-    if let (Some(all), Some(gpu), Some(cpu)) = (
+    // Requests with block identities only (traces with hash_ids, sessions): the token hit
+    // rate, by tier with KV offloading.
+    match (
         s.prefix_cache_hit_rate,
         s.prefix_cache_hit_rate_gpu,
         s.prefix_cache_hit_rate_cpu,
     ) {
-        // KV offloading only, so that other runs print as before.
-        row(
+        (Some(all), Some(gpu), Some(cpu)) => row(
             w,
             "Prefix cache hit rate all / GPU / CPU:",
             format!(
@@ -155,7 +156,9 @@ fn print_table(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
                 100.0 * gpu,
                 100.0 * cpu
             ),
-        )?;
+        )?,
+        (Some(all), _, _) => row(w, "Prefix cache hit rate:", format!("{:.1}%", 100.0 * all))?,
+        _ => {}
     }
     write_speculation_rows(w, r, s)?;
     for (name, o) in [
@@ -471,7 +474,10 @@ fn write_steady_state(w: &mut impl Write, st: &SteadyState) -> Result<()> {
         "  TTFT p50/p99 {:.1}/{:.1} ms, TPOT p50/p99 {:.2}/{:.2} ms, {:.2} req/s completed in the window",
         st.ttft.median_ms, st.ttft.p99_ms, st.tpot.median_ms, st.tpot.p99_ms, st.request_throughput
     )?;
-    let verdict = if st.sustainable {
+    let verdict = if st.sustainable && st.slo.is_empty() {
+        // Nothing to meet: say so rather than "every SLO" of none.
+        "HOLDS: no SLO set (only the queue judged: stationary)".to_string()
+    } else if st.sustainable {
         "HOLDS: every SLO at its percentile, goodput at or above its threshold, queue stationary"
             .to_string()
     } else {
