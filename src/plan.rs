@@ -545,9 +545,19 @@ impl PlanResult {
         let k = &c.candidate;
         Some(Recommendation {
             kind: "colocated".into(),
+            // Parallelism as `TP8 DP2 EP16` where DP/EP apply; speculation where searched.
             deployment: format!(
-                "{} x {} {} TP{} seqs{}",
-                c.replicas, k.gpu, k.dtype, k.tp, k.max_num_seqs
+                "{} x {} {} {} seqs{}{}",
+                c.replicas,
+                k.gpu,
+                k.dtype,
+                k.parallelism(),
+                k.max_num_seqs,
+                match k.num_speculative_tokens {
+                    None => String::new(),
+                    Some(0) => " no-spec".into(),
+                    Some(n) => format!(" spec K{n}"),
+                }
             ),
             gpus: cost.gpus,
             usd_per_hour: cost.usd_per_hour,
