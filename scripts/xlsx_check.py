@@ -2,6 +2,9 @@
 """Helpers for scripts/check-xlsx.sh (standard library only).
 
   sheets IN.xlsx                      print the sheet names, in order
+  sheet-row IN.xlsx SHEET N           print row N (1-based) of SHEET as written (cached
+                                      values, shared strings resolved): a line a cell,
+                                      REF<TAB>VALUE
   edit IN.xlsx OUT.xlsx SHEET CELL VALUE
                                       set a number cell and poison every formula's cached
                                       result in every sheet (so only a recalculation can show
@@ -79,6 +82,36 @@ def cmd_sheets(path):
     with zipfile.ZipFile(path) as zf:
         for name, _ in sheet_parts(zf):
             print(name)
+
+
+def shared_strings(zf):
+    """The workbook's shared strings, in index order (none without the part)."""
+    if "xl/sharedStrings.xml" not in zf.namelist():
+        return []
+    root = ET.fromstring(zf.read("xl/sharedStrings.xml"))
+    return ["".join(t.text or "" for t in si.iter("{%s}t" % NS["m"])) for si in root]
+
+
+def cmd_sheet_row(path, sheet, n):
+    with zipfile.ZipFile(path) as zf:
+        parts = dict(sheet_parts(zf))
+        if sheet not in parts:
+            sys.exit("sheet-row: no sheet %r in %s" % (sheet, path))
+        strings = shared_strings(zf)
+        root = ET.fromstring(zf.read(parts[sheet]))
+        for row in root.iter("{%s}row" % NS["m"]):
+            if row.get("r") != n:
+                continue
+            for c in row.iter("{%s}c" % NS["m"]):
+                v = c.find("m:v", NS)
+                text = "" if v is None else (v.text or "")
+                if c.get("t") == "s" and text:
+                    text = strings[int(text)]
+                elif c.get("t") == "inlineStr":
+                    text = "".join(t.text or "" for t in c.iter("{%s}t" % NS["m"]))
+                print("%s\t%s" % (c.get("r"), text))
+            return
+        sys.exit("sheet-row: no row %s in sheet %r of %s" % (n, sheet, path))
 
 
 def cmd_edit(src, dst, sheet, cell, value):
@@ -185,6 +218,7 @@ def main(argv):
         "row": (cmd_row, 2),
         "label": (cmd_label, 2),
         "sheets": (cmd_sheets, 1),
+        "sheet-row": (cmd_sheet_row, 3),
         "edit": (cmd_edit, 5),
         "compare": (cmd_compare, 3),
         "cell": (cmd_cell, 2),

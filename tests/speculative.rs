@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fixed_offline_workload, run_toml, servesim};
+use common::{fixed_offline_workload, one_deployment_plan_args, run_toml, servesim};
 use servesim::scenario::Scenario;
 use servesim::speculative::expected_acceptance_length;
 use servesim::step_time::BatchShape;
@@ -312,20 +312,11 @@ fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
 /// with and without it; its re-run line sets K.
 #[test]
 fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
-    let (code, out, err) = servesim(&[
-        "plan",
+    let args = one_deployment_plan_args(
         "scenarios/chat-slo-eagle3.toml",
-        "--set",
-        "plan.gpus=[\"h100-sxm\"]",
-        "--set",
-        "plan.tp=[2]",
-        "--set",
-        "plan.max_num_seqs=[256]",
-        "--set",
-        "plan.speculative=[0, 3]",
-        "--format",
-        "json",
-    ]);
+        &["plan.speculative=[0, 3]"],
+    );
+    let (code, out, err) = servesim(&[&args[..], &["--format", "json"][..]].concat());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let plan = if v.get("plan").is_some() {
@@ -365,18 +356,7 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
             .all(|p| (p[0].as_u64().unwrap() < b) == (p[1].as_f64().unwrap() >= 1.0)));
     }
     // The text report says it in words.
-    let (code, text, err) = servesim(&[
-        "plan",
-        "scenarios/chat-slo-eagle3.toml",
-        "--set",
-        "plan.gpus=[\"h100-sxm\"]",
-        "--set",
-        "plan.tp=[2]",
-        "--set",
-        "plan.max_num_seqs=[256]",
-        "--set",
-        "plan.speculative=[0, 3]",
-    ]);
+    let (code, text, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
     assert!(
         text.contains("Speculative decoding at 40.0 req/s"),
@@ -393,19 +373,7 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
 /// `servesim plan` on chat-slo-eagle3 (h100-sxm TP2, 256 seqs) with `sets` added; the JSON
 /// plan's speculation verdict and the text report.
 fn small_plan(sets: &[&str]) -> (serde_json::Value, String) {
-    let mut a = vec![
-        "plan",
-        "scenarios/chat-slo-eagle3.toml",
-        "--set",
-        "plan.gpus=[\"h100-sxm\"]",
-        "--set",
-        "plan.tp=[2]",
-        "--set",
-        "plan.max_num_seqs=[256]",
-    ];
-    for s in sets {
-        a.extend(["--set", s]);
-    }
+    let mut a = one_deployment_plan_args("scenarios/chat-slo-eagle3.toml", sets);
     let (code, text, err) = servesim(&a);
     assert_eq!(code, 0, "{sets:?}: {err}");
     a.extend(["--format", "json"]);
@@ -432,16 +400,32 @@ fn plan_with_a_rate_list_searches_k_0_and_smaller_k() {
     assert!(s["without"][1].as_f64().is_some(), "{s}");
     assert!(!text.contains("without: no feasible fleet"), "{text}");
     // A K beyond the list's length is refused, naming the key.
-    let (code, _, err) = servesim(&[
-        "plan",
+    assert_plan_refused(
         "scenarios/chat-slo-eagle3.toml",
-        "--set",
-        "speculative.acceptance_rate=[0.9, 0.8, 0.7]",
-        "--set",
-        "plan.speculative=[0, 4]",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("plan.speculative[1]"), "{err}");
+        &[
+            "speculative.acceptance_rate=[0.9, 0.8, 0.7]",
+            "plan.speculative=[0, 4]",
+        ],
+        &["plan.speculative[1]", "exceeds the 3 rates"],
+    );
+}
+
+/// `servesim plan SCENARIO` with `sets` exits 2 with one `error:` line holding every fragment
+/// of `wanted`, without a panic.
+fn assert_plan_refused(scenario: &str, sets: &[&str], wanted: &[&str]) {
+    let mut a = vec!["plan", scenario];
+    for s in sets {
+        a.extend(["--set", s]);
+    }
+    let (code, _, err) = servesim(&a);
+    assert_eq!(code, 2, "{a:?}: {err}");
+    assert!(
+        err.starts_with("error:") && !err.contains("panicked"),
+        "{err}"
+    );
+    for w in wanted {
+        assert!(err.contains(w), "{a:?}: expected {w:?} in: {err}");
+    }
 }
 
 /// A side `plan.speculative` does not list is "not searched", not "no feasible fleet", and
@@ -464,16 +448,27 @@ fn plan_verdict_says_which_side_was_not_searched() {
     assert!(text.contains("without: not searched"), "{text}");
 }
 
+/// `plan.speculative` needs a `[speculative]` table, and a K other than the table's needs the
+/// acceptance as one rate (a mean length holds for the table's K only).
 #[test]
 fn plan_speculative_needs_a_table_and_one_rate_to_vary_k() {
-    let (code, _, err) = servesim(&[
-        "plan",
+    assert_plan_refused(
         "scenarios/chat-slo.toml",
-        "--set",
-        "plan.speculative=[0, 3]",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("plan.speculative"), "{err}");
+        &["plan.speculative=[0, 3]"],
+        &["plan.speculative"],
+    );
+    // chat-slo-eagle3 with a measured mean length (for K = 3) in place of the rate.
+    let text = std::fs::read_to_string("scenarios/chat-slo-eagle3.toml").unwrap();
+    let rate = "acceptance_rate = 0.72";
+    assert!(text.contains(rate));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eagle3-mean-length.toml");
+    std::fs::write(&path, text.replace(rate, "mean_acceptance_length = 2.5")).unwrap();
+    assert_plan_refused(
+        path.to_str().unwrap(),
+        &["plan.speculative=[0, 3, 1]"],
+        &["plan.speculative[2]", "K = 1 differs", "mean length"],
+    );
 }
 
 /// The doc's EAGLE-3 default row states what p = 0.72 gives (2.61 at K = 3, 3.31 at K = 7),

@@ -26,6 +26,25 @@ pub fn servesim(args: &[&str]) -> (i32, String, String) {
     servesim_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
 }
 
+/// The arguments of `servesim plan SCENARIO` searching one deployment (h100-sxm TP2, 256
+/// seqs; the scenario's dtypes and K values), with `--set S` for each of `sets`.
+pub fn one_deployment_plan_args<'a>(scenario: &'a str, sets: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "plan",
+        scenario,
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.tp=[2]",
+        "--set",
+        "plan.max_num_seqs=[256]",
+    ];
+    for s in sets {
+        a.extend(["--set", s]);
+    }
+    a
+}
+
 /// Parses, resolves and runs a scenario written as TOML; panics with the text on an error.
 pub fn run_toml(text: &str) -> RunSummary {
     let sc = Scenario::parse(text, "test", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));

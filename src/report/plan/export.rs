@@ -93,10 +93,12 @@ impl ToTable for PlanResult {
             .collect();
         let mut columns: Vec<String> = columns.iter().map(|s| s.to_string()).collect();
         let mut rows: Vec<Vec<CellValue>> = rows;
-        with_speculative_column(&mut columns, &mut rows, self);
+        // The xPyD rows are laid out on the columns without K; the K column then goes into
+        // every row (empty on xPyD rows), so that no row shifts under the wrong header.
         if let Some(x) = &self.disaggregated {
             with_xpyd_rows(&mut columns, &mut rows, x);
         }
+        with_speculative_column(&mut columns, &mut rows, self);
         Cow::Owned(TableSheet {
             name: "Search".into(),
             columns,
@@ -107,6 +109,8 @@ impl ToTable for PlanResult {
 
 /// With a `[speculative]` table, a `num_speculative_tokens` column (K, 0: off) after
 /// `max_num_seqs`; nothing otherwise, so that a plan without speculation reads as before.
+/// `rows` starts with the colocated candidates' rows, in order; rows after them (xPyD) get an
+/// empty cell.
 fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
     if p.candidates
         .iter()
@@ -119,9 +123,12 @@ fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>
         .position(|c| c == "max_num_seqs")
         .unwrap_or(0);
     columns.insert(at, "num_speculative_tokens".into());
-    for (row, c) in rows.iter_mut().zip(&p.candidates) {
-        let k = c.candidate.num_speculative_tokens.unwrap_or(0);
-        row.insert(at, CellValue::Number(f64::from(k)));
+    let mut ks = p
+        .candidates
+        .iter()
+        .map(|c| f64::from(c.candidate.num_speculative_tokens.unwrap_or(0)));
+    for row in rows.iter_mut() {
+        row.insert(at, CellValue::Number(ks.next().unwrap_or(f64::NAN)));
     }
 }
 
