@@ -102,6 +102,10 @@ pub struct Router {
     rng: ChaCha8Rng,
     /// `session-affinity`: each live session's replica (slot index).
     sessions: HashMap<u64, usize>,
+    /// `prefix-aware`: each candidate's matched prefix blocks, reused between arrivals.
+    matched: Vec<u64>,
+    /// `prefix-aware`: each candidate's total score, reused between arrivals.
+    totals: Vec<f64>,
 }
 
 impl Router {
@@ -112,6 +116,8 @@ impl Router {
             next: 0,
             rng,
             sessions: HashMap::new(),
+            matched: Vec::new(),
+            totals: Vec::new(),
         }
     }
 
@@ -170,35 +176,48 @@ impl Router {
     fn pick_llmd(&mut self, slots: &[Slot], active: &[usize], req: Option<&Req>) -> usize {
         let n = active.len();
         let r = |i: usize| &slots[active[i]].replica;
-        let matched: Vec<u64> = (0..n)
-            .map(|i| req.map_or(0, |q| r(i).matched_prefix_blocks(q)))
-            .collect();
-        let waiting: Vec<u64> = (0..n).map(|i| r(i).waiting_len()).collect();
-        let hits = matched.iter().filter(|&&m| m > 0);
-        let (m_lo, m_hi) = (hits.clone().min(), hits.max());
-        let (q_lo, q_hi) = (waiting.iter().min(), waiting.iter().max());
-        let total = |i: usize| {
-            let prefix = match (m_lo, m_hi) {
-                _ if matched[i] == 0 => 0.0,
-                (Some(&lo), Some(&hi)) if hi > lo => (matched[i] - lo) as f64 / (hi - lo) as f64,
+        // One pass gathers each replica's match and the ranges, into buffers the router
+        // keeps (no allocation per arrival: this runs once per request).
+        let matched = &mut self.matched;
+        matched.clear();
+        let (mut m_lo, mut m_hi) = (u64::MAX, 0);
+        let (mut q_lo, mut q_hi) = (u64::MAX, 0);
+        for i in 0..n {
+            let m = req.map_or(0, |q| r(i).matched_prefix_blocks(q));
+            if m > 0 {
+                (m_lo, m_hi) = (m_lo.min(m), m_hi.max(m));
+            }
+            let w = r(i).waiting_len();
+            (q_lo, q_hi) = (q_lo.min(w), q_hi.max(w));
+            matched.push(m);
+        }
+        let totals = &mut self.totals;
+        totals.clear();
+        let mut best = f64::NEG_INFINITY;
+        for (i, &m) in matched.iter().enumerate() {
+            let prefix = match m {
+                0 => 0.0,
+                _ if m_hi > m_lo => (m - m_lo) as f64 / (m_hi - m_lo) as f64,
                 _ => 1.0,
             };
-            let queue = match (q_lo, q_hi) {
-                (Some(&lo), Some(&hi)) if hi > lo => (hi - waiting[i]) as f64 / (hi - lo) as f64,
+            let queue = match r(i).waiting_len() {
+                w if q_hi > q_lo => (q_hi - w) as f64 / (q_hi - q_lo) as f64,
                 _ => 1.0,
             };
-            LLMD_PREFIX_CACHE_WEIGHT * prefix
+            let total = LLMD_PREFIX_CACHE_WEIGHT * prefix
                 + LLMD_KV_UTILIZATION_WEIGHT * (1.0 - r(i).kv_usage())
-                + LLMD_QUEUE_WEIGHT * queue
+                + LLMD_QUEUE_WEIGHT * queue;
+            best = best.max(total);
+            totals.push(total);
+        }
+        // The max-score picker's random tie break: the j-th of the tied, j drawn only when
+        // several tie.
+        let tied = totals.iter().filter(|&&t| t == best).count();
+        let j = match tied {
+            0 | 1 => 0,
+            t => self.rng.gen_range(0..t),
         };
-        let totals: Vec<f64> = (0..n).map(total).collect();
-        let best = totals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let tied: Vec<usize> = (0..n).filter(|&i| totals[i] == best).collect();
-        let k = match tied.len() {
-            0 => 0,
-            1 => tied[0],
-            t => tied[self.rng.gen_range(0..t)],
-        };
+        let k = (0..n).filter(|&i| totals[i] == best).nth(j).unwrap_or(0);
         active[k]
     }
 
