@@ -162,7 +162,8 @@ pub struct BenchArgs {
     /// Replicas behind the router.
     #[arg(long, default_value_t = 1)]
     pub replicas: u32,
-    /// Router: round-robin, least-outstanding, least-kv, power-of-two.
+    /// Router: round-robin, least-outstanding, least-kv, power-of-two, prefix-aware (block
+    /// identities), session-affinity (sessions).
     #[arg(long, default_value = "least-outstanding")]
     pub router: String,
     /// KV offloading to host memory, GiB per replica summed over its TP ranks (vLLM's

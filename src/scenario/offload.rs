@@ -48,7 +48,7 @@ pub fn resolve(
     if !(bw > 0.0 && bw.is_finite()) {
         return Err(err(
             bw_key,
-            format!("must be a bandwidth > 0 GB/s, got {bw}"),
+            format!("must be a finite bandwidth > 0 GB/s, got {bw}"),
         ));
     }
     let lat_key = "deployment.kv_offloading_latency_us";
