@@ -126,7 +126,9 @@ pub struct EstimateArgs {
 /// Flags of `servesim run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Scenario file (TOML); the embedded default when absent.
+    /// Scenario file (TOML); the embedded default when absent. `scenarios/chat-slo.toml`
+    /// and `scenarios/default.toml` (or `chat-slo`, `default`) read the embedded copies when
+    /// no such file exists.
     pub scenario: Option<PathBuf>,
     /// Override any scenario key, e.g. `--set workload.arrival.rate_per_s=20` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -422,7 +424,7 @@ pub struct ValidateKernelsArgs {
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// Scenario with a target load, SLOs and a [plan] search space (default: the embedded
-    /// scenarios/chat-slo.toml).
+    /// scenarios/chat-slo.toml, also read for that path when no such file exists).
     pub scenario: Option<PathBuf>,
     /// Override any scenario key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -449,7 +451,8 @@ pub struct PlanArgs {
 /// Flags of `servesim sweep`.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// Scenario file (default: the embedded default scenario).
+    /// Scenario file (default: the embedded default scenario; `scenarios/chat-slo.toml` and
+    /// `scenarios/default.toml` read the embedded copies when no such file exists).
     pub scenario: Option<PathBuf>,
     /// A key and its values: `KEY=v1,v2,...` or `KEY=start..end:steps` (repeatable: a grid).
     #[arg(

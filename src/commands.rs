@@ -87,8 +87,27 @@ pub fn overrides(set: &[String], no_fast_forward: bool) -> Vec<String> {
     all
 }
 
+/// Says on standard error that `scenario` reads the embedded copy of a shipped scenario, when
+/// it names one and no such file exists ([`servesim::scenario::embedded_scenario`]).
+fn note_embedded(scenario: Option<&Path>) {
+    if let Some(p) = scenario {
+        if let Some((shipped, _)) = servesim::scenario::embedded_scenario(p) {
+            note!(
+                "note: no file {}; using the embedded {shipped}",
+                p.display()
+            );
+        }
+    }
+}
+
 /// Runs the command the flags name.
 pub fn dispatch(cli: Cli) -> Result<()> {
+    match &cli.command {
+        Command::Run(a) => note_embedded(a.scenario.as_deref()),
+        Command::Plan(a) => note_embedded(a.scenario.as_deref()),
+        Command::Sweep(a) => note_embedded(a.scenario.as_deref()),
+        _ => {}
+    }
     match cli.command {
         Command::Estimate(args) => estimate::run(&args),
         Command::Run(args) => run::run(&args),

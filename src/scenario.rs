@@ -42,6 +42,44 @@ pub const STEP_TIME_SCALE_RANGE: (f64, f64) = (1e-3, 1e3);
 /// The embedded default scenario (`scenarios/default.toml`), used when no file is given.
 pub const DEFAULT_SCENARIO: &str = include_str!("../scenarios/default.toml");
 
+/// The scenarios built into the binary, by their shipped path: `servesim plan` with no file
+/// plans `scenarios/chat-slo.toml` and prints re-run lines naming it, which must run from any
+/// folder ([`embedded_scenario`]).
+const EMBEDDED_SCENARIOS: [(&str, &str); 2] = [
+    ("scenarios/default.toml", DEFAULT_SCENARIO),
+    (
+        "scenarios/chat-slo.toml",
+        include_str!("../scenarios/chat-slo.toml"),
+    ),
+];
+
+/// The embedded scenario that `path` names when no file `path` exists (a real file always
+/// wins): its shipped path (`scenarios/chat-slo.toml`) and text. A path names one by its
+/// shipped path, its file name or its stem (`scenarios/chat-slo.toml`, `chat-slo.toml`,
+/// `chat-slo`), with or without a leading `./`.
+pub fn embedded_scenario(path: &Path) -> Option<(&'static str, &'static str)> {
+    if path.exists() {
+        return None;
+    }
+    let given = path.to_str()?;
+    let given = given.strip_prefix("./").unwrap_or(given);
+    EMBEDDED_SCENARIOS.into_iter().find(|(shipped, _)| {
+        let file = shipped.strip_prefix("scenarios/").unwrap_or(shipped);
+        given == *shipped || given == file || Some(given) == file.strip_suffix(".toml")
+    })
+}
+
+/// The text of the scenario file `path` and the origin errors name it by: the file's path, or
+/// `<embedded scenarios/NAME.toml>` when `path` names an embedded scenario and no such file
+/// exists ([`embedded_scenario`]).
+pub fn read_scenario_text(path: &Path) -> Result<(String, String)> {
+    if let Some((shipped, text)) = embedded_scenario(path) {
+        return Ok((text.to_string(), format!("<embedded {shipped}>")));
+    }
+    let text = crate::input::read_to_string(path, crate::input::InputKind::Config)?;
+    Ok((text, path.display().to_string()))
+}
+
 /// What runs: model, GPU, parallelism, formats, engine, replicas, router.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -569,13 +607,19 @@ impl Scenario {
         Ok(sc)
     }
 
-    /// Reads a scenario file (or the embedded default when `path` is `None`).
+    /// Reads a scenario file (or the embedded default when `path` is `None`, or the embedded
+    /// scenario `path` names when no such file exists: [`embedded_scenario`]).
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Scenario> {
         match path {
-            Some(p) => {
-                let text = crate::input::read_to_string(p, crate::input::InputKind::Config)?;
-                Self::parse_in(&text, &p.display().to_string(), p.parent(), overrides)
-            }
+            Some(p) => match embedded_scenario(p) {
+                Some((shipped, text)) => {
+                    Self::parse(text, &format!("<embedded {shipped}>"), overrides)
+                }
+                None => {
+                    let text = crate::input::read_to_string(p, crate::input::InputKind::Config)?;
+                    Self::parse_in(&text, &p.display().to_string(), p.parent(), overrides)
+                }
+            },
             None => Self::parse(DEFAULT_SCENARIO, "<embedded default>", overrides),
         }
     }

@@ -26,10 +26,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         return super::to_stdout(&text);
     }
     let (text, origin) = match &args.scenario {
-        Some(p) => (
-            servesim::input::read_to_string(p, servesim::input::InputKind::Config)?,
-            p.display().to_string(),
-        ),
+        Some(p) => servesim::scenario::read_scenario_text(p)?,
         None => (
             DEFAULT_SCENARIO.to_string(),
             "<embedded default>".to_string(),
