@@ -62,39 +62,7 @@ impl Trace {
             .trim(csv::Trim::All)
             .from_reader(reader);
         let headers = rdr.headers().map_err(|e| err(e.to_string()))?.clone();
-        if headers.iter().all(|h| h.is_empty()) {
-            return Err(err(
-                "is empty: expected a header (arrival_s,input_tokens,output_tokens or \
-                 TIMESTAMP,ContextTokens,GeneratedTokens) and one row per request"
-                    .into(),
-            ));
-        }
-        let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
-        let missing = |name: &str| {
-            err(format!(
-                "missing column '{name}' (have: {})",
-                headers.iter().collect::<Vec<_>>().join(", ")
-            ))
-        };
-        let azure = find("arrival_s").is_none() && find("TIMESTAMP").is_some();
-        let (t_name, in_name, out_name) = if azure {
-            ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-        } else {
-            ("arrival_s", "input_tokens", "output_tokens")
-        };
-        let t_col = find(t_name).ok_or_else(|| missing(t_name))?;
-        let in_col = find(in_name).ok_or_else(|| missing(in_name))?;
-        let out_col = find(out_name).ok_or_else(|| missing(out_name))?;
-        let group_col = if azure { None } else { find("prefix_group") };
-        let ptok_col = if azure { None } else { find("prefix_tokens") };
-        if group_col.is_some() != ptok_col.is_some() {
-            return Err(missing(if group_col.is_some() {
-                "prefix_tokens"
-            } else {
-                "prefix_group"
-            }));
-        }
-
+        let cols = Columns::find(&headers).map_err(err)?;
         let mut rows = Vec::new();
         let mut prefix = Vec::new();
         let mut first_azure: Option<(i64, u32)> = None;
@@ -109,36 +77,11 @@ impl Trace {
             let line = record.position().map_or(0, |p| p.line());
             let at = |m: String| err(format!("line {line}: {m}"));
             let field = |c: usize| record.get(c).unwrap_or("");
-            let t_text = field(t_col);
-            let arrival_ns = if azure {
-                let (secs, nanos) = parse_timestamp(t_text).map_err(at)?;
-                let (s0, n0) = *first_azure.get_or_insert((secs, nanos));
-                let rel = (secs as i128 - s0 as i128) * 1_000_000_000 + nanos as i128 - n0 as i128;
-                if rel < 0 {
-                    let prev_text = prev.as_ref().map_or("", |p| p.1.as_str());
-                    return Err(at(format!(
-                        "arrival time {t_text} is before the previous {prev_text}"
-                    )));
-                }
-                u64::try_from(rel)
-                    .ok()
-                    .and_then(|ns| crate::clock::check_ns(ns).ok())
-                    .ok_or_else(|| {
-                        at(format!(
-                            "{t_name} {t_text} is too far from the first row (more than the \
-                             simulator's clock holds, about {:.0} years)",
-                            crate::clock::MAX_YEARS
-                        ))
-                    })?
-            } else {
-                let t: f64 = t_text
-                    .parse()
-                    .map_err(|_| at(format!("arrival_s '{t_text}' is not a number")))?;
-                if !t.is_finite() || t < 0.0 {
-                    return Err(at(format!("arrival_s must be >= 0, got {t_text}")));
-                }
-                crate::clock::secs_to_ns(t).map_err(|e| at(format!("arrival_s: {e}")))?
-            };
+            let t_text = field(cols.t_col);
+            let prev_text = prev.as_ref().map_or("", |p| p.1.as_str());
+            let arrival_ns = cols
+                .arrival_ns(t_text, prev_text, &mut first_azure)
+                .map_err(at)?;
             if let Some((p_ns, p_text)) = &prev {
                 if arrival_ns < *p_ns {
                     return Err(at(format!(
@@ -146,44 +89,11 @@ impl Trace {
                     )));
                 }
             }
-            let input_tokens = parse_token_count(in_name, field(in_col)).map_err(at)?;
-            let output_tokens = parse_token_count(out_name, field(out_col)).map_err(at)?;
-            if let (Some(gc), Some(pc)) = (group_col, ptok_col) {
-                let g_text = field(gc);
-                let p_text = field(pc);
-                let group = if g_text.is_empty() {
-                    u32::MAX
-                } else {
-                    g_text
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|&g| g != u32::MAX)
-                        .ok_or_else(|| {
-                            at(format!(
-                                "prefix_group '{g_text}' is not a non-negative integer below {}",
-                                u32::MAX
-                            ))
-                        })?
-                };
-                let ptoks = if p_text.is_empty() {
-                    0
-                } else {
-                    p_text.parse::<u32>().map_err(|_| {
-                        at(format!(
-                            "prefix_tokens '{p_text}' is not a non-negative integer"
-                        ))
-                    })?
-                };
-                if ptoks >= input_tokens {
-                    return Err(at(format!(
-                        "prefix_tokens {ptoks} must be below input_tokens {input_tokens} (the prefix is part of the prompt)"
-                    )));
-                }
-                let group = if ptoks == 0 { u32::MAX } else { group };
-                if group == u32::MAX && ptoks > 0 {
-                    return Err(at(format!("prefix_tokens {ptoks} without a prefix_group")));
-                }
-                prefix.push((group, ptoks));
+            let input_tokens = parse_token_count(cols.in_name, field(cols.in_col)).map_err(at)?;
+            let output_tokens =
+                parse_token_count(cols.out_name, field(cols.out_col)).map_err(at)?;
+            if let Some((gc, pc)) = cols.prefix_cols {
+                prefix.push(parse_prefix(field(gc), field(pc), input_tokens).map_err(at)?);
             }
             rows.push(TraceRow {
                 arrival_ns,
@@ -207,7 +117,7 @@ impl Trace {
         Ok(Trace {
             rows,
             prefix,
-            numeric_times: !azure,
+            numeric_times: !cols.azure,
             blocks: Vec::new(),
             block_id_tokens: 0,
         })
@@ -251,6 +161,152 @@ impl Trace {
     }
 }
 
+/// Where a trace's columns are: its own (`arrival_s,input_tokens,output_tokens`, optionally
+/// `prefix_group,prefix_tokens`) or the Azure LLM inference trace's
+/// (`TIMESTAMP,ContextTokens,GeneratedTokens`).
+struct Columns {
+    /// Whether the header is the Azure trace's (absolute timestamps, no prefix columns).
+    azure: bool,
+    /// The arrival-time column's name and index.
+    t_name: &'static str,
+    t_col: usize,
+    /// The prompt-length column's name and index.
+    in_name: &'static str,
+    in_col: usize,
+    /// The output-length column's name and index.
+    out_name: &'static str,
+    out_col: usize,
+    /// The `prefix_group` and `prefix_tokens` columns, when the trace has both.
+    prefix_cols: Option<(usize, usize)>,
+}
+
+impl Columns {
+    /// Finds the columns in `headers` (names matched ignoring case); the message names a
+    /// missing column and the header.
+    fn find(headers: &csv::StringRecord) -> std::result::Result<Self, String> {
+        if headers.iter().all(|h| h.is_empty()) {
+            return Err(
+                "is empty: expected a header (arrival_s,input_tokens,output_tokens or \
+                 TIMESTAMP,ContextTokens,GeneratedTokens) and one row per request"
+                    .into(),
+            );
+        }
+        let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
+        let missing = |name: &str| {
+            format!(
+                "missing column '{name}' (have: {})",
+                headers.iter().collect::<Vec<_>>().join(", ")
+            )
+        };
+        let azure = find("arrival_s").is_none() && find("TIMESTAMP").is_some();
+        let (t_name, in_name, out_name) = if azure {
+            ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+        } else {
+            ("arrival_s", "input_tokens", "output_tokens")
+        };
+        let t_col = find(t_name).ok_or_else(|| missing(t_name))?;
+        let in_col = find(in_name).ok_or_else(|| missing(in_name))?;
+        let out_col = find(out_name).ok_or_else(|| missing(out_name))?;
+        let group_col = if azure { None } else { find("prefix_group") };
+        let ptok_col = if azure { None } else { find("prefix_tokens") };
+        let prefix_cols = match (group_col, ptok_col) {
+            (Some(g), Some(p)) => Some((g, p)),
+            (None, None) => None,
+            (Some(_), None) => return Err(missing("prefix_tokens")),
+            (None, Some(_)) => return Err(missing("prefix_group")),
+        };
+        Ok(Columns {
+            azure,
+            t_name,
+            t_col,
+            in_name,
+            in_col,
+            out_name,
+            out_col,
+            prefix_cols,
+        })
+    }
+
+    /// A row's arrival time `t_text`, ns: seconds as written, or an Azure timestamp made
+    /// relative to the first row's (`first_azure`, set by the first row); `prev_text` is the
+    /// previous row's time, named when this one is before the first.
+    fn arrival_ns(
+        &self,
+        t_text: &str,
+        prev_text: &str,
+        first_azure: &mut Option<(i64, u32)>,
+    ) -> std::result::Result<u64, String> {
+        if !self.azure {
+            let t: f64 = t_text
+                .parse()
+                .map_err(|_| format!("arrival_s '{t_text}' is not a number"))?;
+            if !t.is_finite() || t < 0.0 {
+                return Err(format!("arrival_s must be >= 0, got {t_text}"));
+            }
+            return crate::clock::secs_to_ns(t).map_err(|e| format!("arrival_s: {e}"));
+        }
+        let (secs, nanos) = parse_timestamp(t_text)?;
+        let (s0, n0) = *first_azure.get_or_insert((secs, nanos));
+        let rel = (secs as i128 - s0 as i128) * 1_000_000_000 + nanos as i128 - n0 as i128;
+        if rel < 0 {
+            return Err(format!(
+                "arrival time {t_text} is before the previous {prev_text}"
+            ));
+        }
+        u64::try_from(rel)
+            .ok()
+            .and_then(|ns| crate::clock::check_ns(ns).ok())
+            .ok_or_else(|| {
+                format!(
+                    "{} {t_text} is too far from the first row (more than the simulator's \
+                     clock holds, about {:.0} years)",
+                    self.t_name,
+                    crate::clock::MAX_YEARS
+                )
+            })
+    }
+}
+
+/// A row's shared prefix from its `prefix_group` and `prefix_tokens` fields: (group, tokens),
+/// `(u32::MAX, 0)` for none. The prefix must be shorter than the prompt (`input_tokens`).
+fn parse_prefix(
+    g_text: &str,
+    p_text: &str,
+    input_tokens: u32,
+) -> std::result::Result<(u32, u32), String> {
+    let group = if g_text.is_empty() {
+        u32::MAX
+    } else {
+        g_text
+            .parse::<u32>()
+            .ok()
+            .filter(|&g| g != u32::MAX)
+            .ok_or_else(|| {
+                format!(
+                    "prefix_group '{g_text}' is not a non-negative integer below {}",
+                    u32::MAX
+                )
+            })?
+    };
+    let ptoks = if p_text.is_empty() {
+        0
+    } else {
+        p_text
+            .parse::<u32>()
+            .map_err(|_| format!("prefix_tokens '{p_text}' is not a non-negative integer"))?
+    };
+    if ptoks >= input_tokens {
+        return Err(format!(
+            "prefix_tokens {ptoks} must be below input_tokens {input_tokens} (the prefix is part of the prompt)"
+        ));
+    }
+    let group = if ptoks == 0 { u32::MAX } else { group };
+    if group == u32::MAX && ptoks > 0 {
+        return Err(format!("prefix_tokens {ptoks} without a prefix_group"));
+    }
+    Ok((group, ptoks))
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -262,8 +318,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Parses `YYYY-MM-DD HH:MM:SS[.fraction]` (a `T` separator is also accepted; fraction of any
-/// length, digits past nanoseconds ignored) into (seconds since the epoch, nanoseconds).
 /// Days in month `mo` (1-12) of year `y` of the proleptic Gregorian calendar.
 fn days_in_month(y: i64, mo: i64) -> i64 {
     match mo {
@@ -274,6 +328,8 @@ fn days_in_month(y: i64, mo: i64) -> i64 {
     }
 }
 
+/// Parses `YYYY-MM-DD HH:MM:SS[.fraction]` (a `T` separator is also accepted; fraction of any
+/// length, digits past nanoseconds ignored) into (seconds since the epoch, nanoseconds).
 pub(crate) fn parse_timestamp(text: &str) -> std::result::Result<(i64, u32), String> {
     let bad = || format!("TIMESTAMP '{text}' is not like 2023-11-16 18:15:46.6805900");
     let t = text.trim();
