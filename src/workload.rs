@@ -445,106 +445,16 @@ impl ArrivalConfig {
                 weekend_factor,
                 peak_hour,
                 days,
-            } => {
-                positive(origin, &format!("{K}.mean_rate_per_s"), *mean_rate_per_s)?;
-                if !(peak_to_trough.is_finite() && *peak_to_trough >= 1.0) {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.peak_to_trough"),
-                        format!("must be >= 1, got {peak_to_trough}"),
-                    ));
-                }
-                if !(*weekend_factor > 0.0 && *weekend_factor <= 1.0) {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.weekend_factor"),
-                        format!("must be in (0, 1], got {weekend_factor}"),
-                    ));
-                }
-                if !(peak_hour.is_finite() && (0.0..24.0).contains(peak_hour)) {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.peak_hour"),
-                        format!("must be in [0, 24), got {peak_hour}"),
-                    ));
-                }
-                if !(1..=366).contains(days) {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.days"),
-                        format!("must be in 1..=366, got {days}"),
-                    ));
-                }
-                Ok(())
-            }
+            } => validate_diurnal(
+                origin,
+                *mean_rate_per_s,
+                *peak_to_trough,
+                *weekend_factor,
+                *peak_hour,
+                *days,
+            ),
             ArrivalConfig::Schedule { points, repeat_s } => {
-                let Some(first) = points.first() else {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.points"),
-                        "needs at least one [time_s, rate_per_s] point",
-                    ));
-                };
-                if first[0] != 0.0 {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.points[0]"),
-                        format!("the first point must be at time 0, got {}", first[0]),
-                    ));
-                }
-                let mut prev = 0.0;
-                for (i, [t, r]) in points.iter().copied().enumerate() {
-                    let key = format!("{K}.points[{i}]");
-                    if !(t.is_finite() && t >= 0.0) {
-                        return Err(Error::config(
-                            origin,
-                            key,
-                            format!("time must be >= 0, got {t}"),
-                        ));
-                    }
-                    if t < prev {
-                        return Err(Error::config(
-                            origin,
-                            key,
-                            format!(
-                                "time {t} is before the previous point's {prev}; points must be sorted by time"
-                            ),
-                        ));
-                    }
-                    if !(r.is_finite() && r >= 0.0) {
-                        return Err(Error::config(
-                            origin,
-                            key,
-                            format!("rate must be >= 0, got {r}"),
-                        ));
-                    }
-                    prev = t;
-                }
-                if let Some(p) = repeat_s {
-                    positive(origin, &format!("{K}.repeat_s"), *p)?;
-                    if *p < prev {
-                        return Err(Error::config(
-                            origin,
-                            format!("{K}.repeat_s"),
-                            format!("must be >= the last point's time {prev}, got {p}"),
-                        ));
-                    }
-                }
-                if points.iter().all(|p| p[1] == 0.0) {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.points"),
-                        "all rates are zero",
-                    ));
-                }
-                if !Schedule::new(points, *repeat_s).has_arrivals() {
-                    return Err(Error::config(
-                        origin,
-                        format!("{K}.points"),
-                        "the rate is zero everywhere (nonzero rates only at steps)",
-                    ));
-                }
-                Ok(())
+                validate_schedule(origin, points, *repeat_s)
             }
             ArrivalConfig::Trace {
                 path,
@@ -571,6 +481,122 @@ impl ArrivalConfig {
             }
         }
     }
+}
+
+/// Checks a diurnal arrival process's parameters (key paths under `workload.arrival`).
+fn validate_diurnal(
+    origin: &str,
+    mean_rate_per_s: f64,
+    peak_to_trough: f64,
+    weekend_factor: f64,
+    peak_hour: f64,
+    days: u32,
+) -> Result<()> {
+    const K: &str = "workload.arrival";
+    positive(origin, &format!("{K}.mean_rate_per_s"), mean_rate_per_s)?;
+    if !(peak_to_trough.is_finite() && peak_to_trough >= 1.0) {
+        return Err(Error::config(
+            origin,
+            format!("{K}.peak_to_trough"),
+            format!("must be >= 1, got {peak_to_trough}"),
+        ));
+    }
+    if !(weekend_factor > 0.0 && weekend_factor <= 1.0) {
+        return Err(Error::config(
+            origin,
+            format!("{K}.weekend_factor"),
+            format!("must be in (0, 1], got {weekend_factor}"),
+        ));
+    }
+    if !(peak_hour.is_finite() && (0.0..24.0).contains(&peak_hour)) {
+        return Err(Error::config(
+            origin,
+            format!("{K}.peak_hour"),
+            format!("must be in [0, 24), got {peak_hour}"),
+        ));
+    }
+    if !(1..=366).contains(&days) {
+        return Err(Error::config(
+            origin,
+            format!("{K}.days"),
+            format!("must be in 1..=366, got {days}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a piecewise-linear rate schedule (`points` of [time_s, rate_per_s], sorted, from
+/// time 0; `repeat_s` at or after the last point) with some arrivals (key paths under
+/// `workload.arrival`).
+fn validate_schedule(origin: &str, points: &[[f64; 2]], repeat_s: Option<f64>) -> Result<()> {
+    const K: &str = "workload.arrival";
+    let Some(first) = points.first() else {
+        return Err(Error::config(
+            origin,
+            format!("{K}.points"),
+            "needs at least one [time_s, rate_per_s] point",
+        ));
+    };
+    if first[0] != 0.0 {
+        return Err(Error::config(
+            origin,
+            format!("{K}.points[0]"),
+            format!("the first point must be at time 0, got {}", first[0]),
+        ));
+    }
+    let mut prev = 0.0;
+    for (i, [t, r]) in points.iter().copied().enumerate() {
+        let key = format!("{K}.points[{i}]");
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(Error::config(
+                origin,
+                key,
+                format!("time must be >= 0, got {t}"),
+            ));
+        }
+        if t < prev {
+            return Err(Error::config(
+                origin,
+                key,
+                format!(
+                    "time {t} is before the previous point's {prev}; points must be sorted by time"
+                ),
+            ));
+        }
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(Error::config(
+                origin,
+                key,
+                format!("rate must be >= 0, got {r}"),
+            ));
+        }
+        prev = t;
+    }
+    if let Some(p) = repeat_s {
+        positive(origin, &format!("{K}.repeat_s"), p)?;
+        if p < prev {
+            return Err(Error::config(
+                origin,
+                format!("{K}.repeat_s"),
+                format!("must be >= the last point's time {prev}, got {p}"),
+            ));
+        }
+    }
+    if points.iter().all(|p| p[1] == 0.0) {
+        return Err(Error::config(
+            origin,
+            format!("{K}.points"),
+            "all rates are zero",
+        ));
+    }
+    if !Schedule::new(points, repeat_s).has_arrivals() {
+        return Err(Error::config(
+            origin,
+            format!("{K}.points"),
+            "the rate is zero everywhere (nonzero rates only at steps)",
+        ));
+    }
+    Ok(())
 }
 
 impl WorkloadConfig {
