@@ -1162,7 +1162,6 @@ pub fn resolve_deployment(
     mean_lengths: Option<&dyn Fn() -> Result<(f64, f64)>>,
     spec: Option<&SpeculativeConfig>,
 ) -> Result<ResolvedDeployment> {
-    let err = |key: &str, reason: String| Error::config(origin, key, reason);
     let (explicit_dtype, kv_setting) = requested_formats(d, origin)?;
     check_deployment_shape(d, origin)?;
     // Lookup and feasibility errors name the scenario and the key they come from.
@@ -1185,31 +1184,15 @@ pub fn resolve_deployment(
         )?;
     }
     let spec_seqs = spec.and_then(|x| x.default_max_num_seqs(&engine));
-    let es = &mut engine.scheduler;
-    if let Some(v) = s.gpu_memory_utilization {
-        if !(v > 0.0 && v <= 1.0) {
-            return Err(err(
-                "scheduler.gpu_memory_utilization",
-                format!("must be in (0, 1], got {v}"),
-            ));
-        }
-        es.gpu_memory_utilization = v;
-    }
-    let max_num_seqs = s.max_num_seqs.or(spec_seqs).unwrap_or(es.max_num_seqs);
-    let max_batched = s
-        .max_num_batched_tokens
-        .unwrap_or(es.max_num_batched_tokens);
-    let chunked = s
-        .enable_chunked_prefill
-        .unwrap_or(es.enable_chunked_prefill);
-    let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
-    let block_size = s.block_size.unwrap_or(es.block_size);
-    let batching = s.batching.unwrap_or_default();
-    check_scheduler_limits(origin, max_num_seqs, max_batched, block_size)?;
-    es.max_num_seqs = max_num_seqs;
-    es.max_num_batched_tokens = max_batched;
-    es.block_size = block_size;
-    let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
+    let ChosenLimits {
+        max_num_seqs,
+        max_batched,
+        chunked,
+        prefix,
+        block_size,
+        batching,
+        reserve_output,
+    } = ChosenLimits::apply(&mut engine.scheduler, s, spec_seqs, origin)?;
 
     let deployment = Deployment {
         model,
@@ -1234,24 +1217,14 @@ pub fn resolve_deployment(
     let es = &deployment.engine.scheduler;
     let explicit_fraction = s.gpu_memory_utilization.is_some();
     let (draft, slots) = reservation(spec, &deployment, max_num_seqs, explicit_fraction, origin)?;
-    let plan = |draft: &crate::roofline::DraftMemory| {
-        plan_memory(
-            &deployment,
-            es.gpu_memory_utilization,
-            max_batched,
-            max_num_seqs,
-            block_size,
-            block_size as u64,
-            draft,
-        )
-    };
-    let memory = plan(&draft).map_err(|e| {
-        // The target alone fits: the draft is what does not.
-        match spec.filter(|_| plan(&Default::default()).is_ok()) {
-            Some(x) => crate::speculative::draft_does_not_fit(x, &draft, &e, origin),
-            None => Error::config(origin, "deployment", e.to_string()),
-        }
-    })?;
+    let memory = deployment_memory(
+        &deployment,
+        es.gpu_memory_utilization,
+        (max_batched, max_num_seqs, block_size),
+        spec,
+        &draft,
+        origin,
+    )?;
     let max_model_len = kv_capped_model_len(
         origin,
         s.max_model_len.is_some(),
@@ -1281,6 +1254,102 @@ pub fn resolve_deployment(
         },
         deployment,
         memory,
+    })
+}
+
+/// The scheduler limits a deployment runs with: the scenario's `[scheduler]` values, else the
+/// engine's defaults (a speculative config's default `max_num_seqs` before the engine's).
+struct ChosenLimits {
+    /// Sequences in one batch (per attention data-parallel rank).
+    max_num_seqs: u32,
+    /// Tokens in one batch (per rank).
+    max_batched: u32,
+    /// Whether long prompts are prefilled in chunks.
+    chunked: bool,
+    /// Whether the prefix cache is on.
+    prefix: bool,
+    /// KV block size, tokens.
+    block_size: u32,
+    /// Batching discipline.
+    batching: Batching,
+    /// Whether a request reserves KV for its whole output at admission.
+    reserve_output: bool,
+}
+
+impl ChosenLimits {
+    /// Chooses the limits, checks them, and writes `gpu_memory_utilization`, `max_num_seqs`,
+    /// `max_num_batched_tokens` and `block_size` into the engine's defaults `es`.
+    fn apply(
+        es: &mut crate::engine::SchedulerDefaults,
+        s: &SchedulerOverrides,
+        spec_seqs: Option<u32>,
+        origin: &str,
+    ) -> Result<Self> {
+        if let Some(v) = s.gpu_memory_utilization {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(Error::config(
+                    origin,
+                    "scheduler.gpu_memory_utilization",
+                    format!("must be in (0, 1], got {v}"),
+                ));
+            }
+            es.gpu_memory_utilization = v;
+        }
+        let max_num_seqs = s.max_num_seqs.or(spec_seqs).unwrap_or(es.max_num_seqs);
+        let max_batched = s
+            .max_num_batched_tokens
+            .unwrap_or(es.max_num_batched_tokens);
+        let chunked = s
+            .enable_chunked_prefill
+            .unwrap_or(es.enable_chunked_prefill);
+        let prefix = s.enable_prefix_caching.unwrap_or(es.enable_prefix_caching);
+        let block_size = s.block_size.unwrap_or(es.block_size);
+        let batching = s.batching.unwrap_or_default();
+        check_scheduler_limits(origin, max_num_seqs, max_batched, block_size)?;
+        es.max_num_seqs = max_num_seqs;
+        es.max_num_batched_tokens = max_batched;
+        es.block_size = block_size;
+        let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
+        Ok(ChosenLimits {
+            max_num_seqs,
+            max_batched,
+            chunked,
+            prefix,
+            block_size,
+            batching,
+            reserve_output,
+        })
+    }
+}
+
+/// The memory plan of `deployment` with its `draft` model's reservation, at
+/// `gpu_memory_utilization` and the limits (`max_num_batched_tokens`, `max_num_seqs`,
+/// `block_size`); when only the draft does not fit, the error says so.
+fn deployment_memory(
+    deployment: &Deployment,
+    gpu_memory_utilization: f64,
+    (max_batched, max_num_seqs, block_size): (u32, u32, u32),
+    spec: Option<&SpeculativeConfig>,
+    draft: &crate::roofline::DraftMemory,
+    origin: &str,
+) -> Result<MemoryPlan> {
+    let plan = |draft: &crate::roofline::DraftMemory| {
+        plan_memory(
+            deployment,
+            gpu_memory_utilization,
+            max_batched,
+            max_num_seqs,
+            block_size,
+            block_size as u64,
+            draft,
+        )
+    };
+    plan(draft).map_err(|e| {
+        // The target alone fits: the draft is what does not.
+        match spec.filter(|_| plan(&Default::default()).is_ok()) {
+            Some(x) => crate::speculative::draft_does_not_fit(x, draft, &e, origin),
+            None => Error::config(origin, "deployment", e.to_string()),
+        }
     })
 }
 
