@@ -206,20 +206,11 @@ impl Resolved {
             m.e2e.summary(),
             m.queue.summary(),
         );
-        let s = &self.scenario.slo;
-        let p = &self.sim.slo;
-        let mut slo = SloReport {
-            ttft: slo_outcome(&m.ttft, p.ttft_ns, s.ttft_percentile),
-            tpot: slo_outcome(&m.tpot, p.tpot_ns, s.tpot_percentile),
-            e2e: slo_outcome(&m.e2e, p.e2e_ns, s.e2e_percentile),
-            all_met: false,
-        };
-        slo.all_met = [slo.ttft, slo.tpot, slo.e2e]
-            .iter()
-            .all(|o| o.is_none_or(|o| o.met))
-            && m.completed > 0
-            && out.truncated.is_none();
-        let offload = self.sim.scheduler.offload.is_some();
+        let slo = self.slo_report(out);
+        let cache = PrefixCacheRates::of(
+            self.sim.scheduler.offload.is_some(),
+            &out.prefix_cache_tokens,
+        );
         let summary = RunSummary {
             completed: m.completed,
             failed: m.rejected + m.timed_out + m.lost,
@@ -274,25 +265,12 @@ impl Resolved {
             retried: m.retried,
             billed_replica_hours: m.billed_replica_ns as f64 / 3.6e12,
             prefix_cache_hit_tokens: m.prefix_cache_hit_tokens,
-            prefix_cache_hit_rate: prefix_hit_rate(&out.prefix_cache_tokens),
-            replica_prefix_cache_hit_rates: prefix_hit_rate(&out.prefix_cache_tokens).map(|_| {
-                out.prefix_cache_tokens
-                    .iter()
-                    .map(|t| ratio(t.hit, t.prompt))
-                    .collect()
-            }),
-            prefix_cache_hit_rate_gpu: tier_rate(offload, &out.prefix_cache_tokens, gpu_hit),
-            prefix_cache_hit_rate_cpu: tier_rate(offload, &out.prefix_cache_tokens, cpu_hit),
-            replica_prefix_cache_hit_rates_gpu: replica_tier_rates(
-                offload,
-                &out.prefix_cache_tokens,
-                gpu_hit,
-            ),
-            replica_prefix_cache_hit_rates_cpu: replica_tier_rates(
-                offload,
-                &out.prefix_cache_tokens,
-                cpu_hit,
-            ),
+            prefix_cache_hit_rate: cache.all,
+            replica_prefix_cache_hit_rates: cache.replicas,
+            prefix_cache_hit_rate_gpu: cache.gpu,
+            prefix_cache_hit_rate_cpu: cache.cpu,
+            replica_prefix_cache_hit_rates_gpu: cache.replicas_gpu,
+            replica_prefix_cache_hit_rates_cpu: cache.replicas_cpu,
             generated_tokens: m.generated_tokens,
             prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
@@ -315,27 +293,87 @@ impl Resolved {
             spec_decode_verify_share: None,
             spec_decode_speedup: None,
             spec_decode_step_share: None,
-            steady_state: m.log.enabled().then(|| {
-                analyze_sample(
-                    m.log.records(),
-                    m.log.seen(),
-                    &self.targets(),
-                    &self.scenario.measure.analysis(),
-                )
-            }),
+            steady_state: self.steady_state(m),
         };
-        RunResult {
-            summary,
-            ttft_cdf: m.ttft.cdf_ms(100),
-            tpot_cdf: m.tpot.cdf_ms(100),
-            e2e_cdf: m.e2e.cdf_ms(100),
-            timeseries: out.timeseries.points(),
-            periods: match m.periods.period_ns() {
-                0 => Vec::new(),
-                p => m
-                    .periods
-                    .summaries(out.last_arrival_ns.div_ceil(p).max(1) as usize),
-            },
+        with_curves(summary, out)
+    }
+
+    /// Each SLO's outcome, and whether all are met (some request completed, not truncated).
+    fn slo_report(&self, out: &SimOutput) -> SloReport {
+        let m = &out.metrics;
+        let s = &self.scenario.slo;
+        let p = &self.sim.slo;
+        let mut slo = SloReport {
+            ttft: slo_outcome(&m.ttft, p.ttft_ns, s.ttft_percentile),
+            tpot: slo_outcome(&m.tpot, p.tpot_ns, s.tpot_percentile),
+            e2e: slo_outcome(&m.e2e, p.e2e_ns, s.e2e_percentile),
+            all_met: false,
+        };
+        slo.all_met = [slo.ttft, slo.tpot, slo.e2e]
+            .iter()
+            .all(|o| o.is_none_or(|o| o.met))
+            && m.completed > 0
+            && out.truncated.is_none();
+        slo
+    }
+
+    /// The steady-state analysis of the request log, when one was kept.
+    fn steady_state(
+        &self,
+        m: &crate::metrics::Metrics,
+    ) -> Option<crate::metrics::steady_state::SteadyState> {
+        m.log.enabled().then(|| {
+            analyze_sample(
+                m.log.records(),
+                m.log.seen(),
+                &self.targets(),
+                &self.scenario.measure.analysis(),
+            )
+        })
+    }
+}
+
+/// A run's result: its `summary` with the latency CDFs, time series and per-period figures of
+/// `out`.
+fn with_curves(summary: RunSummary, out: &SimOutput) -> RunResult {
+    let m = &out.metrics;
+    RunResult {
+        summary,
+        ttft_cdf: m.ttft.cdf_ms(100),
+        tpot_cdf: m.tpot.cdf_ms(100),
+        e2e_cdf: m.e2e.cdf_ms(100),
+        timeseries: out.timeseries.points(),
+        periods: match m.periods.period_ns() {
+            0 => Vec::new(),
+            p => m
+                .periods
+                .summaries(out.last_arrival_ns.div_ceil(p).max(1) as usize),
+        },
+    }
+}
+
+/// The prefix cache's token hit rates of a run: overall and per replica, and per tier (GPU,
+/// CPU) with KV offloading; dimensionless, 0..1.
+struct PrefixCacheRates {
+    all: Option<f64>,
+    replicas: Option<Vec<f64>>,
+    gpu: Option<f64>,
+    cpu: Option<f64>,
+    replicas_gpu: Option<Vec<f64>>,
+    replicas_cpu: Option<Vec<f64>>,
+}
+
+impl PrefixCacheRates {
+    /// The rates of the per-replica `tallies`; the tier rates only with `offload`.
+    fn of(offload: bool, tallies: &[ContentTokens]) -> Self {
+        let all = prefix_hit_rate(tallies);
+        PrefixCacheRates {
+            all,
+            replicas: all.map(|_| tallies.iter().map(|t| ratio(t.hit, t.prompt)).collect()),
+            gpu: tier_rate(offload, tallies, gpu_hit),
+            cpu: tier_rate(offload, tallies, cpu_hit),
+            replicas_gpu: replica_tier_rates(offload, tallies, gpu_hit),
+            replicas_cpu: replica_tier_rates(offload, tallies, cpu_hit),
         }
     }
 }
