@@ -88,7 +88,7 @@ pub struct DeploymentArgs {
     #[arg(long, default_value = "vllm")]
     pub engine: String,
     /// Fraction of GPU memory the engine may use (default: the engine profile's).
-    #[arg(long = "gpu-memory-utilization")]
+    #[arg(long = "gpu-memory-utilization", allow_negative_numbers = true)]
     pub gpu_memory_utilization: Option<f64>,
 }
 
@@ -170,7 +170,7 @@ pub struct BenchArgs {
     pub router: String,
     /// KV offloading to host memory, GiB per replica summed over its TP ranks (vLLM's
     /// `--kv-offloading-size`; `deployment.kv_offloading_size_gib`).
-    #[arg(long = "kv-offloading-size")]
+    #[arg(long = "kv-offloading-size", allow_negative_numbers = true)]
     pub kv_offloading_size: Option<f64>,
     /// Disaggregated serving: replicas of the prefill pool (with --decode-replicas).
     #[arg(long = "prefill-replicas")]
@@ -186,10 +186,10 @@ pub struct BenchArgs {
     pub decode_tp: Option<u32>,
     /// Disaggregated: KV link bandwidth into each decode replica, GB/s (default: 50 per GPU
     /// of the smaller pool TP; `inf`: unlimited).
-    #[arg(long = "kv-transfer-bandwidth")]
+    #[arg(long = "kv-transfer-bandwidth", allow_negative_numbers = true)]
     pub kv_transfer_bandwidth: Option<f64>,
     /// Disaggregated: fixed time of each KV transfer, us (default 20).
-    #[arg(long = "kv-transfer-latency-us")]
+    #[arg(long = "kv-transfer-latency-us", allow_negative_numbers = true)]
     pub kv_transfer_latency_us: Option<f64>,
     /// Dataset: random, sharegpt, azure-conv-2023, azure-code-2023, arxiv-summarization.
     #[arg(long = "dataset-name", default_value = "random")]

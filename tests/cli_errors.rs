@@ -337,3 +337,24 @@ fn bench_bad_flags_exit_2() {
     let (code, _, err) = servesim(&["bench", "--goodput", "ttft", "--num-prompts", "5"]);
     assert_input_error(code, &err);
 }
+
+#[test]
+fn bench_negative_numbers_are_input_errors_naming_the_flag() {
+    // A negative number after a flag is its value (clap read `-3` as an unknown flag), and
+    // the error names the flag the user typed, not the scenario key it sets.
+    for (flag, value) in [
+        ("--kv-offloading-size", "-3"),
+        ("--gpu-memory-utilization", "-0.5"),
+        ("--kv-transfer-latency-us", "-1"),
+    ] {
+        let mut args = vec!["bench", flag, value, "--num-prompts", "5"];
+        if flag == "--kv-transfer-latency-us" {
+            args.extend(["--prefill-replicas", "1", "--decode-replicas", "1"]);
+        }
+        let (code, _, err) = servesim(&args);
+        assert_one_line_input_error(code, &err);
+        assert!(err.contains(&format!("{flag}: ")), "{flag}: {err}");
+        assert!(err.contains(value), "{flag}: {err}");
+        assert!(!err.contains("unexpected argument"), "{flag}: {err}");
+    }
+}

@@ -6,6 +6,40 @@ use servesim::report::{write_atomic, Exporter, JsonExporter};
 use servesim::scenario::Scenario;
 use servesim::validate::{ResultFile, ResultLoad};
 
+/// The bench flags that set a scenario key by themselves, with that key: an error about the
+/// key names the flag the user typed.
+const FLAG_OF_KEY: [(&str, &str); 4] = [
+    ("deployment.kv_offloading_size_gib", "--kv-offloading-size"),
+    (
+        "deployment.kv_transfer_bandwidth_gb_s",
+        "--kv-transfer-bandwidth",
+    ),
+    (
+        "deployment.kv_transfer_latency_us",
+        "--kv-transfer-latency-us",
+    ),
+    (
+        "scheduler.gpu_memory_utilization",
+        "--gpu-memory-utilization",
+    ),
+];
+
+/// `e`, naming the bench flag instead of the scenario key when one flag sets that key.
+fn name_the_flag(e: servesim::Error) -> servesim::Error {
+    match e {
+        servesim::Error::Config { key, reason, .. }
+            if FLAG_OF_KEY.iter().any(|(k, _)| *k == key) =>
+        {
+            let flag = FLAG_OF_KEY
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or("", |f| f.1);
+            servesim::Error::config("servesim bench", flag, reason)
+        }
+        other => other,
+    }
+}
+
 fn table(entries: &[(&str, toml::Value)]) -> toml::Table {
     entries
         .iter()
@@ -321,8 +355,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         ));
     }
     let origin = "servesim bench flags";
-    let sc = Scenario::from_table(scenario_table(args)?, origin)?;
-    let resolved = sc.resolve(origin)?;
+    let sc = Scenario::from_table(scenario_table(args)?, origin).map_err(name_the_flag)?;
+    let resolved = sc.resolve(origin).map_err(name_the_flag)?;
     let (result, mut requests) = super::trace_events::with_trace(trace.as_deref(), |trace| {
         resolved.run_with_trace(args.save_detailed, trace)
     })?;
