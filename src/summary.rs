@@ -139,10 +139,10 @@ pub struct RunSummary {
     /// tokens served from the prefix cache, 0..1 (absent without identities).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_hit_rate: Option<f64>,
-    /// `prefix_cache_hit_rate` per replica (the prefill pool's in a disaggregated run); 0
-    /// for a replica that admitted none.
+    /// `prefix_cache_hit_rate` per replica (the prefill pool's in a disaggregated run); null
+    /// for a replica that admitted no prompt tokens (no rate, not a rate of 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_prefix_cache_hit_rates: Option<Vec<f64>>,
+    pub replica_prefix_cache_hit_rates: Option<Vec<Option<f64>>>,
     /// KV offloading: of `prefix_cache_hit_rate`, the share of the admitted prompt tokens the
     /// GPU prefix cache served, 0..1 (absent without a CPU tier).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,12 +150,12 @@ pub struct RunSummary {
     /// KV offloading: of `prefix_cache_hit_rate`, the share loaded from the CPU tier, 0..1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_hit_rate_cpu: Option<f64>,
-    /// `prefix_cache_hit_rate_gpu` per replica.
+    /// `prefix_cache_hit_rate_gpu` per replica (null for a replica that admitted none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_prefix_cache_hit_rates_gpu: Option<Vec<f64>>,
-    /// `prefix_cache_hit_rate_cpu` per replica.
+    pub replica_prefix_cache_hit_rates_gpu: Option<Vec<Option<f64>>>,
+    /// `prefix_cache_hit_rate_cpu` per replica (null for a replica that admitted none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_prefix_cache_hit_rates_cpu: Option<Vec<f64>>,
+    pub replica_prefix_cache_hit_rates_cpu: Option<Vec<Option<f64>>>,
     /// Output tokens generated, each counted once, including by requests still in flight.
     pub generated_tokens: u64,
     /// Prompt tokens the prefills computed, recomputation after preemption included (above

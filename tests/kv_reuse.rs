@@ -70,7 +70,7 @@ fn one_replica_with_room_for_everything_reports_the_theoretical_hit_rate() {
     let got = s.prefix_cache_hit_rate.expect("a hit rate with identities");
     eprintln!("generated trace: theoretical {want:.5}, simulated {got:.5}");
     assert!((got - want).abs() < 0.005, "{got} vs {want}");
-    assert_eq!(s.replica_prefix_cache_hit_rates, Some(vec![got]));
+    assert_eq!(s.replica_prefix_cache_hit_rates, Some(vec![Some(got)]));
 }
 
 /// The Mooncake excerpt's theoretical hit rate by a plain scan: each request hits the longest
@@ -169,7 +169,7 @@ fn prefix_aware_keeps_the_theoretical_hit_rate_of_conversations_on_four_replicas
         assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
         // Load counts: new conversations (no cached prefix anywhere) spread by queue and
         // KV, so every replica serves some, each keeping its conversations' histories.
-        assert!(per.iter().all(|&x| x > 0.5), "{per:?}");
+        assert!(per.iter().all(|x| x.is_some_and(|x| x > 0.5)), "{per:?}");
         assert!(f.aware.mean_ttft_ms < f.rr.mean_ttft_ms);
     }
 }
@@ -198,7 +198,11 @@ fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
         assert!((a - want).abs() < 0.02, "prefix-aware {a} vs {want}");
         assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
         let per = f.aware.replica_prefix_cache_hit_rates.unwrap();
-        assert_eq!(per.iter().filter(|&&x| x > 0.0).count(), 1, "{per:?}");
+        assert_eq!(
+            per.iter().filter(|x| x.is_some_and(|x| x > 0.0)).count(),
+            1,
+            "{per:?}"
+        );
         assert_eq!(f.aware.mean_ttft_ms, f.one.mean_ttft_ms);
         assert!(f.aware.mean_ttft_ms > f.rr.mean_ttft_ms);
     }
@@ -268,7 +272,7 @@ fn session_affinity_keeps_sessions_on_their_replicas() {
     );
     assert!(rate(&sticky) - rate(&rr) > 0.2);
     assert!(
-        per.iter().all(|&x| x > 0.5),
+        per.iter().all(|x| x.is_some_and(|x| x > 0.5)),
         "every replica serves sessions: {per:?}"
     );
 }
@@ -376,7 +380,7 @@ fn a_cpu_tier_raises_the_hit_rate_of_a_small_gpu_cache_and_lowers_its_mean_ttft(
     assert!(gpu_only.prefix_cache_hit_rate_cpu.is_none());
     assert_eq!(
         tiered.replica_prefix_cache_hit_rates_cpu,
-        Some(vec![cpu]),
+        Some(vec![Some(cpu)]),
         "one replica: its rate is the run's"
     );
 }
@@ -482,4 +486,28 @@ fn ttft_by_tier_against_vllms_offloading_blog() {
             );
         }
     }
+}
+
+#[test]
+fn a_replica_given_no_traffic_has_no_hit_rate_not_zero() {
+    // One request on two round-robin replicas: the second admits nothing, so it has no hit
+    // rate (null in JSON), where a rate of 0 would read as a cache that missed.
+    let (text, _) = multi_turn(1, 1, 2, 2, 500);
+    let path = scratch("one-request.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let s = run_toml(&scenario(path.to_str().unwrap(), 2, "round-robin", ""));
+    assert_eq!(s.completed, 1);
+    let per = s.replica_prefix_cache_hit_rates.clone().unwrap();
+    assert_eq!(per.len(), 2, "{per:?}");
+    assert!(per[0].is_some(), "{per:?}");
+    assert_eq!(per[1], None, "{per:?}");
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(
+        json["replica_prefix_cache_hit_rates"][1].is_null(),
+        "{json}"
+    );
+    assert!(
+        json["replica_prefix_cache_hit_rates"][0].is_number(),
+        "{json}"
+    );
 }

@@ -356,11 +356,11 @@ fn with_curves(summary: RunSummary, out: &SimOutput) -> RunResult {
 /// CPU) with KV offloading; dimensionless, 0..1.
 struct PrefixCacheRates {
     all: Option<f64>,
-    replicas: Option<Vec<f64>>,
+    replicas: Option<Vec<Option<f64>>>,
     gpu: Option<f64>,
     cpu: Option<f64>,
-    replicas_gpu: Option<Vec<f64>>,
-    replicas_cpu: Option<Vec<f64>>,
+    replicas_gpu: Option<Vec<Option<f64>>>,
+    replicas_cpu: Option<Vec<Option<f64>>>,
 }
 
 impl PrefixCacheRates {
@@ -369,7 +369,7 @@ impl PrefixCacheRates {
         let all = prefix_hit_rate(tallies);
         PrefixCacheRates {
             all,
-            replicas: all.map(|_| tallies.iter().map(|t| ratio(t.hit, t.prompt)).collect()),
+            replicas: all.map(|_| tallies.iter().map(|t| rate_of(t.hit, t.prompt)).collect()),
             gpu: tier_rate(offload, tallies, gpu_hit),
             cpu: tier_rate(offload, tallies, cpu_hit),
             replicas_gpu: replica_tier_rates(offload, tallies, gpu_hit),
@@ -467,14 +467,20 @@ fn tier_rate(
     (offload && prompt > 0).then(|| ratio(hit, prompt))
 }
 
-/// [`tier_rate`] per replica (0 for a replica that admitted none).
+/// [`tier_rate`] per replica (`None` for a replica that admitted none).
 fn replica_tier_rates(
     offload: bool,
     tallies: &[ContentTokens],
     tier: fn(&ContentTokens) -> u64,
-) -> Option<Vec<f64>> {
+) -> Option<Vec<Option<f64>>> {
     tier_rate(offload, tallies, tier)?;
-    Some(tallies.iter().map(|t| ratio(tier(t), t.prompt)).collect())
+    Some(tallies.iter().map(|t| rate_of(tier(t), t.prompt)).collect())
+}
+
+/// `hit / prompt` tokens, `None` when no prompt token was admitted (a replica given no
+/// traffic has no hit rate, not a rate of 0).
+fn rate_of(hit: u64, prompt: u64) -> Option<f64> {
+    (prompt > 0).then(|| hit as f64 / prompt as f64)
 }
 
 /// Token hit rate of the prefix cache over requests with block identities, `None` when no
