@@ -80,6 +80,13 @@ pub struct Candidate {
     /// Speculative decoding's K (0: off); `None` when the scenario has no `[speculative]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_speculative_tokens: Option<u32>,
+    /// The router its fleet runs behind; `None` when the plan searches no routers (the
+    /// scenario's own, as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<String>,
+    /// CPU KV offload per replica, GiB (0: none); `None` when the plan searches no sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_offloading_size_gib: Option<f64>,
 }
 
 fn is_one(v: &u32) -> bool {
@@ -161,6 +168,14 @@ pub struct CandidateResult {
     pub probes: Vec<Probe>,
     /// Simulations spent on this candidate.
     pub simulations: u64,
+    /// Token-level prefix-cache hit rate of the sized fleet's run at the target (share of
+    /// prompt tokens served from cache, 0..1); `None` without block identities or unless
+    /// feasible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// Of that rate, the share loaded from the CPU offload tier, 0..1 (with offload only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate_cpu: Option<f64>,
 }
 
 /// The batch point: what a million output tokens costs at capacity (no latency SLO) against
@@ -300,6 +315,12 @@ pub struct PlanResult {
     /// the target, and from which batch it stops paying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculation: Option<SpeculationVerdict>,
+    /// The unit of `target_rate_per_s` and of every candidate's `max_rate_per_replica` and
+    /// `rate_in_fleet_per_replica` when it is not requests/s: `sessions/s` for a
+    /// `[workload.sessions]` workload (its arrival rate counts sessions; capacity still
+    /// counts requests). `None`: requests/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_unit: Option<String>,
 }
 
 /// Does speculation pay at the target load? The best feasible fleet with and without it, and
@@ -594,6 +615,8 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         .or(base.scheduler.max_num_seqs.map(|s| vec![s]));
     let moe = crate::model::load_model(&d.model).is_ok_and(|m| m.moe.is_some());
     let ks = speculative_space(base);
+    let routers = router_space(base);
+    let offloads = offload_space(base);
     let mut out = Vec::new();
     for g in &gpus {
         // Without a batch cap in the scenario, each GPU's engine default, as `run` uses.
@@ -605,16 +628,22 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
                 for (dp, ep) in parallel_space(base, moe, tp) {
                     for &s in &seqs {
                         for &k in &ks {
-                            out.push(Candidate {
-                                gpu: g.clone(),
-                                dtype: dt.clone(),
-                                kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
-                                tp,
-                                dp,
-                                ep,
-                                max_num_seqs: s,
-                                num_speculative_tokens: k,
-                            });
+                            for &o in &offloads {
+                                for r in &routers {
+                                    out.push(Candidate {
+                                        gpu: g.clone(),
+                                        dtype: dt.clone(),
+                                        kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
+                                        tp,
+                                        dp,
+                                        ep,
+                                        max_num_seqs: s,
+                                        num_speculative_tokens: k,
+                                        router: r.clone(),
+                                        kv_offloading_size_gib: o,
+                                    });
+                                }
+                            }
                         }
                     }
                 }
@@ -622,6 +651,33 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// The routers to size fleets behind: `plan.routers`; by default, when the workload carries
+/// block identities, the scenario's router and `prefix-aware`; `[None]` otherwise (the
+/// scenario's router, as before).
+fn router_space(base: &Scenario) -> Vec<Option<String>> {
+    if let Some(list) = &base.plan.routers {
+        return list.iter().cloned().map(Some).collect();
+    }
+    if base.workload.block_id_tokens().is_none() {
+        return vec![None];
+    }
+    let own = base.deployment.router.to_string();
+    let mut out = vec![Some(own.clone())];
+    if own != "prefix-aware" {
+        out.push(Some("prefix-aware".into()));
+    }
+    out
+}
+
+/// The CPU offload sizes to try: `plan.kv_offloading_size_gib`, else `[None]` (the
+/// scenario's setting).
+fn offload_space(base: &Scenario) -> Vec<Option<f64>> {
+    match &base.plan.kv_offloading_size_gib {
+        Some(list) => list.iter().copied().map(Some).collect(),
+        None => vec![None],
+    }
 }
 
 /// The speculative K values to try: `plan.speculative`, else 0 and the table's K; `[None]`
@@ -727,6 +783,12 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.autoscale = None;
     s.faults = None;
     s.scheduler.max_num_seqs = Some(c.max_num_seqs);
+    if let Some(r) = c.router.as_deref().and_then(|r| r.parse().ok()) {
+        s.deployment.router = r;
+    }
+    if let Some(g) = c.kv_offloading_size_gib {
+        s.deployment.kv_offloading_size_gib = (g > 0.0).then_some(g);
+    }
     if let (Some(k), Some(spec)) = (c.num_speculative_tokens, &mut s.speculative) {
         spec.num_speculative_tokens = k;
         // A per-position list measured at a larger K holds for its first K positions (the
@@ -827,7 +889,60 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
         }
     }
     check_speculative_space(&s, origin)?;
+    check_reuse_space(&mut s, origin)?;
     Ok(s)
+}
+
+/// `plan.routers` must name routers (canonical names kept, repeats dropped) and
+/// `plan.kv_offloading_size_gib` sizes in GiB within the offload tier's range, which need
+/// prefix caching; neither list may be empty.
+fn check_reuse_space(s: &mut Scenario, origin: &str) -> Result<()> {
+    let empty = |key: &str| Error::config(origin, key, "is empty: list at least one value");
+    if let Some(list) = &mut s.plan.routers {
+        if list.is_empty() {
+            return Err(empty("plan.routers"));
+        }
+        for (i, r) in list.iter_mut().enumerate() {
+            let kind: crate::sim::RouterKind = r
+                .parse()
+                .map_err(|e: String| Error::config(origin, format!("plan.routers[{i}]"), e))?;
+            *r = kind.to_string();
+        }
+        let mut seen = std::collections::HashSet::new();
+        list.retain(|r| seen.insert(r.clone()));
+    }
+    // Prefix caching off in so many words (engines default it on).
+    let prefix = s.scheduler.enable_prefix_caching != Some(false);
+    if let Some(list) = &mut s.plan.kv_offloading_size_gib {
+        if list.is_empty() {
+            return Err(empty("plan.kv_offloading_size_gib"));
+        }
+        let max = crate::scenario::offload::MAX_SIZE_GIB;
+        for (i, &g) in list.iter().enumerate() {
+            let key = format!("plan.kv_offloading_size_gib[{i}]");
+            if !(0.0..=max).contains(&g) {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be a size in GiB in [0, {max}], got {g}"),
+                ));
+            }
+            if g > 0.0 && !prefix {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    "KV offloading needs prefix caching (scheduler.enable_prefix_caching = true)",
+                ));
+            }
+        }
+        let mut seen = Vec::<f64>::new();
+        list.retain(|g| {
+            let new = !seen.contains(g);
+            seen.push(*g);
+            new
+        });
+    }
+    Ok(())
 }
 
 /// `plan.speculative` needs a `[speculative]` table whose acceptance holds at every K listed:
@@ -920,8 +1035,15 @@ impl Candidate {
             Some(0) => " no-spec".into(),
             Some(k) => format!(" spec K{k}"),
         };
+        let router = self
+            .router
+            .as_ref()
+            .map_or(String::new(), |r| format!(" {r}"));
+        let cpu = self
+            .kv_offloading_size_gib
+            .map_or(String::new(), |g| format!(" cpu {g} GiB"));
         format!(
-            "{} {} {} seqs {}{spec}",
+            "{} {} {} seqs {}{spec}{router}{cpu}",
             self.gpu,
             self.dtype,
             self.parallelism(),
@@ -942,6 +1064,14 @@ impl Candidate {
     pub fn gpus(&self) -> u32 {
         self.tp.saturating_mul(self.dp)
     }
+
+    /// The candidate without its router, as a key: one replica measures the same whatever
+    /// the router.
+    fn one_replica_key(&self) -> String {
+        let mut c = self.clone();
+        c.router = None;
+        format!("{c:?}")
+    }
 }
 
 /// Settings shared by every candidate's search.
@@ -953,6 +1083,42 @@ struct Ctx<'a> {
     ratio: f64,
     max_replicas: u32,
     scale: f64,
+    /// One-replica measurements shared by candidates that differ only in the router (one
+    /// replica sees every request whatever the router): capacity and rate search, by
+    /// [`Candidate::one_replica_key`].
+    memo: Memo,
+}
+
+/// A one-replica measurement per key, computed once: later askers wait for the first.
+type MemoCell<T> = std::sync::Arc<std::sync::Mutex<Option<T>>>;
+
+/// [`Ctx::memo`]'s two tables.
+#[derive(Default)]
+struct Memo {
+    capacity: std::sync::Mutex<std::collections::HashMap<String, MemoCell<LoadMeasurement>>>,
+    rate: std::sync::Mutex<std::collections::HashMap<String, MemoCell<search::RateSearch>>>,
+}
+
+/// The value of `key` in `table`, computed by `f` when absent (errors are not kept); the
+/// bool says whether it was computed here (its simulations are this caller's).
+fn memoized<T: Clone>(
+    table: &std::sync::Mutex<std::collections::HashMap<String, MemoCell<T>>>,
+    key: String,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<(T, bool)> {
+    let cell = table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_default()
+        .clone();
+    let mut slot = cell.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = slot.as_ref() {
+        return Ok((v.clone(), false));
+    }
+    let v = f()?;
+    *slot = Some(v.clone());
+    Ok((v, true))
 }
 
 /// Where a candidate stands after the first phase.
@@ -994,6 +1160,8 @@ fn empty_result(c: &Candidate) -> CandidateResult {
         cost_at_capacity: None,
         probes: Vec::new(),
         simulations: 0,
+        prefix_cache_hit_rate: None,
+        prefix_cache_hit_rate_cpu: None,
     }
 }
 
@@ -1027,6 +1195,7 @@ fn set_fleet(
     m: &LoadMeasurement,
     ratio: f64,
     factor: f64,
+    block_ids: bool,
 ) {
     // In [target / R, target / (R - 1)), a hair inside so that ROUNDUP(target / rate) = R.
     let lo = target / replicas as f64 * (1.0 + 1e-9);
@@ -1046,6 +1215,11 @@ fn set_fleet(
         input * factor,
         ratio,
     ));
+    let run = &m.summary;
+    if let Some(h) = run.prefix_cache_hit_rate.filter(|_| block_ids) {
+        r.prefix_cache_hit_rate = Some(h);
+        r.prefix_cache_hit_rate_cpu = run.prefix_cache_hit_rate_cpu;
+    }
 }
 
 impl Ctx<'_> {
@@ -1063,14 +1237,20 @@ impl Ctx<'_> {
         r.price_usd_per_gpu_hour = price;
         r.kv_capacity_tokens = kv_tokens;
         let sc = candidate_scenario(self.base, c, self.scale);
-        let cap = match search::capacity(&sc, self.origin) {
-            Ok(m) => m,
+        let cap = match memoized(&self.memo.capacity, c.one_replica_key(), || {
+            search::capacity(&sc, self.origin)
+        }) {
+            Ok((m, fresh)) => {
+                if fresh {
+                    r.simulations += m.simulations as u64;
+                }
+                m
+            }
             Err(e) => {
                 r.note = Some(e.to_string());
                 return Phase1::Done(Box::new(r));
             }
         };
-        r.simulations += cap.simulations as u64;
         let s = cap.steady();
         r.capacity_rate_per_replica = s.request_throughput;
         r.capacity_output_tokens_per_s = s.output_throughput.value;
@@ -1096,9 +1276,12 @@ impl Ctx<'_> {
             scenario,
             ..
         } = p;
-        let rs =
-            search::max_sustainable_rate(&scenario, self.origin, result.capacity_rate_per_replica)?;
-        result.simulations += rs.simulations;
+        let (rs, fresh) = memoized(&self.memo.rate, result.candidate.one_replica_key(), || {
+            search::max_sustainable_rate(&scenario, self.origin, result.capacity_rate_per_replica)
+        })?;
+        if fresh {
+            result.simulations += rs.simulations;
+        }
         result.binding = rs.binding.clone();
         result.probes = rs.probes.clone();
         if rs.max_rate_per_s <= 0.0 {
@@ -1168,6 +1351,7 @@ impl Ctx<'_> {
             &sizing.holds,
             self.ratio,
             sizing.fleet_factor(),
+            self.base.workload.block_id_tokens().is_some(),
         );
         Ok((result, Some(sizing)))
     }
@@ -1360,6 +1544,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
                 .headroom
                 .unwrap_or(0.0)
                 .max(validated.unwrap_or(0.0)),
+        memo: Memo::default(),
     };
 
     let prelim = capacities(&ctx, &space, entries);
@@ -1437,6 +1622,11 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
             disaggregated,
             recommendation: None,
             speculation,
+            rate_unit: base
+                .workload
+                .sessions
+                .as_ref()
+                .map(|_| "sessions/s".to_string()),
         },
         verification_run,
     })
@@ -1689,6 +1879,7 @@ fn chosen_detail(
         &verification,
         ctx.ratio,
         1.0,
+        ctx.base.workload.block_id_tokens().is_some(),
     );
     // A large fleet's headroom is measured on a shard at its share of the target.
     let r = sizing.replicas;

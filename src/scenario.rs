@@ -388,6 +388,15 @@ pub struct PlanConfig {
     /// off); needs a `[speculative]` table. Default with the table: 0 and the table's K.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<Vec<u32>>,
+    /// Routers to size each candidate's fleet behind (names as `deployment.router`). Default
+    /// when the workload carries block identities (sessions, a Mooncake trace): the
+    /// scenario's router and `prefix-aware`; else the scenario's router alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routers: Option<Vec<String>>,
+    /// CPU KV offload sizes per replica to try, GiB (0: none; as
+    /// `deployment.kv_offloading_size_gib`). Default: the scenario's setting alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offloading_size_gib: Option<Vec<f64>>,
 }
 
 /// How steady-state figures are measured (`[measure]`): by plan, sweep and the curves, which

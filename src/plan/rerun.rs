@@ -13,6 +13,14 @@ use crate::scenario::Scenario;
 /// runs have none).
 pub(crate) fn length_overrides(base: &Scenario, m: &LoadMeasurement) -> Vec<String> {
     let mut sets = vec![format!("workload.num_requests={}", m.requests)];
+    if base
+        .workload
+        .sessions
+        .as_ref()
+        .is_some_and(|x| x.num_sessions.is_some())
+    {
+        sets.push(format!("workload.sessions.num_sessions={}", m.requests));
+    }
     if let Some(d) = base.workload.duration_s {
         // The last arrival comes at most `duration` after the first, which comes first.
         let bound = 2.0 * (m.summary.duration + 1.0);
@@ -93,6 +101,12 @@ fn deployment_overrides(
             "deployment.step_time_scale={}",
             base.deployment.step_time_scale * scale
         ));
+    }
+    if let Some(r) = &c.router {
+        sets.push(format!("deployment.router={r}"));
+    }
+    if let Some(g) = c.kv_offloading_size_gib {
+        sets.push(format!("deployment.kv_offloading_size_gib={g}"));
     }
     if let Some(k) = c.num_speculative_tokens {
         sets.push(format!("speculative.num_speculative_tokens={k}"));

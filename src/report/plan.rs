@@ -286,10 +286,86 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
     ]
 }
 
+/// The terminal table's columns and rows: [`TABLE_COLUMNS`], with `router` and `cpu GiB`
+/// after `seqs` when the plan searches them, and `hit%` (the sized fleet's prefix-cache hit
+/// rate) before `note` when the workload carries block identities.
+fn candidate_table(p: &PlanResult) -> (Vec<(&'static str, usize, bool)>, Vec<Vec<String>>) {
+    let shown = &p.candidates[..p.candidates.len().min(TABLE_ROWS)];
+    let mut columns = TABLE_COLUMNS.to_vec();
+    let mut rows: Vec<Vec<String>> = shown
+        .iter()
+        .enumerate()
+        .map(|(i, c)| table_row(i, c).to_vec())
+        .collect();
+    let router = p.candidates.iter().any(|c| c.candidate.router.is_some());
+    let offload = p
+        .candidates
+        .iter()
+        .any(|c| c.candidate.kv_offloading_size_gib.is_some());
+    let hits = p.rate_unit.is_some()
+        || p.candidates.iter().any(|c| c.prefix_cache_hit_rate.is_some());
+    let note = columns.len() - 1;
+    if hits {
+        columns.insert(note, ("hit%", 5, true));
+        for (row, c) in rows.iter_mut().zip(shown) {
+            let cell = match (c.prefix_cache_hit_rate, c.prefix_cache_hit_rate_cpu) {
+                (Some(h), Some(cpu)) if cpu > 0.0 => {
+                    format!("{:.1} ({:.1} cpu)", 100.0 * h, 100.0 * cpu)
+                }
+                (Some(h), _) => format!("{:.1}", 100.0 * h),
+                (None, _) => "-".into(),
+            };
+            row.insert(note, cell);
+        }
+    }
+    let seqs = 5;
+    if offload {
+        columns.insert(seqs, ("cpu GiB", 7, true));
+        for (row, c) in rows.iter_mut().zip(shown) {
+            let g = c.candidate.kv_offloading_size_gib.unwrap_or(0.0);
+            row.insert(seqs, format!("{g}"));
+        }
+    }
+    if router {
+        columns.insert(seqs, ("router", 17, false));
+        for (row, c) in rows.iter_mut().zip(shown) {
+            row.insert(seqs, c.candidate.router.clone().unwrap_or_default());
+        }
+    }
+    (columns, rows)
+}
+
+/// Under the table, with sessions or searched routers: the rate units, and which routers
+/// were searched and why.
+fn reuse_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
+    if let Some(u) = &p.rate_unit {
+        let _ = writeln!(
+            t,
+            "units: target and max/rep in {u} (workload.arrival counts sessions), cap/rep in requests/s; hit%: prompt tokens served from the prefix cache in the sized fleet's run"
+        );
+    }
+    let mut routers: Vec<&str> = Vec::new();
+    for c in &p.candidates {
+        if let Some(r) = c.candidate.router.as_deref() {
+            if !routers.contains(&r) {
+                routers.push(r);
+            }
+        }
+    }
+    if !routers.is_empty() {
+        let why = if sc.plan.routers.is_some() {
+            "plan.routers"
+        } else {
+            "default for a workload with block identities: the scenario's router and prefix-aware; plan.routers sets them"
+        };
+        let _ = writeln!(t, "routers searched: {} ({why})", routers.join(", "));
+    }
+}
+
 /// Writes the header and `rows` in columns as wide as their widest cell, one space apart, so
 /// no two columns run together whatever the figures.
-fn write_columns(t: &mut String, rows: &[[String; 13]]) {
-    let widths: Vec<usize> = TABLE_COLUMNS
+fn write_columns(t: &mut String, columns: &[(&str, usize, bool)], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = columns
         .iter()
         .enumerate()
         .map(|(j, (h, min, _))| {
@@ -300,11 +376,11 @@ fn write_columns(t: &mut String, rows: &[[String; 13]]) {
                 .unwrap_or(0)
         })
         .collect();
-    let header: [String; 13] = TABLE_COLUMNS.map(|(h, _, _)| h.to_string());
+    let header: Vec<String> = columns.iter().map(|(h, _, _)| h.to_string()).collect();
     for row in std::iter::once(&header).chain(rows) {
         let mut line = String::new();
         for (j, cell) in row.iter().enumerate() {
-            let (_, _, right) = TABLE_COLUMNS[j];
+            let (_, _, right) = columns[j];
             if j > 0 {
                 line.push(' ');
             }
@@ -339,21 +415,16 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     .collect();
     let _ = writeln!(
         t,
-        "============ servesim plan: {} ============\n{} at {:.2} req/s; SLOs: {}; goodput >= {:.0}%",
+        "============ servesim plan: {} ============\n{} at {:.2} {}; SLOs: {}; goodput >= {:.0}%",
         sc.name,
         sc.deployment.model,
         p.target_rate_per_s,
+        p.rate_unit.as_deref().unwrap_or("req/s"),
         if slos.is_empty() { "none".into() } else { slos.join(", ") },
         100.0 * p.goodput_threshold
     );
-    let rows: Vec<[String; 13]> = p
-        .candidates
-        .iter()
-        .enumerate()
-        .take(TABLE_ROWS)
-        .map(|(i, c)| table_row(i, c))
-        .collect();
-    write_columns(&mut t, &rows);
+    let (columns, rows) = candidate_table(p);
+    write_columns(&mut t, &columns, &rows);
     if p.candidates.len() > TABLE_ROWS {
         let _ = writeln!(
             t,
@@ -361,6 +432,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             p.candidates.len() - TABLE_ROWS
         );
     }
+    reuse_lines(&mut t, sc, p);
     below_table_lines(&mut t, p, TABLE_ROWS);
     let pruned = p
         .candidates
@@ -454,10 +526,11 @@ fn write_chosen_text(
     );
     let _ = writeln!(
         t,
-        "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} req/s within the SLOs; binding: {}",
+        "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} {} within the SLOs; binding: {}",
         c.capacity_rate_per_replica,
         c.capacity_output_tokens_per_s,
         c.max_rate_per_replica,
+        p.rate_unit.as_deref().unwrap_or("req/s"),
         c.binding
             .as_ref()
             .map_or("none found".to_string(), |b| format!(
@@ -471,8 +544,10 @@ fn write_chosen_text(
         "{}",
         fleet_line(
             &format!(
-                "fleet of {} at {:.2} req/s",
-                d.fleet.replicas, p.target_rate_per_s
+                "fleet of {} at {:.2} {}",
+                d.fleet.replicas,
+                p.target_rate_per_s,
+                p.rate_unit.as_deref().unwrap_or("req/s")
             ),
             &d.verification,
             None

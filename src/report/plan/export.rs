@@ -99,6 +99,7 @@ impl ToTable for PlanResult {
             with_xpyd_rows(&mut columns, &mut rows, x);
         }
         with_speculative_column(&mut columns, &mut rows, self);
+        with_reuse_columns(&mut columns, &mut rows, self);
         Cow::Owned(TableSheet {
             name: "Search".into(),
             columns,
@@ -129,6 +130,54 @@ fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>
         .map(|c| f64::from(c.candidate.num_speculative_tokens.unwrap_or(0)));
     for row in rows.iter_mut() {
         row.insert(at, CellValue::Number(ks.next().unwrap_or(f64::NAN)));
+    }
+}
+
+/// With searched routers or offload sizes, or a workload with block identities: `router`,
+/// `kv_offloading_size_gib` and the fleet's prefix-cache hit rates (overall, CPU tier) before
+/// `note`; with sessions the rate columns say `sessions/s`. Nothing otherwise, so a plan
+/// without them reads as before. Rows after the colocated candidates (xPyD) get empty cells.
+fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
+    let searched = p.candidates.iter().any(|c| {
+        c.candidate.router.is_some() || c.candidate.kv_offloading_size_gib.is_some()
+    });
+    if !searched && p.rate_unit.is_none() && p.candidates.iter().all(|c| c.prefix_cache_hit_rate.is_none()) {
+        return;
+    }
+    if let Some(u) = &p.rate_unit {
+        for c in columns.iter_mut() {
+            if c.starts_with("max_rate_per_replica") {
+                *c = format!("max_rate_per_replica ({u})");
+            }
+        }
+    }
+    let at = columns.iter().position(|c| c == "note").unwrap_or(columns.len());
+    for (k, name) in [
+        "router",
+        "kv_offloading_size_gib",
+        "prefix_cache_hit_rate",
+        "prefix_cache_hit_rate_cpu",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        columns.insert(at + k, name.into());
+    }
+    let nan = f64::NAN;
+    for (i, row) in rows.iter_mut().enumerate() {
+        let c = p.candidates.get(i);
+        let cells = [
+            c.and_then(|c| c.candidate.router.clone())
+                .unwrap_or_default()
+                .into(),
+            CellValue::Number(c.and_then(|c| c.candidate.kv_offloading_size_gib).unwrap_or(nan)),
+            CellValue::Number(c.and_then(|c| c.prefix_cache_hit_rate).unwrap_or(nan)),
+            CellValue::Number(c.and_then(|c| c.prefix_cache_hit_rate_cpu).unwrap_or(nan)),
+        ];
+        let at = at.min(row.len());
+        for (k, cell) in cells.into_iter().enumerate() {
+            row.insert(at + k, cell);
+        }
     }
 }
 
