@@ -222,6 +222,97 @@ fn the_deepseek_v3_chat_plan_fits_and_its_printed_line_meets_the_slos() {
     );
 }
 
+/// Planning with KV reuse (issue 32, Deliver 4): a session workload whose prompts are mostly
+/// each session's own history. The plan sizes every (offload size, router) pair; the
+/// prefix-aware router keeps a session's turns where its history is cached, so its fleets hit
+/// the cache far more often than round-robin's and need fewer replicas (as simulated, not
+/// preferred: both routers share one one-replica measurement, only the fleet differs). The
+/// printed line carries the router and the offload size, holds as printed with the hit rate
+/// the plan reports, and one replica fewer misses.
+#[test]
+fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
+    let p = plan(Some("scenarios/agent-sessions.toml"), &[]);
+    assert_eq!(p["rate_unit"], "sessions/s");
+    check_the_printed_line(&p);
+    let cands = p["candidates"].as_array().unwrap();
+    let find = |router: &str, gib: f64| {
+        cands
+            .iter()
+            .find(|c| {
+                c["candidate"]["router"] == router
+                    && c["candidate"]["kv_offloading_size_gib"].as_f64() == Some(gib)
+            })
+            .unwrap_or_else(|| panic!("no candidate {router} {gib} GiB"))
+    };
+    for gib in [0.0, 64.0] {
+        let (pa, rr) = (find("prefix-aware", gib), find("round-robin", gib));
+        for c in [pa, rr] {
+            assert_eq!(c["status"], "feasible", "{c}");
+        }
+        // One replica sees every turn whatever the router: the same measurement.
+        assert_eq!(pa["max_rate_per_replica"], rr["max_rate_per_replica"]);
+        let hit = |c: &Value| c["prefix_cache_hit_rate"].as_f64().unwrap();
+        assert!(hit(pa) > hit(rr) + 0.2, "{} vs {}", hit(pa), hit(rr));
+        assert!(pa["replicas"].as_u64() < rr["replicas"].as_u64());
+        if gib > 0.0 {
+            assert!(rr["prefix_cache_hit_rate_cpu"].as_f64().unwrap() > 0.0);
+        } else {
+            assert!(pa["prefix_cache_hit_rate_cpu"].is_null());
+        }
+    }
+    let i = p["chosen"].as_u64().unwrap() as usize;
+    let chosen = &cands[i];
+    assert_eq!(chosen["candidate"]["router"], "prefix-aware");
+    // The printed line, run as printed, reports the hit rate the plan shows.
+    let line = p["detail"]["run_command"].as_str().unwrap();
+    assert!(line.contains("deployment.router=prefix-aware"), "{line}");
+    assert!(
+        line.contains("deployment.kv_offloading_size_gib="),
+        "{line}"
+    );
+    let run = run_words(&shell_words(line));
+    assert_eq!(
+        run["prefix_cache_hit_rate"], chosen["prefix_cache_hit_rate"],
+        "{line}"
+    );
+}
+
+/// Bad `[plan]` reuse keys: exit 2 with the file, the key and the reason, before any run.
+#[test]
+fn bad_plan_routers_and_offload_sizes_are_named() {
+    let base = std::fs::read_to_string("scenarios/agent-sessions.toml").unwrap();
+    let (head, _) = base.split_once("[plan]").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, want) in [
+        (
+            "routers = [\"nope\"]",
+            "plan.routers[0]: unknown router 'nope'",
+        ),
+        ("routers = []", "plan.routers: is empty"),
+        (
+            "kv_offloading_size_gib = [0, -1]",
+            "plan.kv_offloading_size_gib[1]: must be a size in GiB",
+        ),
+        (
+            "kv_offloading_size_gib = []",
+            "plan.kv_offloading_size_gib: is empty",
+        ),
+    ] {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(
+            &path,
+            format!("{head}[plan]\ngpus = [\"h100-sxm\"]\n{extra}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = servesim(&["plan", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert!(
+            err.contains("bad.toml") && err.contains(want),
+            "{extra}: {err}"
+        );
+    }
+}
+
 #[test]
 fn the_default_plan_holds_and_one_replica_fewer_misses() {
     check_holds_and_one_fewer_misses(None);
@@ -299,6 +390,7 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
         "deepseek-v3-chat.toml",
         "mlperf/llama2-70b-server-h100.toml",
         "mlperf/llama2-70b-server-h200.toml",
+        "agent-sessions.toml",
     ];
     // The scenarios and those of their sub-folders (scenarios/mlperf/), named from scenarios/.
     let mut files = Vec::new();

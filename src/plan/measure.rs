@@ -186,7 +186,12 @@ pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
     s.workload.duration_s = None;
     // Sessions stop at num_requests: each sends at least one request, so a session cap as
     // large never binds first (`rerun::length_overrides` prints the same).
-    if let Some(ss) = s.workload.sessions.as_mut().filter(|x| x.num_sessions.is_some()) {
+    if let Some(ss) = s
+        .workload
+        .sessions
+        .as_mut()
+        .filter(|x| x.num_sessions.is_some())
+    {
         ss.num_sessions = Some(requests);
     }
     s

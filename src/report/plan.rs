@@ -303,7 +303,9 @@ fn candidate_table(p: &PlanResult) -> (Vec<(&'static str, usize, bool)>, Vec<Vec
         .iter()
         .any(|c| c.candidate.kv_offloading_size_gib.is_some());
     let hits = p.rate_unit.is_some()
-        || p.candidates.iter().any(|c| c.prefix_cache_hit_rate.is_some());
+        || p.candidates
+            .iter()
+            .any(|c| c.prefix_cache_hit_rate.is_some());
     let note = columns.len() - 1;
     if hits {
         columns.insert(note, ("hit%", 5, true));
@@ -413,7 +415,8 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     .into_iter()
     .flatten()
     .collect();
-    let _ = writeln!(
+    let _ =
+        writeln!(
         t,
         "============ servesim plan: {} ============\n{} at {:.2} {}; SLOs: {}; goodput >= {:.0}%",
         sc.name,

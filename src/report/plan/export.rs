@@ -138,10 +138,16 @@ fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>
 /// `note`; with sessions the rate columns say `sessions/s`. Nothing otherwise, so a plan
 /// without them reads as before. Rows after the colocated candidates (xPyD) get empty cells.
 fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
-    let searched = p.candidates.iter().any(|c| {
-        c.candidate.router.is_some() || c.candidate.kv_offloading_size_gib.is_some()
-    });
-    if !searched && p.rate_unit.is_none() && p.candidates.iter().all(|c| c.prefix_cache_hit_rate.is_none()) {
+    let searched = p
+        .candidates
+        .iter()
+        .any(|c| c.candidate.router.is_some() || c.candidate.kv_offloading_size_gib.is_some());
+    if !searched
+        && p.rate_unit.is_none()
+        && p.candidates
+            .iter()
+            .all(|c| c.prefix_cache_hit_rate.is_none())
+    {
         return;
     }
     if let Some(u) = &p.rate_unit {
@@ -151,7 +157,10 @@ fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p:
             }
         }
     }
-    let at = columns.iter().position(|c| c == "note").unwrap_or(columns.len());
+    let at = columns
+        .iter()
+        .position(|c| c == "note")
+        .unwrap_or(columns.len());
     for (k, name) in [
         "router",
         "kv_offloading_size_gib",
@@ -170,7 +179,10 @@ fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p:
             c.and_then(|c| c.candidate.router.clone())
                 .unwrap_or_default()
                 .into(),
-            CellValue::Number(c.and_then(|c| c.candidate.kv_offloading_size_gib).unwrap_or(nan)),
+            CellValue::Number(
+                c.and_then(|c| c.candidate.kv_offloading_size_gib)
+                    .unwrap_or(nan),
+            ),
             CellValue::Number(c.and_then(|c| c.prefix_cache_hit_rate).unwrap_or(nan)),
             CellValue::Number(c.and_then(|c| c.prefix_cache_hit_rate_cpu).unwrap_or(nan)),
         ];
