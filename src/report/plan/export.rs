@@ -375,8 +375,12 @@ impl CostWorkbookExporter {
 
 /// A candidate's name in the workbook: GPU, format, parallelism, max_num_seqs.
 fn candidate_label(c: &crate::plan::Candidate) -> String {
+    let router = c.router.as_ref().map_or(String::new(), |r| format!(" {r}"));
+    let cpu = c
+        .kv_offloading_size_gib
+        .map_or(String::new(), |g| format!(" cpu {g} GiB"));
     format!(
-        "{} {} {} seqs{}",
+        "{} {} {} seqs{}{router}{cpu}",
         c.gpu,
         c.dtype,
         c.parallelism(),

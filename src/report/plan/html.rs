@@ -163,6 +163,31 @@ fn seqs_cell(seqs: u32, k: Option<u32>) -> String {
     }
 }
 
+/// A candidate's note, led by its router, CPU offload size and fleet hit rate when the plan
+/// searched them or the workload carries block identities (else the note alone, as before).
+fn reuse_note(c: &crate::plan::CandidateResult) -> String {
+    let mut lead = Vec::new();
+    if let Some(r) = &c.candidate.router {
+        lead.push(format!("router {r}"));
+    }
+    if let Some(g) = c.candidate.kv_offloading_size_gib {
+        lead.push(format!("CPU offload {g} GiB"));
+    }
+    if let Some(h) = c.prefix_cache_hit_rate {
+        let cpu = c
+            .prefix_cache_hit_rate_cpu
+            .filter(|&x| x > 0.0)
+            .map_or(String::new(), |x| format!(" ({:.1}% from CPU)", 100.0 * x));
+        lead.push(format!("prefix-cache hit rate {:.1}%{cpu}", 100.0 * h));
+    }
+    let note = c.note.as_deref().unwrap_or("");
+    match (lead.is_empty(), note.is_empty()) {
+        (true, _) => note.to_string(),
+        (false, true) => lead.join(", "),
+        (false, false) => format!("{}; {note}", lead.join(", ")),
+    }
+}
+
 fn table(out: &mut String, p: &PlanResult) {
     out.push_str("<div class=\"wrap\"><table id=\"candidates\"><thead><tr>");
     for (key, title, num) in COLUMNS {
@@ -220,7 +245,7 @@ fn table(out: &mut String, p: &PlanResult) {
                     .map(|x| x.usd_per_million_output_tokens),
                 3
             ),
-            escape(c.note.as_deref().unwrap_or(""))
+            escape(&reuse_note(c))
         );
     }
     out.push_str("</tbody></table></div>");
