@@ -286,10 +286,13 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
     ]
 }
 
+/// A table column: header, narrowest width, right-aligned.
+type Column = (&'static str, usize, bool);
+
 /// The terminal table's columns and rows: [`TABLE_COLUMNS`], with `router` and `cpu GiB`
 /// after `seqs` when the plan searches them, and `hit%` (the sized fleet's prefix-cache hit
 /// rate) before `note` when the workload carries block identities.
-fn candidate_table(p: &PlanResult) -> (Vec<(&'static str, usize, bool)>, Vec<Vec<String>>) {
+fn candidate_table(p: &PlanResult) -> (Vec<Column>, Vec<Vec<String>>) {
     let shown = &p.candidates[..p.candidates.len().min(TABLE_ROWS)];
     let mut columns = TABLE_COLUMNS.to_vec();
     let mut rows: Vec<Vec<String>> = shown
