@@ -253,17 +253,16 @@ impl StepTimeModel {
         kernels::gemm_math_s(g, tokens, k, n, f.bytes(), self.dep.math(f))
     }
 
-    /// The routed experts of one MoE layer on one GPU for `tokens` tokens per data-parallel
-    /// rank: (grouped GEMM time, its weight streaming, routing and permutation kernels,
+    /// The routed experts of one MoE layer on one GPU for `tokens` tokens on this GPU's
+    /// data-parallel rank and `all` tokens over all ranks: (grouped GEMM time, its weight streaming, routing and permutation kernels,
     /// expert communication). Experts split tensor-parallel (EP 1) run every token of every
     /// rank through a slice of each active expert; expert-parallel ranks run whole experts
     /// for the pairs routed to them, and the busiest rank sets the pace
     /// ([`parallel::expert_straggler`]).
-    fn expert_terms(&self, x: &ExpertShape, tokens: f64) -> (f64, f64, f64, f64) {
+    fn expert_terms(&self, x: &ExpertShape, tokens: f64, all: f64) -> (f64, f64, f64, f64) {
         let g = &self.queued_gpu;
         let dep = &self.dep;
         let h = self.dep.model.hidden_size as f64;
-        let all = tokens * self.dp;
         let gpus = dep.gpus();
         let active = kernels::expected_active_experts(all, x.experts, x.top_k);
         let (routed, work) = if dep.ep <= 1 {
@@ -307,8 +306,16 @@ impl StepTimeModel {
         (t, st, routing, comm)
     }
 
-    /// Token-count terms for the whole model at `tokens` tokens per data-parallel rank.
+    /// Token-count terms for the whole model at `tokens` tokens per data-parallel rank (every
+    /// rank the same).
     fn token_terms(&self, tokens: f64) -> TokenTerms {
+        self.token_terms_at(tokens, tokens * self.dp)
+    }
+
+    /// Token-count terms for the whole model on the busiest data-parallel rank: `tokens` of
+    /// its own through the dense layers and attention projections, `all` tokens of every
+    /// rank through the MoE layers' experts (gathered, or dispatched by the all-to-all).
+    fn token_terms_at(&self, tokens: f64, all: f64) -> TokenTerms {
         let mut out = TokenTerms::default();
         if tokens <= 0.0 {
             return out;
@@ -334,7 +341,7 @@ impl StepTimeModel {
             }
             let mut layer_ar = 2.0 * allreduce;
             if let (true, Some(x)) = (c.moe, &self.experts) {
-                let (t, st, routing, moe_comm) = self.expert_terms(x, tokens);
+                let (t, st, routing, moe_comm) = self.expert_terms(x, tokens, all);
                 gemm += t;
                 stream += st;
                 moe_small = routing;
@@ -366,7 +373,7 @@ impl StepTimeModel {
             return StepBreakdown::default();
         }
         let g = &self.queued_gpu;
-        let x = self.token_terms(self.padded_tokens(b) as f64);
+        let x = self.rank_token_terms(b);
         let sampled = self.lm_head_rows(b);
         let (lm_head_s, _) = self.gemm_time(g, self.lm_head.0, self.lm_head.1, sampled);
         let attention_s = self.attention_time(b);
@@ -437,7 +444,8 @@ impl StepTimeModel {
     }
 
     /// Decode and prefill attention of every layer on one GPU. With attention data
-    /// parallelism each rank attends for its share of the requests (the batch split evenly).
+    /// parallelism each rank attends for its share of the decoding requests (split evenly)
+    /// and the busiest rank for its prompt chunks.
     /// Window layers read `window` tokens per decoding request; chunked and window layers'
     /// prefill rows read at most their chunk or window of keys.
     fn attention_time(&self, b: &BatchShape) -> f64 {
@@ -445,8 +453,9 @@ impl StepTimeModel {
         let dp = self.dp;
         let ctx = b.decode_context_tokens as f64 / dp;
         let hbm = self.decode_hbm_context_tokens(b) / dp;
-        let units = b.prefill_attention_units / dp;
-        let prefill = b.prefill_tokens as f64 / dp;
+        // Prompt chunks run on the ranks that hold them (see `rank_tokens`).
+        let units = b.prefill_attention_units / self.prefill_ranks(b);
+        let prefill = b.prefill_tokens as f64 / self.prefill_ranks(b);
         let seqs = b.decode_seqs as f64 / dp;
         let mut total = 0.0;
         for a in &self.attention {
@@ -473,9 +482,35 @@ impl StepTimeModel {
         total
     }
 
-    /// Tokens of the iteration on one data-parallel rank (the batch split evenly).
+    /// Tokens of the iteration on the busiest data-parallel rank. TensorRT-LLM and vLLM
+    /// balance requests over the ranks by count, so the decoding requests split evenly; a
+    /// prompt chunk runs on the one rank that holds its request, so the prefill tokens split
+    /// over at most `prefill_seqs` ranks ([`StepTimeModel::prefill_ranks`]). The ranks meet
+    /// at every MoE layer's collectives, so the iteration waits for the busiest one.
     fn rank_tokens(&self, b: &BatchShape) -> u32 {
-        b.tokens().div_ceil(self.dep.dp.max(1))
+        let dp = self.dep.dp.max(1);
+        if dp == 1 || b.prefill_tokens == 0 {
+            return b.tokens().div_ceil(dp);
+        }
+        b.decode_seqs.div_ceil(dp) + b.prefill_tokens.div_ceil(self.prefill_ranks(b) as u32)
+    }
+
+    /// Data-parallel ranks the iteration's prompt chunks run on: one per prefilling request,
+    /// at most `dp` (1 without data parallelism).
+    fn prefill_ranks(&self, b: &BatchShape) -> f64 {
+        b.prefill_seqs.clamp(1, self.dep.dp.max(1)) as f64
+    }
+
+    /// The token-count terms of iteration `b` on its busiest rank: from the table when every
+    /// rank runs the same tokens (one rank, or a decode-only batch split evenly), otherwise
+    /// the busiest rank's own tokens through the dense layers and all ranks' tokens through
+    /// the experts.
+    fn rank_token_terms(&self, b: &BatchShape) -> TokenTerms {
+        let t = self.padded_tokens(b) as f64;
+        if self.dep.dp <= 1 || b.prefill_tokens == 0 {
+            return self.token_terms(t);
+        }
+        self.token_terms_at(t, b.tokens() as f64)
     }
 
     /// Whether the iteration replays a CUDA graph: the engine captures graphs, the iteration
@@ -722,7 +757,12 @@ impl StepTimeModel {
         if b.prefill_tokens == 0 {
             return self.decode_step(b)?.ns_at(b.decode_context_tokens);
         }
-        let table = self.token_table_ns(self.padded_tokens(b) as usize)?;
+        let table = if self.dep.dp <= 1 {
+            self.token_table_ns(self.padded_tokens(b) as usize)?
+        } else {
+            let x = self.rank_token_terms(b);
+            secs_to_ns(x.gemm + x.small + x.allreduce + x.expert_comm)?
+        };
         let g = &self.queued_gpu;
         let sampled = self.lm_head_rows(b);
         let lm = self.gemm_time(g, self.lm_head.0, self.lm_head.1, sampled).0
