@@ -325,6 +325,28 @@ pub struct EngineProfile {
     /// draft counted by the memory profile, K lookahead slots, no limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeDefaults>,
+    /// The engine's fused-MoE kernel chain (absent: the grouped GEMMs gather their rows).
+    #[serde(default, skip_serializing_if = "MoeKernels::is_default")]
+    pub moe: MoeKernels,
+}
+
+/// The engine's fused-MoE kernel chain, beyond what every fused MoE runs (routing, alignment,
+/// the grouped GEMMs, activation, the weighted sum back into token order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeKernels {
+    /// Each routed token is copied into expert order (quantized to the GEMMs' input format)
+    /// by a kernel of its own before the grouped GEMMs, with a three-kernel sort prologue
+    /// above 256 tokens: TensorRT-LLM's CUTLASS MoE (`roofline::kernels::expand_rows_s`).
+    /// `false`: the grouped GEMMs gather the rows themselves (vLLM's Triton fused_moe).
+    #[serde(default)]
+    pub expand_rows: bool,
+}
+
+impl MoeKernels {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Names of the embedded engine profiles.

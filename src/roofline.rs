@@ -274,6 +274,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
+                expand_rows: dep.engine.moe.expand_rows,
             };
             (all, work)
         } else {
@@ -288,6 +289,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
+                expand_rows: dep.engine.moe.expand_rows,
             };
             (tokens, work)
         };

@@ -86,6 +86,7 @@ pub fn fused_moe_s(
         inter,
         weight_bytes,
         math,
+        expand_rows: false,
     };
     fused_moe_work_s(gpu, tokens, experts, &groups)
 }
@@ -108,6 +109,40 @@ pub struct ExpertWork {
     pub weight_bytes: f64,
     /// Tensor-core math of the grouped GEMMs.
     pub math: GemmMath,
+    /// Whether the engine's MoE copies each routed token into expert order before the grouped
+    /// GEMMs (TensorRT-LLM's CUTLASS MoE; see [`expand_rows_s`]) rather than gathering the
+    /// rows inside the GEMM (vLLM's Triton fused_moe).
+    pub expand_rows: bool,
+}
+
+/// Bytes per element of the activations the grouped GEMMs read for this math: BF16 2, FP8 1,
+/// NVFP4 one half plus one FP8 scale per 16 elements.
+fn activation_bytes(math: GemmMath) -> f64 {
+    match math {
+        GemmMath::Bf16 => ACT_BYTES,
+        GemmMath::Fp8 => 1.0,
+        GemmMath::Fp4 => 0.5 + 1.0 / 16.0,
+    }
+}
+
+/// The kernels TensorRT-LLM's CUTLASS MoE runs on top of the routing, alignment, activation
+/// and finalize that every fused MoE has (`CutlassMoeFCRunner::runMoe` in NVIDIA/TensorRT-LLM
+/// cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu): `expandInputRowsKernel`
+/// reads each of the `tokens` 16-bit rows once and writes it `top_k` times in expert order,
+/// quantized to the grouped GEMMs' input format (one row per (token, expert) pair); above 256
+/// tokens the one-CTA `fusedBuildExpertMapsSortFirstToken` prologue gives way to
+/// `threeStepBuildExpertMapsSortFirstToken` (block prefix sums, a global prefix sum, a merge:
+/// two kernels more than the one alignment kernel counted, each over the pairs' 4-byte ids).
+/// Seconds.
+pub fn expand_rows_s(gpu: &GpuProfile, tokens: f64, work: &ExpertWork) -> f64 {
+    let expand =
+        tokens * work.hidden * ACT_BYTES + work.pairs * work.hidden * activation_bytes(work.math);
+    let prologue = if tokens > 256.0 {
+        2.0 * small_op_s(gpu, work.pairs * 4.0)
+    } else {
+        0.0
+    };
+    small_op_s(gpu, expand) + prologue
 }
 
 /// The fused-MoE chain of [`fused_moe_s`] for any split of the experts: `routed_tokens` tokens
@@ -154,8 +189,13 @@ pub fn fused_moe_work_s(
     ]
     .iter()
     .map(|&b| small_op_s(gpu, b))
-    .sum();
-    (time, stream, routing)
+    .sum::<f64>();
+    let expand = if work.expand_rows {
+        expand_rows_s(gpu, tokens, work)
+    } else {
+        0.0
+    };
+    (time, stream, routing + expand)
 }
 
 /// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
