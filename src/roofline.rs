@@ -1008,6 +1008,65 @@ mod tests {
     }
 
     #[test]
+    fn attention_dp_ranks_wait_for_the_rank_that_prefills() {
+        let mut dep = model("qwen3-30b-a3b", "h100-sxm", 1).dep;
+        dep.dp = 4;
+        let m = StepTimeModel::new(dep, 8192).unwrap();
+        // 64 decodes and 4,096 prompt tokens: one prompt on one rank, or four on four.
+        let mut one = BatchShape::decode(64, 64 * 1000);
+        one.add_prefill(4096, 0, true);
+        let mut four = BatchShape::decode(64, 64 * 1000);
+        for _ in 0..4 {
+            four.add_prefill(1024, 0, true);
+        }
+        assert_eq!(m.rank_tokens(&one), 16 + 4096);
+        assert_eq!(m.rank_tokens(&four), 16 + 1024);
+        let (t1, t4) = (m.step_ns(&one).unwrap(), m.step_ns(&four).unwrap());
+        assert!(t1 as f64 > 1.5 * t4 as f64, "{t1} {t4}");
+        // The simulator's path and the breakdown agree on the busiest rank.
+        let b = m.breakdown(&one).total_s * 1e9;
+        assert!((b - t1 as f64).abs() < 1e-3 * b, "{b} {t1}");
+        // The experts run every rank's tokens either way: equal expert communication.
+        assert_eq!(
+            m.breakdown(&one).expert_comm_s,
+            m.breakdown(&four).expert_comm_s
+        );
+        // A decode-only batch splits evenly, as before.
+        let decode = BatchShape::decode(64, 64 * 1000);
+        assert_eq!(m.rank_tokens(&decode), 16);
+    }
+
+    #[test]
+    fn tensorrt_llm_moe_expands_the_tokens_before_the_grouped_gemms() {
+        let vllm = model("qwen3-30b-a3b", "h100-sxm", 1);
+        let mut dep = vllm.dep.clone();
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        let with = dep.engine.moe.expand_rows;
+        assert!(with, "the trtllm profile runs the CUTLASS MoE chain");
+        dep.engine.moe.expand_rows = false;
+        let without = StepTimeModel::new(dep.clone(), 4096).unwrap();
+        dep.engine.moe.expand_rows = true;
+        let expand = StepTimeModel::new(dep, 4096).unwrap();
+        for tokens in [64u32, 4096] {
+            let mut b = BatchShape::default();
+            b.add_prefill(tokens, 0, true);
+            let (a, e) = (without.breakdown(&b), expand.breakdown(&b));
+            assert_eq!(a.gemm_s, e.gemm_s);
+            let extra = e.small_ops_s - a.small_ops_s;
+            // 48 MoE layers, each one expand kernel (and two prologue kernels above 256
+            // tokens), at least the small-op kernel time each.
+            let kernels = if tokens > 256 { 3.0 } else { 1.0 };
+            assert!(
+                extra >= 48.0 * kernels * expand.queued_gpu.small_ops.kernel_s,
+                "{extra}"
+            );
+            // The copy: T h 2 + T k h 2 bytes (BF16) per layer.
+            let bytes = 48.0 * tokens as f64 * 2048.0 * 2.0 * 9.0;
+            assert!(extra > bytes / expand.dep.gpu.memory.stream_bandwidth_bytes_per_s);
+        }
+    }
+
+    #[test]
     fn a_shared_prefix_larger_than_the_l2_gets_no_reuse() {
         let m = model("llama-2-7b", "h100-sxm", 1);
         // 8,192 shared tokens of Llama-2-7B: 134 MB of KV per layer, more than the L2.
