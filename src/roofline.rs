@@ -1021,8 +1021,10 @@ mod tests {
         }
         assert_eq!(m.rank_tokens(&one), 16 + 4096);
         assert_eq!(m.rank_tokens(&four), 16 + 1024);
+        // The experts run all 4,160 tokens either way; the busiest rank's own layers and
+        // attention run 4,112 tokens against 1,040: about a third longer here.
         let (t1, t4) = (m.step_ns(&one).unwrap(), m.step_ns(&four).unwrap());
-        assert!(t1 as f64 > 1.5 * t4 as f64, "{t1} {t4}");
+        assert!(t1 as f64 > 1.2 * t4 as f64, "{t1} {t4}");
         // The simulator's path and the breakdown agree on the busiest rank.
         let b = m.breakdown(&one).total_s * 1e9;
         assert!((b - t1 as f64).abs() < 1e-3 * b, "{b} {t1}");
