@@ -206,6 +206,11 @@ pub struct ReferenceRow {
     /// Built-in length dataset the run sampled (`workload.dataset`, e.g. `sharegpt`), if any;
     /// `input_len` / `output_len` then only document the published means.
     pub dataset: Option<String>,
+    /// Spread of the lengths as vLLM's random dataset draws them (`vllm bench serve
+    /// --random-range-ratio`, dimensionless, in [0, 1)): each request's input and output
+    /// lengths uniform in [len (1 - r), len (1 + r)] around `input_len` / `output_len`;
+    /// absent: every request has exactly those lengths.
+    pub range_ratio: Option<f64>,
     /// Scheduler settings the measurement used (absent: engine defaults).
     pub max_num_seqs: Option<u32>,
     /// Token budget the measurement used.
@@ -396,6 +401,7 @@ impl<'a> Cells<'a> {
                 .map(|c| c as u32),
             replicas: self.replicas()?,
             dataset: self.field("dataset").map(str::to_string),
+            range_ratio: self.num_where("range_ratio", |r| (0.0..1.0).contains(&r), "in [0, 1)")?,
             max_num_seqs: self.num("max_num_seqs")?.map(|v| v as u32),
             max_num_batched_tokens: self.num("max_num_batched_tokens")?.map(|v| v as u32),
             max_model_len: self.num("max_model_len")?.map(|v| v as u32),
@@ -572,6 +578,14 @@ impl ReferenceRow {
             l.insert("tokens".into(), V::Integer(n as i64));
             V::Table(l)
         };
+        // vLLM's random dataset (`--random-range-ratio r`): uniform in [n (1 - r), n (1 + r)].
+        let uniform = |n: u32, r: f64| {
+            let mut l = toml::Table::new();
+            l.insert("kind".into(), V::String("uniform".into()));
+            l.insert("mean".into(), V::Float(n as f64));
+            l.insert("range_ratio".into(), V::Float(r));
+            V::Table(l)
+        };
         let mut w = toml::Table::new();
         w.insert("arrival".into(), V::Table(self.arrival_table()));
         w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
@@ -603,8 +617,16 @@ impl ReferenceRow {
                     .and_then(crate::workload::dataset)
                     .is_some_and(|d| d.input.is_some() && d.output.is_some());
                 if !from_dataset {
-                    w.insert("input".into(), fixed(question(self.input_len)));
-                    w.insert("output".into(), fixed(self.output_len));
+                    match self.range_ratio {
+                        Some(r) => {
+                            w.insert("input".into(), uniform(question(self.input_len), r));
+                            w.insert("output".into(), uniform(self.output_len, r));
+                        }
+                        None => {
+                            w.insert("input".into(), fixed(question(self.input_len)));
+                            w.insert("output".into(), fixed(self.output_len));
+                        }
+                    }
                 }
             }
         }

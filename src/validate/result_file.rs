@@ -201,6 +201,7 @@ pub fn parse_result_file(
         max_concurrency,
         replicas: 1,
         dataset: None,
+        range_ratio: None,
         max_num_seqs: None,
         max_num_batched_tokens: None,
         max_model_len: None,
