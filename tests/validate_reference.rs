@@ -172,7 +172,7 @@ fn docs_validation_md_carries_the_other_releases_table() {
 #[test]
 fn out_of_sample_regression_guards() {
     // Measured (committed cross-validation, `servesim validate`): offline throughput 4.1%,
-    // TTFT 16.8%, E2E 10.3%, ITL 11.2% (docs/validation.md). Issue #26 asks 8/12/8/8%: the
+    // TTFT 15.9%, E2E 10.3%, ITL 10.6% (docs/validation.md). Issue #26 asks 8/12/8/8%: the
     // offline line holds; the online ones are regression guards around the measured figures.
     assert!(committed_median(Headline::OfflineThroughput) <= 0.08);
     assert!(committed_median(Headline::Ttft) <= 0.20);
