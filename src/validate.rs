@@ -1060,10 +1060,15 @@ mod tests {
         assert_eq!(uniform(&sc.workload.input), Some((300.0, 0.15)));
         assert_eq!(uniform(&sc.workload.output), Some((64.0, 0.15)));
         // Without it, every request has the row's lengths.
-        let fixed = extended("burstiness", "2,1").unwrap()[0].scenario().unwrap();
+        let fixed = extended("burstiness", "2,1").unwrap()[0]
+            .scenario()
+            .unwrap();
         assert_eq!(uniform(&fixed.workload.input), None);
         // Outside [0, 1): an error naming the file and the column.
         let err = extended("range_ratio", "2,1.5").unwrap_err().to_string();
-        assert!(err.contains("x.csv") && err.contains("range_ratio"), "{err}");
+        assert!(
+            err.contains("x.csv") && err.contains("range_ratio"),
+            "{err}"
+        );
     }
 }
