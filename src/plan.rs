@@ -108,7 +108,7 @@ pub enum Status {
 /// The best latencies a candidate reaches, at the lightest load the search tried.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LightLoad {
-    /// Arrival rate per replica, req/s.
+    /// Arrival rate per replica, in the plan's `rate_unit` (req/s or sessions/s).
     pub rate_per_s: f64,
     /// TTFT at the SLO's percentile (p99 without a TTFT SLO) in steady state, ms.
     pub ttft_ms: f64,
@@ -132,11 +132,14 @@ pub struct CandidateResult {
     /// KV capacity of one replica, tokens, as `estimate` and `run` report it for this
     /// deployment (0 when it does not resolve).
     pub kv_capacity_tokens: u64,
-    /// Steady-state capacity of one replica: completed requests/s of a saturated closed loop.
+    /// Steady-state capacity of one replica, in the plan's `rate_unit`: completed requests/s
+    /// of a saturated closed loop (SLOs off), for a session workload divided by the mean
+    /// requests per session (sessions/s); an upper bound on `max_rate_per_replica`.
     pub capacity_rate_per_replica: f64,
     /// Output tokens/s of one replica at capacity.
     pub capacity_output_tokens_per_s: f64,
-    /// Highest arrival rate one replica sustains within the SLOs, req/s (0 if not searched).
+    /// Highest arrival rate one replica sustains within the SLOs, in the plan's `rate_unit`
+    /// (0 if not searched).
     pub max_rate_per_replica: f64,
     /// The constraint that binds just above that rate.
     pub binding: Option<Binding>,
@@ -144,7 +147,8 @@ pub struct CandidateResult {
     pub at_max_rate: Option<SteadyState>,
     /// The best latencies it reaches, when no load meets the SLOs.
     pub light_load: Option<LightLoad>,
-    /// Sustained rate per replica inside its sized fleet, req/s: one replica's maximum rate,
+    /// Sustained rate per replica inside its sized fleet, in the plan's `rate_unit`: one
+    /// replica's maximum rate,
     /// adjusted so that the fleet servesim verified is what a linear model gives: at least
     /// target / R (R replicas hold at the target) and below target / (R - 1) (R - 1 do not).
     /// 0 unless feasible.
@@ -197,7 +201,8 @@ pub struct BatchPoint {
 pub struct TpotRow {
     /// TPOT SLO, ms (at the scenario's TPOT percentile).
     pub tpot_ms: f64,
-    /// Maximum sustainable rate of one replica under it, req/s (0: not reachable).
+    /// Maximum sustainable rate of one replica under it, in the plan's `rate_unit` (0: not
+    /// reachable).
     pub max_rate_per_replica: f64,
     /// $/M output tokens at that rate (0 when not reachable).
     pub usd_per_million: f64,
@@ -268,7 +273,7 @@ pub struct Method {
 /// The outcome of `servesim plan`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanResult {
-    /// Target load, req/s.
+    /// Target load, in `rate_unit` (req/s, or sessions/s for a session workload).
     pub target_rate_per_s: f64,
     /// Goodput share a sustainable rate needs.
     pub goodput_threshold: f64,
@@ -290,9 +295,12 @@ pub struct PlanResult {
     /// `pricing.gpus.<gpu>` is
     /// set).
     pub gpu_prices: Vec<GpuPriceRow>,
-    /// Mean prompt tokens per request of the workload (the chosen fleet's steady window).
+    /// Mean prompt tokens per unit of the target rate (per request; per session with
+    /// `rate_unit` sessions/s), the chosen fleet's steady window: target x this = prompt
+    /// tokens/s.
     pub input_tokens_per_request: f64,
-    /// Mean output tokens per request of the workload (the chosen fleet's steady window).
+    /// Mean output tokens per unit of the target rate (per request, or per session), as
+    /// `input_tokens_per_request`.
     pub output_tokens_per_request: f64,
     /// Price of an input token relative to an output token.
     pub input_output_price_ratio: f64,
@@ -315,10 +323,11 @@ pub struct PlanResult {
     /// the target, and from which batch it stops paying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculation: Option<SpeculationVerdict>,
-    /// The unit of `target_rate_per_s` and of every candidate's `max_rate_per_replica` and
-    /// `rate_in_fleet_per_replica` when it is not requests/s: `sessions/s` for a
-    /// `[workload.sessions]` workload (its arrival rate counts sessions; capacity still
-    /// counts requests). `None`: requests/s.
+    /// The unit of every arrival rate of the plan when it is not requests/s: `sessions/s` for
+    /// a `[workload.sessions]` workload (its arrival rate counts sessions): the target, each
+    /// candidate's capacity, maximum, in-fleet and light-load rates, its probes and curve
+    /// points, and the batch table's rates; tokens per request are then per session.
+    /// `None`: requests/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_unit: Option<String>,
 }
@@ -1087,6 +1096,10 @@ struct Ctx<'a> {
     /// replica sees every request whatever the router): capacity and rate search, by
     /// [`Candidate::one_replica_key`].
     memo: Memo,
+    /// Requests one unit of the target rate sends: the mean requests per session for a
+    /// session workload, else 1 (converts a closed loop's completed requests/s to the plan's
+    /// rate unit).
+    requests_per_unit: f64,
 }
 
 /// A one-replica measurement per key, computed once: later askers wait for the first.
@@ -1252,7 +1265,7 @@ impl Ctx<'_> {
             }
         };
         let s = cap.steady();
-        r.capacity_rate_per_replica = s.request_throughput;
+        r.capacity_rate_per_replica = s.request_throughput / self.requests_per_unit;
         r.capacity_output_tokens_per_s = s.output_throughput.value;
         r.cost_at_capacity = Some(cost_of(c.gpus(), price, &cap, self.ratio));
         if r.capacity_rate_per_replica <= 0.0 {
@@ -1305,7 +1318,8 @@ impl Ctx<'_> {
                     e2e_ms: p99("E2E").unwrap_or(s.e2e.p99_ms),
                 });
                 result.note = Some(format!(
-                    "misses the SLOs even at light load ({rate:.3} req/s per replica): {}",
+                    "misses the SLOs even at light load ({rate:.3} {} per replica): {}",
+                    m.rate_unit,
                     s.misses
                         .iter()
                         .map(|x| x.reason.as_str())
@@ -1545,6 +1559,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
                 .unwrap_or(0.0)
                 .max(validated.unwrap_or(0.0)),
         memo: Memo::default(),
+        requests_per_unit: requests_per_session(base, origin)?,
     };
 
     let prelim = capacities(&ctx, &space, entries);
@@ -1553,7 +1568,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
 
     let (mut candidates, chosen_sizing) = rank_candidates(done, sizings);
     let chosen = chosen_sizing.as_ref().map(|_| 0);
-    let near_tie = near_tie(&candidates);
+    let near_tie = near_tie(&candidates, measure::rate_unit(base));
     let nearest_slo = if chosen.is_none() {
         nearest_slo(base, &candidates)
     } else {
@@ -1626,9 +1641,28 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
                 .workload
                 .sessions
                 .as_ref()
-                .map(|_| "sessions/s".to_string()),
+                .map(|_| measure::rate_unit(base).to_string()),
         },
         verification_run,
+    })
+}
+
+/// Mean requests one session sends (the mean of `workload.sessions.turns`, as the request
+/// generator counts it) for a session workload; 1 otherwise (one arrival, one request).
+fn requests_per_session(base: &Scenario, origin: &str) -> Result<f64> {
+    if base.workload.sessions.is_none() {
+        return Ok(1.0);
+    }
+    // At one session per second the generator's request rate is the mean turns.
+    let mut w = base.workload.clone();
+    w.arrival = crate::workload::ArrivalConfig::Poisson { rate_per_s: 1.0 };
+    let turns = crate::workload::RequestGenerator::new(&w, base.seed, origin)?
+        .mean_rate_per_s()
+        .unwrap_or(1.0);
+    Ok(if turns.is_finite() && turns >= 1.0 {
+        turns
+    } else {
+        1.0
     })
 }
 
@@ -1851,8 +1885,10 @@ fn chosen_detail(
     let one = candidate_scenario(ctx.base, &chosen.candidate, ctx.scale);
     let capacity = chosen.capacity_rate_per_replica;
     ctx.progress.stage(&format!(
-        "the whole fleet of {} replicas at {:.0} req/s, and one fewer",
-        sizing.replicas, ctx.target
+        "the whole fleet of {} replicas at {:.0} {}, and one fewer",
+        sizing.replicas,
+        ctx.target,
+        measure::rate_unit(ctx.base)
     ));
     let ev = fleet_sizing::line_evidence(
         &one,
@@ -2030,7 +2066,7 @@ fn price_table(base: &Scenario, space: &[Candidate], prices: &PriceCatalog) -> V
 /// Spare-capacity margin below which two equally priced plans are within the search's noise.
 const NOISE_SHARE: f64 = 0.03;
 
-fn near_tie(c: &[CandidateResult]) -> Option<String> {
+fn near_tie(c: &[CandidateResult], unit: &str) -> Option<String> {
     let (a, b) = (c.first()?, c.get(1)?);
     if a.status != Status::Feasible || b.status != Status::Feasible {
         return None;
@@ -2045,7 +2081,7 @@ fn near_tie(c: &[CandidateResult]) -> Option<String> {
     (gap < NOISE_SHARE).then(|| {
         let name = |r: &CandidateResult| r.candidate.label();
         format!(
-            "the top two are within noise: {} and {} both cost ${:.2}/hour, and their fleets sustain {:.2} and {:.2} req/s ({:.1}% apart; the search resolves about {:.0}%)",
+            "the top two are within noise: {} and {} both cost ${:.2}/hour, and their fleets sustain {:.2} and {:.2} {unit} ({:.1}% apart; the search resolves about {:.0}%)",
             name(a),
             name(b),
             ca.usd_per_hour,
@@ -2097,9 +2133,10 @@ fn nearest_slo(base: &Scenario, c: &[CandidateResult]) -> Option<String> {
         ));
     }
     Some(format!(
-        "the nearest SLOs any candidate meets: {} ({} at light load, {:.3} req/s per replica)",
+        "the nearest SLOs any candidate meets: {} ({} at light load, {:.3} {} per replica)",
         parts.join(", "),
         r.candidate.label(),
-        l.rate_per_s
+        l.rate_per_s,
+        measure::rate_unit(base)
     ))
 }

@@ -231,8 +231,19 @@ fn the_deepseek_v3_chat_plan_fits_and_its_printed_line_meets_the_slos() {
 /// the plan reports, and one replica fewer misses.
 #[test]
 fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
-    let p = plan(Some("scenarios/agent-sessions.toml"), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let (code, text, err) = servesim(&[
+        "plan",
+        "scenarios/agent-sessions.toml",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json = std::fs::read_to_string(report.join("plan.json")).unwrap();
+    let p: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(p["rate_unit"], "sessions/s");
+    check_session_units(&text, &json, &report);
     check_the_printed_line(&p);
     let cands = p["candidates"].as_array().unwrap();
     let find = |router: &str, gib: f64| {
@@ -275,6 +286,126 @@ fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
         run["prefix_cache_hit_rate"], chosen["prefix_cache_hit_rate"],
         "{line}"
     );
+}
+
+/// Every rate of a session plan counts sessions: the printed plan, plan.json, candidates.csv,
+/// index.html and the workbook's sheets name sessions/s and never req/s (capacity included:
+/// a saturated replica's requests/s over the mean requests per session), and the printed
+/// plan says the CPU tier is not priced apart.
+fn check_session_units(text: &str, json: &str, report: &std::path::Path) {
+    let read = |f: &str| std::fs::read_to_string(report.join(f)).unwrap();
+    let mut xlsx = zip::ZipArchive::new(std::fs::File::open(report.join("cost.xlsx")).unwrap())
+        .expect("cost.xlsx is a zip");
+    let mut sheets = String::new();
+    for i in 0..xlsx.len() {
+        let mut f = xlsx.by_index(i).unwrap();
+        if f.name().ends_with(".xml") {
+            std::io::Read::read_to_string(&mut f, &mut sheets).unwrap();
+        }
+    }
+    for (name, body) in [
+        ("printed plan", text.to_string()),
+        ("plan.json", json.to_string()),
+        ("candidates.csv", read("candidates.csv")),
+        ("index.html", read("index.html")),
+        ("cost.xlsx", sheets),
+    ] {
+        assert!(body.contains("sessions/s"), "{name} names no sessions/s");
+        if let Some(i) = body.find("req/s") {
+            let near = &body[i.saturating_sub(120)..(i + 40).min(body.len())];
+            panic!("{name} says req/s in a session plan: ...{near}...");
+        }
+    }
+    assert!(text.contains("per replica: capacity ") && text.contains(" sessions/s ("));
+    assert!(text.contains("not priced apart"), "{text}");
+}
+
+/// A Mooncake-format trace (JSONL with hash_ids) of multi-turn sessions, generated: each of
+/// `sessions` conversations of 6 turns starts 0.2 s after the last (with jitter), waits 3 to
+/// 6 s between turns, and resends its whole history, 2 new 512-token blocks a turn after one
+/// of 4 shared system-prompt blocks. Rows sorted by time, as the format has them.
+fn write_mooncake_sessions(path: &std::path::Path, sessions: u64) -> usize {
+    let mut state: u64 = 12345;
+    let mut rnd = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    let mut next_id = 100u64;
+    for s in 0..sessions {
+        let mut t = s as f64 * 200.0 + rnd() * 200.0;
+        let mut hist = vec![s % 4];
+        for _ in 0..6 {
+            hist.extend([next_id, next_id + 1]);
+            next_id += 2;
+            let input = hist.len() as u64 * 512 - (rnd() * 300.0) as u64;
+            let output = 50 + (rnd() * 200.0) as u64;
+            let ids: Vec<String> = hist.iter().map(u64::to_string).collect();
+            rows.push((
+                t as u64,
+                format!(
+                    "{{\"timestamp\": {}, \"input_length\": {input}, \"output_length\": {output}, \"hash_ids\": [{}]}}",
+                    t as u64,
+                    ids.join(", ")
+                ),
+            ));
+            t += 3000.0 + rnd() * 3000.0;
+        }
+    }
+    rows.sort_by_key(|r| r.0);
+    let body: Vec<String> = rows.into_iter().map(|r| r.1).collect();
+    std::fs::write(path, body.join("\n") + "\n").unwrap();
+    body.len()
+}
+
+/// A plan over a Mooncake trace (issue 32): a trace has its own timestamps, so the plan sizes
+/// the fleet at the trace's busiest window (its whole span when shorter than
+/// plan.peak_window_s) and every rate it tries replays the trace with time scaled to that
+/// rate (`workload.arrival.rate_per_s`), its block identities intact (the saturated
+/// capacity run replays it as a closed loop). The printed line, with that rate and the
+/// trace's length, holds as printed and one replica fewer misses; the fleet's hit rate comes
+/// from the trace's hash_ids; the whole trace is then simulated as written.
+#[test]
+fn a_mooncake_trace_plan_replays_time_scaled_and_holds_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("sessions.jsonl");
+    let rows = write_mooncake_sessions(&trace, 1500);
+    let scenario = dir.path().join("trace-plan.toml");
+    let base = std::fs::read_to_string("scenarios/agent-sessions.toml").unwrap();
+    let (head, _) = base.split_once("[workload]").unwrap();
+    std::fs::write(
+        &scenario,
+        format!(
+            "{head}[workload]\n[workload.arrival]\nkind = \"trace\"\nformat = \"mooncake\"\npath = \"{}\"\n\n[slo]\nttft_ms = 1000.0\ntpot_ms = 50.0\n\n[measure]\nmax_requests = 8000\n\n[plan]\ngpus = [\"h100-sxm\"]\ndtypes = [\"bf16\"]\ntp = [1]\nmax_num_seqs = [128]\nrouters = [\"prefix-aware\"]\n",
+            trace.display()
+        ),
+    )
+    .unwrap();
+    let p = plan(Some(scenario.to_str().unwrap()), &[]);
+    assert!(p["rate_unit"].is_null(), "a trace's rows are requests");
+    let i = p["chosen"].as_u64().expect("a plan was chosen") as usize;
+    let c = &p["candidates"][i];
+    assert!(c["replicas"].as_u64().unwrap() >= 2, "{c}");
+    assert!(c["capacity_rate_per_replica"].as_f64().unwrap() > 0.0);
+    assert!(c["prefix_cache_hit_rate"].as_f64().unwrap() > 0.3, "{c}");
+    let line = p["detail"]["run_command"].as_str().unwrap();
+    let target = p["target_rate_per_s"].as_f64().unwrap();
+    assert!(
+        line.contains(&format!("workload.arrival.rate_per_s={target}")),
+        "the line replays the trace at the planned rate: {line}"
+    );
+    let n = setting(&shell_words(line), "workload.num_requests").unwrap();
+    assert!(
+        n <= rows as u64,
+        "the line asks for {n} of the trace's {rows} rows"
+    );
+    assert!(
+        !p["week"].is_null(),
+        "the trace as written is simulated too"
+    );
+    check_the_printed_line(&p);
 }
 
 /// Bad `[plan]` reuse keys: exit 2 with the file, the key and the reason, before any run.

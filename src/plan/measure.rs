@@ -21,7 +21,9 @@ use crate::workload::ArrivalConfig;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Load {
-    /// Open-loop arrivals at this mean rate, req/s (the scenario's arrival process, rescaled).
+    /// Open-loop arrivals at this mean rate (the scenario's arrival process, rescaled), in
+    /// [`rate_unit`]: req/s, or sessions/s for a `[workload.sessions]` workload (its arrival
+    /// process starts sessions); a trace is replayed with its time scaled to the rate.
     Rate(f64),
     /// A closed loop: this many requests outstanding at all times (a saturated system).
     ClosedLoop(u32),
@@ -36,6 +38,10 @@ pub enum StopRule {
     /// When every judged figure is within the tolerance: for figures that are reported.
     Converged,
 }
+
+/// Time scale of a trace replayed as a closed loop: a trace spanning a day arrives within
+/// 0.1 ms, so the gate on outstanding requests, not the timestamps, sets the load.
+const CLOSED_LOOP_TRACE_TIME_SCALE: f64 = 1e-9;
 
 /// Relaxation times a run must span to show a steady state.
 const RELAXATION_TIMES: f64 = 10.0;
@@ -76,6 +82,20 @@ pub struct LoadMeasurement {
     /// The final run's distributions and time series (not serialised).
     #[serde(skip)]
     pub result: Option<RunResult>,
+    /// The unit of a [`Load::Rate`]: [`rate_unit`] of the scenario measured (not serialised).
+    #[serde(skip)]
+    pub rate_unit: &'static str,
+}
+
+/// The unit an arrival rate of `sc`'s workload counts in: `sessions/s` for a
+/// `[workload.sessions]` workload (its arrival process starts sessions, each sending several
+/// requests), else `req/s`.
+pub fn rate_unit(sc: &Scenario) -> &'static str {
+    if sc.workload.sessions.is_some() {
+        "sessions/s"
+    } else {
+        "req/s"
+    }
 }
 
 impl LoadMeasurement {
@@ -178,7 +198,20 @@ pub fn with_load(sc: &Scenario, load: Load, requests: u64) -> Scenario {
             s.workload.max_concurrency = None;
         }
         Load::ClosedLoop(c) => {
-            s.workload.arrival = ArrivalConfig::Offline;
+            if let ArrivalConfig::Trace {
+                time_scale,
+                rate_per_s,
+                ..
+            } = &mut s.workload.arrival
+            {
+                // A closed loop over the trace's own requests (their lengths and block
+                // identities): its time squeezed to nanoseconds so every request is waiting
+                // to be sent, the client gate below keeping `c` outstanding.
+                *time_scale = CLOSED_LOOP_TRACE_TIME_SCALE;
+                *rate_per_s = None;
+            } else {
+                s.workload.arrival = ArrivalConfig::Offline;
+            }
             s.workload.max_concurrency = Some(c.max(1));
         }
     }
@@ -234,19 +267,28 @@ pub fn measure(
             StopRule::Decided => steady.decided || steady.converged,
             StopRule::Converged => steady.converged,
         };
-        if done || n >= cap {
+        // A trace ends at its last row: a longer run would be the same run.
+        let exhausted = trace_exhausted(sc, &run, n);
+        if done || n >= cap || exhausted {
             return Ok(LoadMeasurement {
                 load,
                 replicas: replicas as u32,
-                requests: n,
+                requests: if exhausted { run.summary.arrived } else { n },
                 simulations,
                 load_share,
                 summary: run.summary.clone(),
                 result: Some(run),
+                rate_unit: rate_unit(sc),
             });
         }
         n = (n * 2).min(cap);
     }
+}
+
+/// Whether a run of `sc` asked for `requests` requests but its trace ran out first (every
+/// row sent): its length is the trace's, whatever was asked.
+fn trace_exhausted(sc: &Scenario, run: &RunResult, requests: u64) -> bool {
+    matches!(sc.workload.arrival, ArrivalConfig::Trace { .. }) && run.summary.arrived < requests
 }
 
 /// One run of `sc` under `load` with `requests` requests, its steady state analysed on the
@@ -272,7 +314,11 @@ pub fn run_at(
     Ok(LoadMeasurement {
         load,
         replicas: deployment_replicas(sc).max(1),
-        requests,
+        requests: if trace_exhausted(sc, &run, requests) {
+            run.summary.arrived
+        } else {
+            requests
+        },
         simulations: 1,
         load_share: match (load, capacity_rate) {
             (Load::Rate(r), Some(c)) if c > 0.0 => Some(r / c),
@@ -280,5 +326,6 @@ pub fn run_at(
         },
         summary: run.summary.clone(),
         result: Some(run),
+        rate_unit: rate_unit(sc),
     })
 }

@@ -69,7 +69,7 @@ impl Binding {
             return None;
         }
         let at = match m.load {
-            Load::Rate(r) => format!("at {r:.2} req/s"),
+            Load::Rate(r) => format!("at {r:.2} {}", m.rate_unit),
             Load::ClosedLoop(c) => format!("with {c} requests outstanding"),
         };
         let find = |check: &str| s.misses.iter().find(|x| x.check == check);

@@ -93,7 +93,10 @@ pub fn period_load(sc: &Scenario, origin: &str, window_s: f64) -> Result<PeriodL
         })
         .collect();
     // Sliding sums of `w` minutes, each window starting at a minute.
-    let w = ((window_s / BIN_S).round() as usize).max(1);
+    // A stream shorter than the window peaks over its own span (else its rate is diluted).
+    let w = ((window_s / BIN_S).round() as usize)
+        .max(1)
+        .min(bins.len().max(1));
     let mut sum: u64 = bins.iter().take(w).map(|&x| x as u64).sum();
     let mut starts = vec![sum];
     for i in 1..bins.len() {

@@ -200,9 +200,10 @@ fn light_load_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
     for (c, l, _) in rows {
         let _ = writeln!(
             t,
-            "  {:<32} at {:.3} req/s per replica: p{} TTFT {:.1} ms, p{} TPOT {:.2} ms{}",
+            "  {:<32} at {:.3} {} per replica: p{} TTFT {:.1} ms, p{} TPOT {:.2} ms{}",
             c.candidate.label(),
             l.rate_per_s,
+            unit(p),
             slo.ttft_percentile,
             l.ttft_ms,
             slo.tpot_percentile,
@@ -346,8 +347,14 @@ fn reuse_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
     if let Some(u) = &p.rate_unit {
         let _ = writeln!(
             t,
-            "units: target and max/rep in {u} (workload.arrival counts sessions), cap/rep in requests/s; hit%: prompt tokens served from the prefix cache in the sized fleet's run"
+            "units: target, cap/rep and max/rep in {u} (workload.arrival starts sessions; cap/rep: a saturated replica's completed requests/s over the mean requests per session); hit%: prompt tokens served from the prefix cache in the sized fleet's run"
         );
+    }
+    if p.candidates
+        .iter()
+        .any(|c| c.candidate.kv_offloading_size_gib.is_some_and(|g| g > 0.0))
+    {
+        let _ = writeln!(t, "{CPU_OFFLOAD_PRICE_NOTE}");
     }
     let mut routers: Vec<&str> = Vec::new();
     for c in &p.candidates {
@@ -365,6 +372,15 @@ fn reuse_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
         };
         let _ = writeln!(t, "routers searched: {} ({why})", routers.join(", "));
     }
+}
+
+/// What a CPU KV tier costs in the plan: nothing apart, said so a user does not read it as
+/// free by omission.
+pub(crate) const CPU_OFFLOAD_PRICE_NOTE: &str = "cpu GiB: host DRAM per replica for the CPU KV tier; not priced apart: $/hour is the GPUs' $/GPU-hour, which for a cloud instance includes its host memory (check the instance has that much DRAM per replica; on owned hardware price it yourself)";
+
+/// The unit of the plan's arrival rates: `rate_unit`, else req/s.
+fn unit(p: &PlanResult) -> &str {
+    p.rate_unit.as_deref().unwrap_or("req/s")
 }
 
 /// Writes the header and `rows` in columns as wide as their widest cell, one space apart, so
@@ -425,7 +441,7 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
         sc.name,
         sc.deployment.model,
         p.target_rate_per_s,
-        p.rate_unit.as_deref().unwrap_or("req/s"),
+        unit(p),
         if slos.is_empty() { "none".into() } else { slos.join(", ") },
         100.0 * p.goodput_threshold
     );
@@ -532,11 +548,12 @@ fn write_chosen_text(
     );
     let _ = writeln!(
         t,
-        "  per replica: capacity {:.2} req/s ({:.0} output tok/s); sustains {:.2} {} within the SLOs; binding: {}",
+        "  per replica: capacity {:.2} {} ({:.0} output tok/s); sustains {:.2} {} within the SLOs; binding: {}",
         c.capacity_rate_per_replica,
+        unit(p),
         c.capacity_output_tokens_per_s,
         c.max_rate_per_replica,
-        p.rate_unit.as_deref().unwrap_or("req/s"),
+        unit(p),
         c.binding
             .as_ref()
             .map_or("none found".to_string(), |b| format!(
@@ -553,7 +570,7 @@ fn write_chosen_text(
                 "fleet of {} at {:.2} {}",
                 d.fleet.replicas,
                 p.target_rate_per_s,
-                p.rate_unit.as_deref().unwrap_or("req/s")
+                unit(p)
             ),
             &d.verification,
             None
@@ -605,7 +622,7 @@ fn write_chosen_text(
             (None, false) => String::new(),
         }
     );
-    write_batch_point(t, &d.batch);
+    write_batch_point(t, &d.batch, unit(p));
     if let Some(n) = &p.near_tie {
         let _ = writeln!(t, "  note: {n}");
     }
@@ -614,7 +631,7 @@ fn write_chosen_text(
 
 /// The batch point: cost per million output tokens at capacity against the SLO-bound rate,
 /// and by TPOT SLO.
-fn write_batch_point(t: &mut String, b: &crate::plan::BatchPoint) {
+fn write_batch_point(t: &mut String, b: &crate::plan::BatchPoint, unit: &str) {
     let _ = writeln!(
         t,
         "  batch point: ${:.3} per M output tokens at capacity (no latency SLO) vs ${:.3} at the SLO-bound rate: funds a {:.0}% batch discount",
@@ -622,16 +639,18 @@ fn write_batch_point(t: &mut String, b: &crate::plan::BatchPoint) {
         b.usd_per_million_at_slo,
         100.0 * b.discount
     );
+    let rate = format!("max {unit}/replica");
+    let w = 20.max(rate.len() + 2);
     let _ = writeln!(
         t,
-        "    {:>12}{:>20}{:>12}{:>16}",
-        "TPOT SLO", "max req/s/replica", "$/M out", "batch discount"
+        "    {:>12}{:>w$}{:>12}{:>16}",
+        "TPOT SLO", rate, "$/M out", "batch discount"
     );
     for r in &b.by_tpot {
         if r.max_rate_per_replica > 0.0 {
             let _ = writeln!(
                 t,
-                "    {:>9.0} ms{:>20.2}{:>12.3}{:>15.0}%",
+                "    {:>9.0} ms{:>w$.2}{:>12.3}{:>15.0}%",
                 r.tpot_ms,
                 r.max_rate_per_replica,
                 r.usd_per_million,
@@ -640,7 +659,7 @@ fn write_batch_point(t: &mut String, b: &crate::plan::BatchPoint) {
         } else {
             let _ = writeln!(
                 t,
-                "    {:>9.0} ms{:>20}{:>12}{:>16}",
+                "    {:>9.0} ms{:>w$}{:>12}{:>16}",
                 r.tpot_ms, "not reachable", "-", "-"
             );
         }
@@ -899,8 +918,9 @@ fn chosen_charts(sc: &Scenario, c: &CandidateResult) -> Vec<(&'static str, Chart
         x,
         y: gpu_out(s),
         label: format!(
-            "plan: {:.2} req/s per replica{binding}",
-            c.max_rate_per_replica
+            "plan: {:.2} {} per replica{binding}",
+            c.max_rate_per_replica,
+            crate::plan::measure::rate_unit(sc)
         ),
     };
     for (stem, metric, slo_ms, pct, log_x) in [
@@ -957,16 +977,17 @@ fn chosen_charts(sc: &Scenario, c: &CandidateResult) -> Vec<(&'static str, Chart
             },
         ));
     }
-    charts.push(("cost-vs-load", cost_chart(c, &title, &binding)));
+    let unit = crate::plan::measure::rate_unit(sc);
+    charts.push(("cost-vs-load", cost_chart(c, &title, &binding, unit)));
     charts
 }
 
 /// Cost per million output tokens against the load per replica, with the maximum rate within
 /// the SLOs and the capacity marked.
-fn cost_chart(c: &CandidateResult, title: &str, binding: &str) -> Chart {
+fn cost_chart(c: &CandidateResult, title: &str, binding: &str, unit: &str) -> Chart {
     Chart {
         title: format!("$ per 1M output tokens vs load: {title}"),
-        x_label: "arrival rate per replica (req/s)".into(),
+        x_label: format!("arrival rate per replica ({unit})"),
         y_label: "$ per 1M output tokens".into(),
         series: vec![Series {
             name: format!(
@@ -1207,8 +1228,9 @@ fn speculation_lines(t: &mut String, p: &PlanResult) {
     };
     let _ = writeln!(
         t,
-        "\nSpeculative decoding at {:.1} req/s:",
-        p.target_rate_per_s
+        "\nSpeculative decoding at {:.1} {}:",
+        p.target_rate_per_s,
+        unit(p)
     );
     let _ = writeln!(
         t,

@@ -196,6 +196,19 @@ pub struct CostModel {
     pub curves: Vec<CurveRow>,
     /// The period plan, when the traffic varies over time.
     pub week: Option<WeekSheet>,
+    /// The unit of every rate when it is not req/s (`sessions/s` for a session workload,
+    /// whose tokens per request are then per session); `None`: req/s.
+    pub rate_unit: Option<String>,
+}
+
+/// `label` in `m`'s rate unit: `req/s` becomes it, and `per request` then `per session`.
+fn in_unit(m: &CostModel, label: &str) -> String {
+    match &m.rate_unit {
+        Some(u) => label
+            .replace("req/s", u)
+            .replace("per request", "per session"),
+        None => label.to_string(),
+    }
 }
 
 /// The formula results of one candidate row.
@@ -583,7 +596,7 @@ fn write_inputs(
     let at = layout::PRICE_HEADER + 3 + m.gpu_prices.len() as u32;
     write_chosen_plan(ws, m, r, at)?;
     write_blended_prices(ws, r, at)?;
-    write_input_notes(ws, at)
+    write_input_notes(ws, m, at)
 }
 
 /// The grey italic format of the Inputs sheet's notes.
@@ -615,11 +628,11 @@ fn write_input_cells(ws: &mut Worksheet, m: &CostModel) -> std::result::Result<(
     let int = input_format("#,##0");
     let pct = input_format("0%");
     let text = input_format("@");
-    ws.write_string(TARGET, 0, "Target load (req/s)")?;
+    ws.write_string(TARGET, 0, in_unit(m, "Target load (req/s)"))?;
     ws.write_number_with_format(TARGET, 1, m.target_rate_per_s, &num)?;
-    ws.write_string(INPUT, 0, "Input tokens per request")?;
+    ws.write_string(INPUT, 0, in_unit(m, "Input tokens per request"))?;
     ws.write_number_with_format(INPUT, 1, m.input_tokens_per_request, &num)?;
-    ws.write_string(OUTPUT, 0, "Output tokens per request")?;
+    ws.write_string(OUTPUT, 0, in_unit(m, "Output tokens per request"))?;
     ws.write_number_with_format(OUTPUT, 1, m.output_tokens_per_request, &num)?;
     ws.write_string(COLUMN, 0, "Price column (on_demand, reserved, spot)")?;
     ws.write_string_with_format(COLUMN, 1, PRICE_COLUMNS[m.price_column.min(2)], &text)?;
@@ -832,7 +845,11 @@ fn write_blended_prices(
 }
 
 /// The notes under the chosen plan (block at row `at`): how the workbook sizes and prices.
-fn write_input_notes(ws: &mut Worksheet, at: u32) -> std::result::Result<(), XlsxError> {
+fn write_input_notes(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    at: u32,
+) -> std::result::Result<(), XlsxError> {
     let note = note_format();
     let notes = [
         "Replicas = ROUNDUP(target x (1 + headroom) / sustained rate per replica in the fleet), per candidate (sheet Candidates).",
@@ -843,7 +860,7 @@ fn write_input_notes(ws: &mut Worksheet, at: u32) -> std::result::Result<(), Xls
         "Pruned rows (status pruned: the search did not size them, their capacity alone cost more) carry one replica's steady-state capacity as their rate, so their replicas and cost are lower bounds; when one wins (the status beside the chosen candidate says pruned), rerun servesim plan with these prices (pricing.gpus.<gpu>) to size it by simulation.",
     ];
     for (k, t) in notes.iter().enumerate() {
-        ws.write_string_with_format(at + 11 + k as u32, 0, *t, &note)?;
+        ws.write_string_with_format(at + 11 + k as u32, 0, in_unit(m, t), &note)?;
     }
     Ok(())
 }
@@ -885,7 +902,7 @@ fn write_candidates(
 ) -> std::result::Result<(), XlsxError> {
     let header = header_format();
     for (c, (t, w)) in CANDIDATE_COLUMNS.iter().enumerate() {
-        ws.write_string_with_format(0, c as u16, *t, &header)?;
+        ws.write_string_with_format(0, c as u16, in_unit(m, t), &header)?;
         ws.set_column_width(c as u16, *w)?;
     }
     ws.set_row_height(0, 60)?;
@@ -1017,7 +1034,7 @@ fn write_curves(
         ("$ per 1M output tokens", 11.0),
     ];
     for (c, (t, w)) in cols.iter().enumerate() {
-        ws.write_string_with_format(0, c as u16, *t, &header)?;
+        ws.write_string_with_format(0, c as u16, in_unit(m, t), &header)?;
         ws.set_column_width(c as u16, *w)?;
     }
     ws.set_row_height(0, 48)?;
@@ -1073,7 +1090,8 @@ fn write_curves(
     let mut cost = Chart::new(ChartType::ScatterStraightWithMarkers);
     cost.title()
         .set_name("$ per 1M output tokens vs load (one replica)");
-    cost.x_axis().set_name("arrival rate per replica (req/s)");
+    cost.x_axis()
+        .set_name(in_unit(m, "arrival rate per replica (req/s)").as_str());
     cost.y_axis()
         .set_name("$ per 1M output tokens")
         .set_log_base(10);
@@ -1294,6 +1312,7 @@ pub fn sample_model() -> CostModel {
         candidates: sample_candidates(),
         curves: sample_curves(),
         week: Some(sample_week()),
+        rate_unit: None,
     }
 }
 

@@ -135,7 +135,7 @@ fn with_speculative_column(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>
 
 /// With searched routers or offload sizes, or a workload with block identities: `router`,
 /// `kv_offloading_size_gib` and the fleet's prefix-cache hit rates (overall, CPU tier) before
-/// `note`; with sessions the rate columns say `sessions/s`. Nothing otherwise, so a plan
+/// `note`; with sessions every rate column says `sessions/s`. Nothing otherwise, so a plan
 /// without them reads as before. Rows after the colocated candidates (xPyD) get empty cells.
 fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
     let searched = p
@@ -152,8 +152,8 @@ fn with_reuse_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p:
     }
     if let Some(u) = &p.rate_unit {
         for c in columns.iter_mut() {
-            if c.starts_with("max_rate_per_replica") {
-                *c = format!("max_rate_per_replica ({u})");
+            if c.contains("req/s") {
+                *c = c.replace("req/s", u);
             }
         }
     }
@@ -344,8 +344,9 @@ impl CostWorkbookExporter {
             .unwrap_or(0);
         CostModel {
             title: format!(
-                "servesim cost model: {:.2} req/s, plan of {} candidates",
+                "servesim cost model: {:.2} {}, plan of {} candidates",
                 plan.target_rate_per_s,
+                plan.rate_unit.as_deref().unwrap_or("req/s"),
                 plan.candidates.len()
             ),
             target_rate_per_s: plan.target_rate_per_s,
@@ -369,6 +370,7 @@ impl CostWorkbookExporter {
             candidates,
             curves,
             week: plan.week.as_ref().and_then(week_sheet),
+            rate_unit: plan.rate_unit.clone(),
         }
     }
 }

@@ -190,13 +190,15 @@ fn reuse_note(c: &crate::plan::CandidateResult) -> String {
 
 fn table(out: &mut String, p: &PlanResult) {
     out.push_str("<div class=\"wrap\"><table id=\"candidates\"><thead><tr>");
+    let unit = p.rate_unit.as_deref().unwrap_or("req/s");
     for (key, title, num) in COLUMNS {
+        let title = title.replace("req/s", unit);
         let _ = write!(
             out,
             "<th data-key=\"{key}\" data-type=\"{}\"{}>{}</th>",
             if num { "num" } else { "text" },
             if num { "" } else { " class=\"text\"" },
-            escape(title)
+            escape(&title)
         );
     }
     out.push_str("</tr></thead><tbody>");
@@ -404,6 +406,7 @@ fn chosen_card(
     d: &crate::plan::ChosenDetail,
 ) {
     let cost = c.cost_at_target;
+    let unit = p.rate_unit.as_deref().unwrap_or("req/s");
     h.push_str(
         "<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan</h2>",
     );
@@ -445,7 +448,7 @@ fn chosen_card(
     fleet_row(
         h,
         &format!(
-            "{} replica(s) at {:.2} req/s",
+            "{} replica(s) at {:.2} {unit}",
             d.fleet.replicas, p.target_rate_per_s
         ),
         &d.verification,
@@ -481,7 +484,7 @@ fn chosen_card(
     if let Some(b) = &c.binding {
         let _ = write!(
             h,
-            "<li>One replica sustains {:.2} req/s (capacity {:.2}); just above, <b>{}</b> binds: {}.</li>",
+            "<li>One replica sustains {:.2} {unit} (capacity {:.2}); just above, <b>{}</b> binds: {}.</li>",
             c.max_rate_per_replica,
             c.capacity_rate_per_replica,
             escape(b.constraint.label()),
@@ -499,12 +502,12 @@ fn chosen_card(
     if let Some(n) = &p.near_tie {
         let _ = write!(h, "<p class=\"small\">Note: {}</p>", escape(n));
     }
-    tpot_table(h, &d.batch);
+    tpot_table(h, &d.batch, unit);
 }
 
 /// The batch point by TPOT SLO, closing the chosen plan's card.
-fn tpot_table(h: &mut String, b: &crate::plan::BatchPoint) {
-    h.push_str("<table style=\"width:auto\"><thead><tr><th>TPOT SLO</th><th>max req/s per replica</th><th>$/M output</th><th>batch discount</th></tr></thead><tbody>");
+fn tpot_table(h: &mut String, b: &crate::plan::BatchPoint, unit: &str) {
+    let _ = write!(h, "<table style=\"width:auto\"><thead><tr><th>TPOT SLO</th><th>max {unit} per replica</th><th>$/M output</th><th>batch discount</th></tr></thead><tbody>");
     for r in &b.by_tpot {
         if r.max_rate_per_replica > 0.0 {
             let _ = write!(
@@ -549,10 +552,11 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
     .collect();
     let _ = write!(
         h,
-        "<h1>servesim plan: {}</h1><p class=\"sub\">{} at {:.2} req/s; SLOs: {}; goodput ≥ {:.0}%. {}</p>",
+        "<h1>servesim plan: {}</h1><p class=\"sub\">{} at {:.2} {}; SLOs: {}; goodput ≥ {:.0}%. {}</p>",
         escape(title),
         escape(&sc.deployment.model),
         p.target_rate_per_s,
+        p.rate_unit.as_deref().unwrap_or("req/s"),
         escape(&if slos.is_empty() { "none".to_string() } else { slos.join(", ") }),
         100.0 * p.goodput_threshold,
         escape(&sc.description)
@@ -579,6 +583,16 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
         p.candidates.len()
     );
     table(&mut h, p);
+    if p.candidates
+        .iter()
+        .any(|c| c.candidate.kv_offloading_size_gib.is_some_and(|g| g > 0.0))
+    {
+        let _ = write!(
+            h,
+            "<p class=\"small\">{}</p>",
+            escape(super::CPU_OFFLOAD_PRICE_NOTE)
+        );
+    }
     if !images.is_empty() {
         h.push_str("<h2>Plots</h2>");
     }
