@@ -1511,13 +1511,16 @@ impl Resolved {
     }
 
     /// Whether the arrivals are stationary (Poisson, gamma, constant, or a closed loop under
-    /// a client concurrency cap), so that a steady state exists to analyse.
+    /// a client concurrency cap), so that a steady state exists to analyse; a trace replayed
+    /// at a set mean rate (`workload.arrival.rate_per_s`) counts too: it is the load `plan`
+    /// judges in steady state, so its printed re-run line shows the same analysis.
     pub fn has_steady_state(&self) -> bool {
         use crate::workload::ArrivalConfig as A;
         match self.scenario.workload.arrival {
             A::Poisson { .. } | A::Gamma { .. } | A::Constant { .. } => true,
             A::Offline => self.sim.max_concurrency.is_some(),
-            A::Schedule { .. } | A::Diurnal { .. } | A::Trace { .. } => false,
+            A::Trace { rate_per_s, .. } => rate_per_s.is_some(),
+            A::Schedule { .. } | A::Diurnal { .. } => false,
         }
     }
 
