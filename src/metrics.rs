@@ -7,11 +7,13 @@
 
 mod periods;
 mod request_log;
+mod speculated;
 pub mod steady_state;
 mod timeseries;
 
 pub use periods::{PeriodBucket, PeriodStats, PeriodSummary};
 pub use request_log::{Outcome, RequestLog, RequestRecord, STEADY_STATE_RECORDS};
+pub use speculated::SpeculatedLengths;
 pub use timeseries::{TimeSeries, TimeSeriesPoint};
 
 use hdrhistogram::Histogram;
@@ -285,6 +287,9 @@ pub struct Metrics {
     pub decode_only_iterations: u64,
     /// Of `decode_only_iterations`, those that speculated.
     pub speculated_iterations: u64,
+    /// Completed requests by the decode tokens each made in iterations that speculated (the
+    /// measured acceptance length's input); empty without speculation.
+    pub speculated_lengths: SpeculatedLengths,
     /// Prompt tokens computed by prefills (recomputation and cache hits accounted).
     pub prefill_tokens_computed: u64,
     /// Prompt tokens served from the prefix cache.

@@ -3,6 +3,10 @@
 //! method runs, priced by the same roofline ([`crate::roofline::Speculation`]).
 //! docs/speculative-decoding.md gives the model, the defaults and their sources.
 
+mod acceptance;
+
+pub use acceptance::{measured_acceptance_length, AcceptanceLengths, VerifySteps, EXACT_TOKENS};
+
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{DraftMemory as DraftPolicy, EngineProfile, SpeculativeDefaults};
@@ -345,6 +349,20 @@ impl SpeculativeConfig {
             _ if !self.is_on() => 1.0,
             Some(l) => l,
             None => expected_acceptance_length(&self.rates()),
+        }
+    }
+
+    /// The distribution of tokens a sequence gains per verify step: the chain of the
+    /// per-position rates ([`Self::rates`]), or, for a measured mean acceptance length, the
+    /// uniform-rate chain with that mean ([`AcceptanceLengths::from_mean`]). One token surely
+    /// when speculation is off.
+    pub fn acceptance_lengths(&self) -> AcceptanceLengths {
+        match self.mean_acceptance_length {
+            _ if !self.is_on() => AcceptanceLengths::from_rates(&[]),
+            Some(l) if self.acceptance_rate.is_none() => {
+                AcceptanceLengths::from_mean(self.num_speculative_tokens, l)
+            }
+            _ => AcceptanceLengths::from_rates(&self.rates()),
         }
     }
 

@@ -188,8 +188,13 @@ pub struct RunSummary {
     /// Disaggregated runs: the pools and the KV transfers (absent for colocated runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<DisaggSummary>,
-    /// Speculative decoding: expected tokens a sequence gains per verify step, the bonus
-    /// token included (absent without speculation).
+    /// Speculative decoding: tokens a sequence gained per verify step, the bonus token
+    /// included, measured over the completed requests that speculated given their decode
+    /// lengths: their speculated tokens over the verify steps those take in expectation, each
+    /// request's last step gaining at most the tokens it had left
+    /// ([`crate::speculative::measured_acceptance_length`]). The acceptance input's
+    /// expectation for long outputs, less for short ones (1.0 for one decode token), at most
+    /// K + 1. Absent without speculation, and when no request that speculated completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode_mean_acceptance_length: Option<f64>,
     /// Speculative decoding: share of a verify step spent drafting, 0..1, at the run's mean

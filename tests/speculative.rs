@@ -1,6 +1,8 @@
 //! Speculative decoding (issue #31): no table or K = 0 changes nothing; with a fixed acceptance
 //! the speedup falls as concurrency rises and drops below 1; acceptance 0 costs time; the
-//! reported acceptance length is the input's expectation; the fast-forward stays the oracle's
+//! reported acceptance length, measured over the requests' decode lengths, is the input's
+//! expectation for long outputs and what the capped last step allows for short ones (a Monte
+//! Carlo oracle); the fast-forward stays the oracle's
 //! equal; the step-time contract holds for verify steps; bad input names its key.
 //!
 //!     cargo test --release --test speculative
@@ -108,8 +110,10 @@ fn acceptance_0_costs_time() {
     }
 }
 
-/// The reported acceptance length against the input's expectation (per-position rates:
-/// `1 + sum_k prod_{i<=k} p_i`), within 3%, for each way of giving it.
+/// The reported acceptance length (measured: tokens per verify step over the requests'
+/// actual decode lengths) against the input's expectation (per-position rates:
+/// `1 + sum_k prod_{i<=k} p_i`, computed here), within 3% for 256-token outputs, and never
+/// above it (a request's last step gains at most what is left), for each way of giving it.
 #[test]
 fn the_reported_acceptance_length_is_the_inputs_expectation() {
     for (table, expected) in [
@@ -124,8 +128,9 @@ fn the_reported_acceptance_length_is_the_inputs_expectation() {
             format!("[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\n{table}\n");
         let r = run_toml(&closed_loop(8, &spec));
         let got = r.spec_decode_mean_acceptance_length.unwrap();
+        eprintln!("{table}: reported {got:.4}, expected {expected:.4}");
         assert!(
-            (got / expected - 1.0).abs() < 0.03,
+            (got / expected - 1.0).abs() < 0.03 && got <= expected,
             "{table}: {got} vs {expected}"
         );
         let (d, v) = (
@@ -133,6 +138,185 @@ fn the_reported_acceptance_length_is_the_inputs_expectation() {
             r.spec_decode_verify_share.unwrap(),
         );
         assert!(d > 0.0 && v > d && (d + v - 1.0).abs() < 1e-9, "{d} {v}");
+    }
+}
+
+/// One request at a time (every decode step a verify step), `output` tokens each, with
+/// `spec` (the first token comes from the prefill: `output - 1` decode tokens).
+fn lone_requests(output: u32, spec: &str) -> RunSummary {
+    let text = format!(
+        r#"seed = 3
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+engine = "trtllm"
+{workload}[speculative]
+method = "eagle3"
+{spec}
+"#,
+        workload = fixed_offline_workload("num_requests = 6\nmax_concurrency = 1", 64, output)
+    );
+    run_toml(&text)
+}
+
+/// Verify steps of `d` decode tokens, sampled (seeded): per step, drafts accepted in order
+/// with `rates` until the first rejection, plus the bonus token; the last step capped by the
+/// tokens left. Returns the mean and its standard error over `n` requests.
+fn sampled_verify_steps(rates: &[f64], d: u32, n: u32, seed: u64) -> (f64, f64) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (mut sum, mut sq) = (0.0, 0.0);
+    for _ in 0..n {
+        let (mut left, mut steps) = (d as i64, 0.0);
+        while left > 0 {
+            let accepted = rates.iter().take_while(|&&p| rng.gen::<f64>() < p).count();
+            left -= 1 + accepted as i64;
+            steps += 1.0;
+        }
+        sum += steps;
+        sq += steps * steps;
+    }
+    let mean = sum / n as f64;
+    (
+        mean,
+        ((sq / n as f64 - mean * mean).max(0.0) / n as f64).sqrt(),
+    )
+}
+
+/// Short outputs gain what their last step can: a 2-token output (one decode token) reports
+/// 1.0; with every draft accepted (G = K + 1 = 4 surely) d tokens take ceil(d / 4) steps, so
+/// never more than K + 1 per step; and the reported figure is d / E[N(d)] with E[N(d)] the
+/// Monte Carlo of the capped acceptance process (within 4 standard errors), for rates, a rate
+/// list and a mean length (its uniform-rate equivalent, solved here by bisection).
+#[test]
+fn short_outputs_report_what_their_last_step_can_gain() {
+    let l = |output: u32, spec: &str| {
+        lone_requests(output, spec)
+            .spec_decode_mean_acceptance_length
+            .unwrap()
+    };
+    assert_eq!(
+        l(2, "num_speculative_tokens = 3\nacceptance_rate = 0.8"),
+        1.0
+    );
+    for output in 2..=14u32 {
+        let d = output - 1;
+        let got = l(output, "num_speculative_tokens = 3\nacceptance_rate = 1.0");
+        let want = d as f64 / d.div_ceil(4) as f64;
+        assert!((got - want).abs() < 1e-12 && got <= 4.0, "d = {d}: {got}");
+    }
+    let p_for = |mean: f64| {
+        let (mut lo, mut hi) = (0.0, 1.0);
+        for _ in 0..60 {
+            let p = 0.5 * (lo + hi);
+            if 1.0 + p + p * p + p * p * p < mean {
+                lo = p;
+            } else {
+                hi = p;
+            }
+        }
+        0.5 * (lo + hi)
+    };
+    for (table, rates, output) in [
+        ("acceptance_rate = 0.7", vec![0.7; 3], 17),
+        ("acceptance_rate = [0.9, 0.7, 0.5]", vec![0.9, 0.7, 0.5], 9),
+        ("acceptance_rate = 0.7", vec![0.7; 3], 6),
+        ("mean_acceptance_length = 2.4", vec![p_for(2.4); 3], 17),
+    ] {
+        let d = output - 1;
+        let got = l(output, &format!("num_speculative_tokens = 3\n{table}"));
+        let (steps, se) = sampled_verify_steps(&rates, d, 200_000, 11);
+        let reported_steps = d as f64 / got;
+        assert!(
+            (reported_steps - steps).abs() < 4.0 * se,
+            "{table}, d = {d}: reported {got} ({reported_steps} steps), sampled {steps} +- {se}"
+        );
+        assert!(got < expected_acceptance_length(&rates), "{table}: {got}");
+    }
+}
+
+/// Every token a speculating iteration made belongs to one completed request: the
+/// per-request counts the measured length is computed from add up to the iterations' tokens,
+/// with plain steps above a batch limit, mixed (prefill) iterations, preemptions (a small KV
+/// pool) and disaggregated decode replicas (requests landing while an iteration is in flight).
+#[test]
+fn the_per_request_speculated_tokens_add_up_to_the_iterations() {
+    use servesim::sim::{simulate, simulate_disaggregated};
+    use servesim::workload::RequestGenerator;
+    let varied = "num_requests = 300\n[workload.input]\nkind = \"uniform\"\nmean = 600\n\
+                  range_ratio = 0.9\n[workload.output]\nkind = \"uniform\"\nmean = 150\n\
+                  range_ratio = 0.99\n[workload.arrival]\nkind = \"poisson\"\nrate_per_s = 8.0\n";
+    let base = "seed = 4\n[deployment]\nmodel = \"llama-3.1-8b\"\ngpu = \"h100-sxm\"\n";
+    let spec = "[speculative]\nmethod = \"eagle3\"\nnum_speculative_tokens = 3\n";
+    let cases = [
+        (
+            format!("{base}[workload]\n{varied}{spec}disable_by_batch_size = 6\n"),
+            None,
+        ),
+        (format!("{base}[workload]\n{varied}{spec}"), Some(220u64)),
+        (
+            format!(
+                "{base}mode = \"disaggregated\"\n[deployment.prefill]\nreplicas = 1\n\
+                 [deployment.decode]\nreplicas = 2\n[workload]\n{varied}{spec}"
+            ),
+            None,
+        ),
+    ];
+    for (text, kv_blocks) in cases {
+        let mut r = Scenario::parse(&text, "t", &[])
+            .unwrap()
+            .resolve("t")
+            .unwrap();
+        if let Some(b) = kv_blocks {
+            r.sim.scheduler.kv_blocks = b;
+        }
+        let mut gen = RequestGenerator::new(&r.scenario.workload, r.sim.seed, "t").unwrap();
+        let out = match r.pool_step_models().unwrap() {
+            Some((prefill, decode)) => simulate_disaggregated(&r.sim, &prefill, &decode, &mut gen),
+            None => simulate(&r.sim, &r.step_model().unwrap(), &mut gen),
+        };
+        let m = &out.metrics;
+        assert_eq!(m.completed, 300, "{text}");
+        let counted = m.speculated_lengths.tokens();
+        assert!(m.speculated_tokens > 0, "{text}");
+        assert!(m.speculated_tokens < m.generated_tokens, "{text}");
+        assert_eq!(counted, m.speculated_tokens, "{text}");
+        if kv_blocks.is_some() {
+            assert!(m.preemptions > 0, "no preemption: {text}");
+        }
+    }
+}
+
+/// The time the mean-field simulator charges for d speculated tokens, d / L verify steps,
+/// against the E[N(d)] steps they take (each request's last step capped), for the
+/// uniform-rate chains of L = 2.5, 3.0, 3.5 at K = 3 and 7: the percentages
+/// docs/speculative-decoding.md states under Limits, which an independent renewal recursion
+/// (Python, floating point) gave to three decimals. `-- --nocapture` prints the table.
+#[test]
+fn the_mean_field_undercharges_short_outputs_by_the_stated_gap() {
+    use servesim::speculative::{AcceptanceLengths, VerifySteps};
+    let stated = [
+        (3, 2.5, [6.580, 0.825, 0.206]),
+        (3, 3.0, [7.485, 0.969, 0.242]),
+        (3, 3.5, [6.686, 1.082, 0.270]),
+        (7, 2.5, [8.723, 1.091, 0.273]),
+        (7, 3.0, [10.935, 1.370, 0.342]),
+        (7, 3.5, [12.743, 1.606, 0.401]),
+    ];
+    for (k, l, gaps) in stated {
+        let steps = VerifySteps::new(&AcceptanceLengths::from_mean(k, l), 512);
+        for (d, gap) in [16u64, 128, 512].into_iter().zip(gaps) {
+            let exact = steps.expected(d);
+            let got = 100.0 * (exact / (d as f64 / l) - 1.0);
+            eprintln!(
+                "K = {k}, L = {l}, d = {d}: E[N] = {exact:.2} steps, d / L = {:.2}, {got:.3}% more",
+                d as f64 / l
+            );
+            assert!(
+                (got - gap).abs() < 6e-4,
+                "K = {k}, L = {l}, d = {d}: {got} vs {gap}"
+            );
+        }
     }
 }
 
@@ -164,6 +348,7 @@ fn the_fast_forward_matches_the_oracle_with_speculation() {
             "mean_tpot_ms",
             "mean_ttft_ms",
             "output_throughput",
+            "spec_decode_mean_acceptance_length",
         ] {
             assert_eq!(fast[key], oracle[key], "{key}\n{text}");
         }
@@ -252,8 +437,11 @@ fn bench_takes_vllms_speculative_config_and_reports_the_acceptance() {
     ));
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Measured over 127 decode tokens per request: within 3% of the input's expectation, and
+    // under it (each request's last step is capped by the tokens left).
     let l = v["spec_decode_mean_acceptance_length"].as_f64().unwrap();
-    assert!((l - (1.0 + 0.7 + 0.49 + 0.343)).abs() < 1e-9, "{l}");
+    let expected = 1.0 + 0.7 + 0.49 + 0.343;
+    assert!(l <= expected && l / expected > 0.97, "{l}");
     assert!(v["spec_decode_draft_share"].as_f64().unwrap() > 0.0);
     let (_, plain, _) = args(None);
     assert!(!plain.contains("spec_decode"));

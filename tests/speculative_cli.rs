@@ -136,13 +136,18 @@ fn a_batch_limit_reports_the_share_of_steps_that_speculated() {
     let part = run(16);
     let share = part["spec_decode_step_share"].as_f64().unwrap();
     assert!(share > 0.0 && share < 1.0, "{share}");
-    // Over verify steps only: the input's expectation, 1 + 0.72 + 0.72^2 + 0.72^3.
+    // Over verify steps only, measured: the batch falls to the limit mostly as the run
+    // drains, when each request has few of its 63 decode tokens left and its last verify step
+    // gains at most those, so the figure lies between 1 and the input's expectation,
+    // 1 + 0.72 + 0.72^2 + 0.72^3 (without the limit, it is within 3% of it).
     let l = part["spec_decode_mean_acceptance_length"].as_f64().unwrap();
-    assert!((l - 2.611648).abs() < 1e-9, "{l}");
+    assert!(l > 1.0 && l < 2.611648, "{l}");
     assert!(part["spec_decode_speedup"].as_f64().unwrap() > 1.0);
     // No limit: every decode step speculated, and the share (1) is not reported.
     let all = run(100_000);
     assert!(all.get("spec_decode_step_share").is_none());
+    let l = all["spec_decode_mean_acceptance_length"].as_f64().unwrap();
+    assert!(l < 2.611648 && l / 2.611648 > 0.97, "{l}");
 }
 
 /// The value of the run table's row `label` (the text after it, trimmed); `None` without one.
@@ -171,9 +176,13 @@ fn the_run_table_shows_speculation() {
     let row = |label: &str| table_value(&out, label).unwrap_or_else(|| panic!("{label}: {out}"));
     assert_eq!(row("Speculative decoding (method, K):"), "eagle3 K3");
     let l = f("spec_decode_mean_acceptance_length");
-    // The input's expectation at p = 0.72, K = 3: 1 + 0.72 + 0.72^2 + 0.72^3 = 2.61.
-    assert_eq!(row("Mean acceptance length (tok/verify step):"), "2.61");
-    assert_eq!(format!("{l:.2}"), "2.61");
+    // Measured over 15 decode tokens per request: under the input's expectation at p = 0.72,
+    // K = 3 (1 + 0.72 + 0.72^2 + 0.72^3 = 2.61), as the capped last step of short outputs is.
+    assert_eq!(
+        row("Mean acceptance length (tok/verify step):"),
+        format!("{l:.2}")
+    );
+    assert!(l > 1.0 && l < 2.61, "{l}");
     let (d, ve) = (f("spec_decode_draft_share"), f("spec_decode_verify_share"));
     assert!(
         d > 0.0 && ve > 0.0 && (d + ve - 1.0).abs() < 1e-9,

@@ -114,7 +114,12 @@ impl Resolved {
             (requests, out.metrics.log) = log.split_at_capacity(self.sim.request_log_capacity);
         }
         let mut result = self.summarize(&out);
-        speculation_summary(&decode_model, &out.metrics, &mut result.summary);
+        speculation_summary(
+            &decode_model,
+            self.scenario.speculative.as_ref(),
+            &out.metrics,
+            &mut result.summary,
+        );
         result.summary.warnings = gen.warnings().to_vec();
         if self.sim.scheduler.offload.is_some()
             && out.prefix_cache_tokens.iter().all(|t| t.prompt == 0)
@@ -378,18 +383,21 @@ impl PrefixCacheRates {
     }
 }
 
-/// Fills the speculative-decoding figures of `s` from the decode model, evaluated at the
-/// mean batch of the decode-only iterations that speculated and the run's mean context
-/// (prompt plus half the output per request); nothing without speculation. With no verify
-/// step (every output one token long: the first comes from the prefill; or every decode batch
-/// above the speculative batch limit) only the step share, 0, is reported: there is no
-/// acceptance or speedup to report.
+/// Fills the speculative-decoding figures of `s`: the acceptance length measured over the
+/// completed requests' decode tokens in speculating iterations (`config`'s acceptance,
+/// [`crate::speculative::measured_acceptance_length`]), and the shares and speedup from the
+/// decode model, evaluated at the mean batch of the decode-only iterations that speculated
+/// and the run's mean context (prompt plus half the output per request); nothing without
+/// speculation. With no verify step (every output one token long: the first comes from the
+/// prefill; or every decode batch above the speculative batch limit) only the step share, 0,
+/// is reported: there is no acceptance or speedup to report.
 fn speculation_summary(
     model: &crate::roofline::StepTimeModel,
+    config: Option<&crate::speculative::SpeculativeConfig>,
     m: &crate::metrics::Metrics,
     s: &mut RunSummary,
 ) {
-    let Some(spec) = model.speculation() else {
+    let (Some(spec), Some(config)) = (model.speculation(), config) else {
         return;
     };
     let l = spec.mean_acceptance_length.max(1.0);
@@ -409,8 +417,16 @@ fn speculation_summary(
         return;
     }
     // Over verify steps only: the steps above the batch limit gain one token and are not
-    // verify steps.
-    s.spec_decode_mean_acceptance_length = Some(finite(spec.mean_acceptance_length));
+    // verify steps. Measured over the completed requests' speculated tokens: a request's final
+    // run of t of them takes E[N(t)] verify steps (its last step capped by the tokens left),
+    // its other speculated tokens 1 / L each.
+    let lengths = &m.speculated_lengths;
+    s.spec_decode_mean_acceptance_length = crate::speculative::measured_acceptance_length(
+        &config.acceptance_lengths(),
+        lengths.uncapped_tokens(),
+        lengths.final_runs(),
+    )
+    .map(finite);
     let batch = if all_speculated {
         (s.mean_batch_size.round() as u32).max(1)
     } else {

@@ -97,6 +97,12 @@ pub struct Replica {
     run: Option<Run>,
     /// Iterations booked in bulk since the event loop last asked.
     virtual_iterations: u64,
+    /// Decode-only iterations booked so far that speculated: each request decoding through
+    /// one made a token in it (0 without speculation).
+    spec_iters: u64,
+    /// One past the last booked iteration that carried decodes and did not speculate (a mixed
+    /// iteration, or a batch above the speculative limit; every one without speculation).
+    plain_end: u64,
     /// Bookings of the run in flight (buffers kept between runs), and its step function; boxed
     /// with the cache below, so that the fields the router scans across replicas stay close.
     book: Box<fast_forward::Book>,
@@ -173,6 +179,8 @@ impl Replica {
             transfers: handoff::Transfers::default(),
             run: None,
             virtual_iterations: 0,
+            spec_iters: 0,
+            plain_end: 0,
             decode_steps: Box::new([None; DECODE_STEP_CACHE]),
             book: Box::default(),
         }
@@ -413,6 +421,7 @@ impl Replica {
     /// Takes a decoding request out of the decode set before iteration `iter` runs; returns its
     /// KV length.
     fn leave_decode(&mut self, r: &mut Req, kv: u64) {
+        r.spec_tokens += self.spec_iters.saturating_sub(r.dec_spec0) as u32;
         let p = self.phase_of(r);
         self.phase_counts[p] -= 1;
         self.n_decoding -= 1;
@@ -986,14 +995,46 @@ impl Replica {
 
     /// Counts `iterations` decode-only iterations of `batch` decodes each, and whether they
     /// speculated (`SchedulerConfig::spec_max_batch_seqs`).
-    pub(super) fn book_decode_only(&self, batch: u64, iterations: u64, metrics: &mut Metrics) {
+    pub(super) fn book_decode_only(&mut self, batch: u64, iterations: u64, metrics: &mut Metrics) {
         let tokens = batch * iterations;
         metrics.decode_only_tokens += tokens;
         metrics.decode_only_iterations += iterations;
-        if batch > 0 && batch <= u64::from(self.cfg.spec_max_batch_seqs) {
+        if self.speculates(batch) {
             metrics.speculated_tokens += tokens;
             metrics.speculated_iterations += iterations;
+            self.spec_iters += iterations;
+        } else if batch > 0 {
+            self.plain_end = self.iter + iterations;
         }
+    }
+
+    /// Tokens of `r`'s final run of consecutive speculating iterations, when its last token
+    /// came from one (it finished decoding in the iteration ending now, which speculated);
+    /// else 0. Only this run's last verify step is capped by the tokens left.
+    fn final_spec_run(&self, r: &Req) -> u64 {
+        let now_speculated = r.phase == Phase::Decoding
+            && self.cur_chunks.is_empty()
+            && self.speculates(u64::from(self.cur_decodes));
+        if !now_speculated {
+            return 0;
+        }
+        (self.iter + 1).saturating_sub(self.plain_end.max(r.dec_iter0))
+    }
+
+    /// Whether a decode-only iteration of `batch` decodes speculates (none without
+    /// speculation: the limit is then 0).
+    fn speculates(&self, batch: u64) -> bool {
+        batch > 0 && batch <= u64::from(self.cfg.spec_max_batch_seqs)
+    }
+
+    /// Speculating iterations before the next one a request entering the decode set now runs
+    /// in: those booked, and the one in flight if it speculates (an ordinary iteration: a
+    /// fast-forwarded run is cut before a request lands).
+    fn spec_iters_before_next(&self) -> u64 {
+        debug_assert!(self.run.is_none());
+        let in_flight =
+            self.busy && self.cur_chunks.is_empty() && self.speculates(u64::from(self.cur_decodes));
+        self.spec_iters + u64::from(in_flight)
     }
 
     /// Finishes the in-flight iteration at `now`: emits its tokens, completes requests, moves
@@ -1037,6 +1078,8 @@ impl Replica {
         metrics.generated_tokens += decodes;
         if self.cur_chunks.is_empty() {
             self.book_decode_only(decodes, 1, metrics);
+        } else if decodes > 0 {
+            self.plain_end = iter + 1;
         }
         metrics.itl.record_n(dur, decodes);
         self.sum_kv += decodes;
@@ -1109,6 +1152,7 @@ impl Replica {
         r.dec_iter0 = dec_iter0;
         r.dec_kv0 = r.prefill_len;
         r.dec_gen0 = r.generated;
+        r.dec_spec0 = self.spec_iters_before_next();
         r.finish_iter = r.dec_iter0 + (r.output - r.generated) as u64 - 1;
         let p = self.phase_of(&r);
         self.phase_counts[p] += 1;
@@ -1140,6 +1184,10 @@ impl Replica {
         metrics
             .queue
             .record(r.first_scheduled_ns.saturating_sub(r.arrival_ns));
+        let final_run = self.final_spec_run(r);
+        metrics
+            .speculated_lengths
+            .record(u64::from(r.spec_tokens), final_run);
         let mut good = slo.ttft_ns.is_none_or(|t| ttft <= t) && slo.e2e_ns.is_none_or(|t| e2e <= t);
         if r.output > 1 {
             let tpot = (e2e - ttft) / (r.output as u64 - 1);

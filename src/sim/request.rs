@@ -66,6 +66,11 @@ pub struct Req {
     pub dec_kv0: u32,
     /// Tokens generated before `dec_iter0`.
     pub dec_gen0: u32,
+    /// The replica's count of speculating iterations before `dec_iter0`.
+    pub dec_spec0: u64,
+    /// Tokens made in speculating iterations before the current decode run (across
+    /// preemptions; reset when a failed replica's request is retried).
+    pub spec_tokens: u32,
     /// Iteration in which the last token is produced.
     pub finish_iter: u64,
     /// Incremented when the request leaves the decode set, to invalidate heap entries.
@@ -110,6 +115,8 @@ impl Req {
             dec_iter0: 0,
             dec_kv0: 0,
             dec_gen0: 0,
+            dec_spec0: 0,
+            spec_tokens: 0,
             finish_iter: 0,
             epoch: 0,
             phase: Phase::Waiting,

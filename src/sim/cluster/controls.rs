@@ -97,6 +97,7 @@ impl Cluster<'_, '_> {
                     r.first_token_ns = NO_TIME;
                     r.last_token_ns = NO_TIME;
                     r.generated = 0;
+                    r.spec_tokens = 0;
                     r.prefill_len = r.input;
                     r.computed = 0;
                     r.own_blocks = 0;
