@@ -9,6 +9,7 @@
 //! [`Scenario`]; nothing in the model is keyed to a row. The same machinery fits an engine
 //! profile's host costs ([`fit_engine_host`]).
 
+pub mod bound;
 pub mod cv;
 mod host_fit;
 pub mod markdown;

@@ -139,7 +139,7 @@ fn docs_validation_md_carries_the_report_of_the_committed_cross_validation() {
     let doc = std::fs::read_to_string("docs/validation.md").unwrap();
     let block = generated_block(&doc).expect("docs/validation.md has no generated block");
     let rows = embedded_rows().unwrap();
-    let want = markdown(&rows, &fit_rows().unwrap(), &committed().unwrap(), 0.9);
+    let want = markdown(&rows, &fit_rows().unwrap(), &committed().unwrap(), 0.9).unwrap();
     assert_eq!(
         block.trim(),
         want.trim(),
@@ -163,7 +163,7 @@ fn docs_validation_md_carries_the_other_releases_table() {
         .collect();
     assert_eq!(
         block.trim(),
-        other_files_markdown(&files).trim(),
+        other_files_markdown(&files).unwrap().trim(),
         "docs/validation.md's other-releases table differs from `servesim validate --markdown \
          --other-releases` (run scripts/update-validation.sh)"
     );

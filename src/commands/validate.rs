@@ -9,6 +9,7 @@ use servesim::catalog::{self, Entry, Kind};
 use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
+use servesim::validate::bound::{datasheet_bounds, DatasheetBound};
 use servesim::validate::cv::{self, embedded_rows, CrossValidation, Headline};
 use servesim::validate::markdown::{
     markdown, other_files_markdown, residuals_csv, OTHER_REFERENCE_FILES,
@@ -32,7 +33,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             let comps = compare(&rows, None)?;
             files.push((*f, rows, comps));
         }
-        return super::to_stdout(other_files_markdown(&files).as_bytes());
+        return super::to_stdout(other_files_markdown(&files)?.as_bytes());
     }
     if !(args.coverage > 0.0 && args.coverage < 1.0) {
         anyhow::bail!(servesim::Error::config(
@@ -126,7 +127,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let cross_validated = args.fit_engine.is_none() && !args.no_cv;
     let mut out: Vec<u8> = Vec::new();
     if args.markdown {
-        write!(out, "{}", markdown(&rows, &fit_set, &result, args.coverage))?;
+        write!(
+            out,
+            "{}",
+            markdown(&rows, &fit_set, &result, args.coverage)?
+        )?;
     } else {
         print_report(&mut out, args, &rows, &result, cross_validated)?;
     }
@@ -167,6 +172,7 @@ fn print_report(
     cross_validated: bool,
 ) -> Result<()> {
     let (inn, oos) = (&cv.in_sample, &cv.out_of_sample);
+    let bounds = datasheet_bounds(rows)?;
     let summary = summarize(oos);
     let intervals = prediction_intervals(oos, args.coverage);
     let headroom = step_time_headroom(oos, args.coverage);
@@ -184,8 +190,13 @@ fn print_report(
                     "folds": cv.folds,
                     "intervals": intervals,
                     "step_time_headroom": headroom,
-                    "predicted_saturated": cv::predicted_saturated(rows, oos),
-                    "predicted_saturated_in_sample": cv::predicted_saturated(rows, inn),
+                    "predicted_saturated": cv::saturation(rows, oos, &bounds).counted,
+                    "predicted_saturated_in_sample": cv::saturation(rows, inn, &bounds).counted,
+                    "set_aside_by_datasheet_bound":
+                        cv::saturation(rows, oos, &bounds).set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
+                    "set_aside_by_datasheet_bound_in_sample":
+                        cv::saturation(rows, inn, &bounds).set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
+                    "datasheet_bounds": bounds,
                 }))?
             )?;
             return Ok(());
@@ -204,7 +215,7 @@ fn print_report(
     write_rows_table(out, inn, oos)?;
     write_headlines(out, inn, oos, which)?;
     write_per_configuration(out, rows, cv, which)?;
-    write_saturated(out, rows, inn, oos)?;
+    write_saturated(out, rows, inn, oos, &bounds)?;
     write_per_metric(out, &summary)?;
     write_intervals(out, &intervals, headroom, args.coverage, which)
 }
@@ -307,22 +318,50 @@ fn write_per_configuration(
 }
 
 /// The online rows the engine kept up with that the model predicts saturated, in and out of
-/// sample.
+/// sample (those whose datasheet bound exceeds 1 set aside, with it), and each online row's
+/// datasheet bound.
 fn write_saturated(
     out: &mut impl Write,
     rows: &[ReferenceRow],
     inn: &[Comparison],
     oos: &[Comparison],
+    bounds: &[DatasheetBound],
 ) -> Result<()> {
     for (label, comps) in [("in sample", inn), ("out of sample", oos)] {
-        let sat = cv::predicted_saturated(rows, comps);
         writeln!(
             out,
             "online rows the engine kept up with, predicted saturated {label}: {}",
-            if sat.is_empty() {
-                "none".into()
+            cv::saturation(rows, comps, bounds).describe()
+        )?;
+    }
+    if bounds.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nlower bound on GPU time per second of the described load, at datasheet peak \
+         (compute: tensor-core FLOP; memory: HBM bytes; above 1: cannot be served as described)"
+    )?;
+    let id_w = bounds.iter().map(|b| b.id.len() + 2).fold(18, usize::max);
+    writeln!(
+        out,
+        "{:<id_w$}{:>10}{:>6}{:>10}{:>10}{:>10}",
+        "row", "req/s", "GPUs", "compute", "memory", "bound"
+    )?;
+    for b in bounds {
+        writeln!(
+            out,
+            "{:<id_w$}{:>10}{:>6}{:>10.3}{:>10.3}{:>10.3}{}",
+            b.id,
+            b.inputs.requests_per_s,
+            b.inputs.replicas * b.inputs.gpus_per_replica,
+            b.compute_share,
+            b.memory_share,
+            b.gpu_time_per_s,
+            if b.infeasible() {
+                "  cannot be served"
             } else {
-                sat.join(", ")
+                ""
             }
         )?;
     }

@@ -313,17 +313,57 @@ pub fn measured_kept_up(row: &ReferenceRow) -> Option<bool> {
     get(Metric::TtftMeanMs).map(|ttft| ttft / 1e3 <= 0.1 * span_s)
 }
 
-/// Online rows the measured engine kept up with that `comps` predict it does not.
-pub fn predicted_saturated(rows: &[ReferenceRow], comps: &[Comparison]) -> Vec<String> {
-    rows.iter()
-        .filter(|r| measured_kept_up(r) == Some(true))
-        .filter(|r| {
-            comps
-                .iter()
-                .any(|c| c.id == r.id && c.keeps_up == Some(false))
-        })
-        .map(|r| r.id.clone())
-        .collect()
+/// The online rows the measured engine kept up with that some comparisons predict saturated.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Saturation {
+    /// Rows counted as predicted saturated (ids).
+    pub counted: Vec<String>,
+    /// Rows predicted saturated but set aside: their datasheet bound
+    /// ([`super::bound::datasheet_bound`]) exceeds 1, so the load as published cannot be served
+    /// even at datasheet peak; each with its bound.
+    pub set_aside: Vec<super::bound::DatasheetBound>,
+}
+
+impl Saturation {
+    /// One line's worth: the counted ids, or "none", then the set-aside rows with their bounds.
+    pub fn describe(&self) -> String {
+        let mut s = if self.counted.is_empty() {
+            "none".to_string()
+        } else {
+            self.counted.join(", ")
+        };
+        for b in &self.set_aside {
+            s.push_str(&format!(
+                "; set aside: {} (its description needs at least {:.2} s of GPU time per second at \
+                 datasheet peak)",
+                b.id, b.gpu_time_per_s
+            ));
+        }
+        s
+    }
+}
+
+/// Online rows the measured engine kept up with that `comps` predict it does not; a row whose
+/// datasheet bound (in `bounds`) exceeds 1 is set aside rather than counted.
+pub fn saturation(
+    rows: &[ReferenceRow],
+    comps: &[Comparison],
+    bounds: &[super::bound::DatasheetBound],
+) -> Saturation {
+    let mut out = Saturation::default();
+    for r in rows.iter().filter(|r| measured_kept_up(r) == Some(true)) {
+        if !comps
+            .iter()
+            .any(|c| c.id == r.id && c.keeps_up == Some(false))
+        {
+            continue;
+        }
+        match bounds.iter().find(|b| b.id == r.id && b.infeasible()) {
+            Some(b) => out.set_aside.push(b.clone()),
+            None => out.counted.push(r.id.clone()),
+        }
+    }
+    out
 }
 
 /// The residual file of the embedded reference rows (`servesim validate --out DIR` writes it

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::cv::{groups, predicted_saturated, stats, CrossValidation, Headline, Stats};
+use super::bound::{datasheet_bounds, DatasheetBound};
+use super::cv::{groups, saturation, stats, CrossValidation, Headline, Stats};
 use super::{prediction_intervals, step_time_headroom, Comparison, LoadKind, Metric, ReferenceRow};
 use crate::error::{Error, Result};
 
@@ -132,13 +133,15 @@ fn worst_group(comps: &[Comparison], idx: &[usize]) -> Option<(String, Stats)> {
 /// The report: headline figures out of sample (in-sample beside them), each configuration's
 /// medians, the rows predicted saturated, and the prediction intervals and step-time
 /// headroom from the out-of-sample errors. `rows` are the rows `cv` was computed on;
-/// `fit` the fit set (to say which configurations were refitted and which held out).
+/// `fit` the fit set (to say which configurations were refitted and which held out). Errors
+/// only when a row's deployment does not resolve (for its datasheet bound).
 pub fn markdown(
     rows: &[ReferenceRow],
     fit: &[ReferenceRow],
     cv: &CrossValidation,
     coverage: f64,
-) -> String {
+) -> Result<String> {
+    let bounds = datasheet_bounds(rows)?;
     let (inn, out) = (&cv.in_sample, &cv.out_of_sample);
     let mut s = String::new();
     let _ = writeln!(
@@ -198,17 +201,14 @@ pub fn markdown(
     }
     let _ = writeln!(s);
     for (label, comps) in [("in sample", inn), ("out of sample", out)] {
-        let sat = predicted_saturated(rows, comps);
         let _ = writeln!(
             s,
             "Online rows the engine kept up with that are predicted saturated, {label}: {}.",
-            if sat.is_empty() {
-                "none".to_string()
-            } else {
-                sat.join(", ")
-            }
+            saturation(rows, comps, &bounds).describe()
         );
     }
+    let _ = writeln!(s);
+    s.push_str(&bounds_markdown(&bounds));
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -241,6 +241,35 @@ pub fn markdown(
             signed_pct(h)
         );
     }
+    Ok(s)
+}
+
+/// The datasheet bound of each online row with an arrival rate, as a table (empty without
+/// such rows): the compute and memory shares and the bound, with "cannot be served" above 1.
+pub fn bounds_markdown(bounds: &[DatasheetBound]) -> String {
+    if bounds.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| online row | req/s | GPUs | compute at datasheet peak | HBM traffic at datasheet bandwidth | lower bound on GPU time per second |\n|---|---|---|---|---|---|\n",
+    );
+    for b in bounds {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2} | {:.2} | {:.2}{} |",
+            b.id,
+            b.inputs.requests_per_s,
+            b.inputs.replicas * b.inputs.gpus_per_replica,
+            b.compute_share,
+            b.memory_share,
+            b.gpu_time_per_s,
+            if b.infeasible() {
+                " (cannot be served as described)"
+            } else {
+                ""
+            }
+        );
+    }
     s
 }
 
@@ -267,8 +296,12 @@ pub const OTHER_REFERENCE_FILES: &[&str] = &[
 
 /// One table over files of held-out rows (each predicted by the committed costs, `comps` in
 /// the order of `files`' rows): per file and configuration the headline families' median
-/// |error| (bias), and the online rows predicted saturated although the engine kept up.
-pub fn other_files_markdown(files: &[(&str, Vec<ReferenceRow>, Vec<Comparison>)]) -> String {
+/// |error| (bias), the online rows predicted saturated although the engine kept up (those
+/// whose datasheet bound exceeds 1 set aside), and the highest datasheet bound. Errors only
+/// when a row's deployment does not resolve.
+pub fn other_files_markdown(
+    files: &[(&str, Vec<ReferenceRow>, Vec<Comparison>)],
+) -> Result<String> {
     let mut s = String::from("| file | configuration | rows |");
     let mut rule = String::from("|---|---|---|");
     for h in Headline::ALL {
@@ -276,8 +309,22 @@ pub fn other_files_markdown(files: &[(&str, Vec<ReferenceRow>, Vec<Comparison>)]
         rule.push_str("---|");
     }
     let _ = writeln!(s, "\n{rule}");
-    let mut saturated = Vec::new();
+    let mut saturated = super::cv::Saturation::default();
+    let mut highest: Option<DatasheetBound> = None;
+    let mut infeasible = Vec::new();
     for (file, rows, comps) in files {
+        let bounds = datasheet_bounds(rows)?;
+        for b in &bounds {
+            if b.infeasible() {
+                infeasible.push(format!("{} ({:.2})", b.id, b.gpu_time_per_s));
+            }
+            if highest
+                .as_ref()
+                .is_none_or(|h| b.gpu_time_per_s > h.gpu_time_per_s)
+            {
+                highest = Some(b.clone());
+            }
+        }
         let name = file.rsplit('/').next().unwrap_or(file);
         for g in groups(rows) {
             let n = rows.iter().filter(|r| r.group() == g).count();
@@ -295,18 +342,33 @@ pub fn other_files_markdown(files: &[(&str, Vec<ReferenceRow>, Vec<Comparison>)]
             }
             let _ = writeln!(s, "{line}");
         }
-        saturated.extend(predicted_saturated(rows, comps));
+        let sat = saturation(rows, comps, &bounds);
+        saturated.counted.extend(sat.counted);
+        saturated.set_aside.extend(sat.set_aside);
     }
     let _ = writeln!(
         s,
         "\nOnline rows of these files the engine kept up with that are predicted saturated: {}.",
-        if saturated.is_empty() {
-            "none".to_string()
-        } else {
-            saturated.join(", ")
-        }
+        saturated.describe()
     );
-    s
+    if let Some(h) = highest {
+        let _ = writeln!(
+            s,
+            "\nHighest datasheet lower bound on GPU time per second among their online rows with a \
+             rate: {:.2} ({}; compute {:.2}, HBM {:.2}).",
+            h.gpu_time_per_s, h.id, h.compute_share, h.memory_share
+        );
+        let _ = writeln!(
+            s,
+            "Online rows whose description needs more than datasheet peak (bound above 1): {}.",
+            if infeasible.is_empty() {
+                "none".to_string()
+            } else {
+                infeasible.join(", ")
+            }
+        );
+    }
+    Ok(s)
 }
 
 /// The generated block of a document: the text between [`BEGIN_MARKER`] and [`END_MARKER`]
