@@ -1637,11 +1637,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
             disaggregated,
             recommendation: None,
             speculation,
-            rate_unit: base
-                .workload
-                .sessions
-                .as_ref()
-                .map(|_| measure::rate_unit(base).to_string()),
+            rate_unit: (base.workload.sessions.is_some()).then(|| measure::rate_unit(base).into()),
         },
         verification_run,
     })

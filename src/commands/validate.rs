@@ -127,11 +127,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let cross_validated = args.fit_engine.is_none() && !args.no_cv;
     let mut out: Vec<u8> = Vec::new();
     if args.markdown {
-        write!(
-            out,
-            "{}",
-            markdown(&rows, &fit_set, &result, args.coverage)?
-        )?;
+        out.extend_from_slice(markdown(&rows, &fit_set, &result, args.coverage)?.as_bytes());
     } else {
         print_report(&mut out, args, &rows, &result, cross_validated)?;
     }
@@ -178,6 +174,10 @@ fn print_report(
     let headroom = step_time_headroom(oos, args.coverage);
     match args.format {
         Format::Json => {
+            let (sat_inn, sat_oos) = (
+                cv::saturation(rows, inn, &bounds),
+                cv::saturation(rows, oos, &bounds),
+            );
             writeln!(
                 out,
                 "{}",
@@ -190,12 +190,12 @@ fn print_report(
                     "folds": cv.folds,
                     "intervals": intervals,
                     "step_time_headroom": headroom,
-                    "predicted_saturated": cv::saturation(rows, oos, &bounds).counted,
-                    "predicted_saturated_in_sample": cv::saturation(rows, inn, &bounds).counted,
+                    "predicted_saturated": sat_oos.counted,
+                    "predicted_saturated_in_sample": sat_inn.counted,
                     "set_aside_by_datasheet_bound":
-                        cv::saturation(rows, oos, &bounds).set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
+                        sat_oos.set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
                     "set_aside_by_datasheet_bound_in_sample":
-                        cv::saturation(rows, inn, &bounds).set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
+                        sat_inn.set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
                     "datasheet_bounds": bounds,
                 }))?
             )?;
@@ -354,7 +354,7 @@ fn write_saturated(
             "{:<id_w$}{:>10}{:>6}{:>10.3}{:>10.3}{:>10.3}{}",
             b.id,
             b.inputs.requests_per_s,
-            b.inputs.replicas * b.inputs.gpus_per_replica,
+            b.inputs.gpus(),
             b.compute_share,
             b.memory_share,
             b.gpu_time_per_s,

@@ -512,6 +512,7 @@ fn write_chosen_text(
     c: &CandidateResult,
     d: &crate::plan::ChosenDetail,
 ) {
+    let unit = unit(p);
     let cost = c.cost_at_target.unwrap_or_else(|| {
         crate::plan::pricing::cost(c.gpus, c.price_usd_per_gpu_hour, 0.0, 0.0, 0.0)
     });
@@ -548,12 +549,10 @@ fn write_chosen_text(
     );
     let _ = writeln!(
         t,
-        "  per replica: capacity {:.2} {} ({:.0} output tok/s); sustains {:.2} {} within the SLOs; binding: {}",
+        "  per replica: capacity {:.2} {unit} ({:.0} output tok/s); sustains {:.2} {unit} within the SLOs; binding: {}",
         c.capacity_rate_per_replica,
-        unit(p),
         c.capacity_output_tokens_per_s,
         c.max_rate_per_replica,
-        unit(p),
         c.binding
             .as_ref()
             .map_or("none found".to_string(), |b| format!(
@@ -567,10 +566,8 @@ fn write_chosen_text(
         "{}",
         fleet_line(
             &format!(
-                "fleet of {} at {:.2} {}",
-                d.fleet.replicas,
-                p.target_rate_per_s,
-                unit(p)
+                "fleet of {} at {:.2} {unit}",
+                d.fleet.replicas, p.target_rate_per_s
             ),
             &d.verification,
             None
@@ -622,7 +619,7 @@ fn write_chosen_text(
             (None, false) => String::new(),
         }
     );
-    write_batch_point(t, &d.batch, unit(p));
+    write_batch_point(t, &d.batch, unit);
     if let Some(n) = &p.near_tie {
         let _ = writeln!(t, "  note: {n}");
     }

@@ -76,6 +76,13 @@ pub struct BoundInputs {
     pub hbm_bandwidth_bytes_per_s: f64,
 }
 
+impl BoundInputs {
+    /// GPUs of the whole deployment (replicas x GPUs per replica).
+    pub fn gpus(&self) -> f64 {
+        self.replicas * self.gpus_per_replica
+    }
+}
+
 /// The lower bound on the GPU time one second of the described load needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DatasheetBound {
@@ -123,7 +130,7 @@ pub fn evaluate(id: &str, x: &BoundInputs) -> DatasheetBound {
     } else {
         0.0
     };
-    let gpus = x.replicas * x.gpus_per_replica;
+    let gpus = x.gpus();
     let compute_share = flops_per_s / (gpus * x.peak_flops_per_s);
     let memory_share = hbm_bytes_per_s / (gpus * x.hbm_bandwidth_bytes_per_s);
     DatasheetBound {

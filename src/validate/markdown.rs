@@ -259,7 +259,7 @@ pub fn bounds_markdown(bounds: &[DatasheetBound]) -> String {
             "| {} | {} | {} | {:.2} | {:.2} | {:.2}{} |",
             b.id,
             b.inputs.requests_per_s,
-            b.inputs.replicas * b.inputs.gpus_per_replica,
+            b.inputs.gpus(),
             b.compute_share,
             b.memory_share,
             b.gpu_time_per_s,
