@@ -16,7 +16,8 @@
 //! 4. **Queue growth**: the time-averaged number of requests in the system per time slice of
 //!    the window, regressed on time. A queue that grows by more than
 //!    [`SteadyStateConfig::growth_threshold`] of the window's arrivals, significantly (more
-//!    than 3 standard errors), is not stationary: demand exceeds capacity.
+//!    than 3 standard errors, the error widened for the slices' autocorrelation), is not
+//!    stationary: demand exceeds capacity.
 //!
 //! docs/capacity-planning.md ("Method") shows the measurements that justify these choices.
 
@@ -767,6 +768,27 @@ fn queue_growth(w: &Window<'_>, threshold: f64) -> QueueGrowth {
     regress_growth(&means, w.recs.len() as f64 * w.scale, threshold)
 }
 
+/// Largest lag-1 autocorrelation [`autocorrelation_inflation`] credits: beyond it ten slices
+/// cannot tell a slow excursion from a trend anyway.
+const MAX_LAG1_AUTOCORRELATION: f64 = 0.9;
+
+/// Factor by which positively autocorrelated residuals widen a regression slope's standard
+/// error: sqrt((1 + rho) / (1 - rho)) with rho the residuals' lag-1 autocorrelation, in
+/// [0, [`MAX_LAG1_AUTOCORRELATION`]] (the AR(1) variance inflation of a least-squares slope;
+/// 1 for uncorrelated residuals). The number of requests in a batching server wanders in
+/// excursions as long as a request's stay (tens of seconds at thousands of concurrent
+/// sequences), so slices shorter than that are not independent, and without the factor a
+/// stationary run's excursion near its end reads as significant growth.
+fn autocorrelation_inflation(residuals: &[f64]) -> f64 {
+    let var: f64 = residuals.iter().map(|e| e * e).sum();
+    if residuals.len() < 3 || var <= 0.0 {
+        return 1.0;
+    }
+    let lag1: f64 = residuals.windows(2).map(|w| w[0] * w[1]).sum();
+    let rho = (lag1 / var).clamp(0.0, MAX_LAG1_AUTOCORRELATION);
+    ((1.0 + rho) / (1.0 - rho)).sqrt()
+}
+
 /// Least squares of slice means on the slice index: the fitted change from the first
 /// slice's centre to the last's, its standard error, and the verdict.
 fn regress_growth(means: &[f64], window_arrivals: f64, threshold: f64) -> QueueGrowth {
@@ -781,13 +803,14 @@ fn regress_growth(means: &[f64], window_arrivals: f64, threshold: f64) -> QueueG
         .map(|(j, y)| (j as f64 - xbar) * (y - ybar))
         .sum();
     let slope = sxy / sxx;
-    let resid: f64 = means
+    let residuals: Vec<f64> = means
         .iter()
         .enumerate()
-        .map(|(j, y)| (y - ybar - slope * (j as f64 - xbar)).powi(2))
-        .sum();
+        .map(|(j, y)| y - ybar - slope * (j as f64 - xbar))
+        .collect();
+    let resid: f64 = residuals.iter().map(|e| e * e).sum();
     let se_slope = if k > 2 {
-        (resid / (kf - 2.0) / sxx).sqrt()
+        (resid / (kf - 2.0) / sxx).sqrt() * autocorrelation_inflation(&residuals)
     } else {
         0.0
     };
@@ -952,5 +975,29 @@ mod tests {
         assert!(s.output_throughput.half_width.is_none());
         assert!(!s.converged && !s.decided);
         assert!(analyze(&[], &Targets::default(), &SteadyStateConfig::default()).requests == 0);
+    }
+
+    #[test]
+    fn an_excursion_at_the_end_of_a_stationary_run_is_not_growth_but_a_trend_is() {
+        // Ten slice means of the number in system of a batching server that wanders in slow
+        // excursions (like the MLPerf H100 replica at 21.39 req/s, 4,000 requests: about 340
+        // in the system, a hump of +100 late in the window that is on its way back down).
+        // Uncorrected, the slope's standard error reads the hump as growth (106 requests,
+        // 3.5 standard errors); the residuals' lag-1 autocorrelation (0.48) widens it to 2.1.
+        let wander = [300.0, 300.0, 310.0, 305.0, 350.0, 400.0, 410.0, 405.0, 380.0, 360.0];
+        let residual_rho_inflates = autocorrelation_inflation(&[-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]);
+        assert!(residual_rho_inflates > 1.5, "{residual_rho_inflates}");
+        let alternating = autocorrelation_inflation(&[1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
+        assert_eq!(alternating, 1.0, "negative correlation never narrows the error");
+        let q = regress_growth(&wander, 3550.0, 0.01);
+        assert!(q.stationary, "{q:?}");
+        // A queue that grows by 40 requests per slice with the same noise is growth.
+        let trend: Vec<f64> = wander
+            .iter()
+            .enumerate()
+            .map(|(j, y)| y + 40.0 * j as f64)
+            .collect();
+        let q = regress_growth(&trend, 3550.0, 0.01);
+        assert!(!q.stationary && q.growth_requests > 300.0, "{q:?}");
     }
 }
