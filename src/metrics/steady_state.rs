@@ -207,7 +207,8 @@ pub struct SteadyState {
     pub queue: QueueGrowth,
     /// Whether every judged figure's interval is within the tolerance.
     pub converged: bool,
-    /// Whether every verdict is certain: each interval lies on one side of its threshold.
+    /// Whether every verdict is certain: each interval lies on one side of its threshold, and
+    /// the queue test's time slices span two mean stays (see `queue_slices_span_stays`).
     pub decided: bool,
     /// Every SLO met, goodput share at or above its threshold, a steady state reached within
     /// the run, and a stationary queue.
@@ -675,6 +676,7 @@ pub fn analyze_sample(
     let decided = batch_ok
         && !warmup_at_cap
         && growth_clear
+        && queue_slices_span_stays(&w, e2e_l.mean_ms)
         && (goodput_share.excludes(targets.goodput_threshold) || goodput_share.tight(tol))
         && slo
             .iter()
@@ -702,6 +704,20 @@ pub fn analyze_sample(
         decided,
         misses,
     }
+}
+
+/// Mean stays ([`E2E`](WindowLatency) means) one time slice of the queue test must span for
+/// its verdict to decide a search: with shorter slices the number in system's excursions
+/// (as long as a stay) read as trends, and a longer run is needed.
+const QUEUE_SLICE_STAYS: f64 = 2.0;
+
+/// Whether each of the window's time slices spans [`QUEUE_SLICE_STAYS`] mean stays
+/// (`e2e_mean_ms`) of its requests. The MLPerf H100 replica at 22.2 req/s (83% of its capacity,
+/// 15 s stays): 4,000 requests give 16 s slices and "queue grows by 193 requests"; 8,000
+/// requests (36 s slices) and more hold, up to 24.5 req/s.
+fn queue_slices_span_stays(w: &Window<'_>, e2e_mean_ms: f64) -> bool {
+    let slice_s = (w.b_ns - w.a_ns) / 1e9 / w.k as f64;
+    slice_s >= QUEUE_SLICE_STAYS * e2e_mean_ms / 1e3
 }
 
 /// The queue-growth test over the window with its `k` time slices: the number of requests
@@ -984,11 +1000,16 @@ mod tests {
         // in the system, a hump of +100 late in the window that is on its way back down).
         // Uncorrected, the slope's standard error reads the hump as growth (106 requests,
         // 3.5 standard errors); the residuals' lag-1 autocorrelation (0.48) widens it to 2.1.
-        let wander = [300.0, 300.0, 310.0, 305.0, 350.0, 400.0, 410.0, 405.0, 380.0, 360.0];
+        let wander = [
+            300.0, 300.0, 310.0, 305.0, 350.0, 400.0, 410.0, 405.0, 380.0, 360.0,
+        ];
         let residual_rho_inflates = autocorrelation_inflation(&[-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]);
         assert!(residual_rho_inflates > 1.5, "{residual_rho_inflates}");
         let alternating = autocorrelation_inflation(&[1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
-        assert_eq!(alternating, 1.0, "negative correlation never narrows the error");
+        assert_eq!(
+            alternating, 1.0,
+            "negative correlation never narrows the error"
+        );
         let q = regress_growth(&wander, 3550.0, 0.01);
         assert!(q.stationary, "{q:?}");
         // A queue that grows by 40 requests per slice with the same noise is growth.
