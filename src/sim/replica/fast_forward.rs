@@ -308,7 +308,9 @@ impl Cursor {
         let mut i = 0;
         if k > 0
             && DecodeTimes::ns_of_at_least_one(x + (k - 1) * d) <= itl_top
-            && s.saturating_add(t).saturating_add(k.saturating_mul(itl_top)) < stop
+            && s.saturating_add(t)
+                .saturating_add(k.saturating_mul(itl_top))
+                < stop
         {
             for _ in 0..k {
                 p = t;
