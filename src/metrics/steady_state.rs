@@ -283,13 +283,26 @@ pub fn mser_truncation(series: &[f64], batch: usize) -> (usize, bool) {
     (best.1 * batch, best.1 >= d_max)
 }
 
+/// Sorts `v` in `f64::total_cmp` order, as integers: the key below orders like `total_cmp`
+/// and maps back to the same bits, and equal keys are equal bits, so the result is the same
+/// as `sort_unstable_by(total_cmp)` at a fraction of the cost of its comparisons.
+fn sort_total(v: &mut [f64]) {
+    // Negative values (sign bit set) have their other bits flipped: an involution.
+    let key = |bits: u64| bits ^ (((bits as i64 >> 63) as u64) >> 1);
+    let mut keys: Vec<i64> = v.iter().map(|x| key(x.to_bits()) as i64).collect();
+    keys.sort_unstable();
+    for (x, k) in v.iter_mut().zip(keys) {
+        *x = f64::from_bits(key(k as u64));
+    }
+}
+
 /// Mean, median, p90 and p99 of `v`; sorts it.
 fn latency(v: &mut [f64]) -> WindowLatency {
     if v.is_empty() {
         return WindowLatency::default();
     }
     let mean = v.iter().sum::<f64>() / v.len() as f64;
-    v.sort_unstable_by(|a, b| a.total_cmp(b));
+    sort_total(v);
     WindowLatency {
         mean_ms: mean,
         median_ms: sorted_percentile_nearest_rank(v, 50.0),
@@ -845,6 +858,30 @@ fn regress_growth(means: &[f64], window_arrivals: f64, threshold: f64) -> QueueG
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sort_total_orders_bits_like_total_cmp() {
+        let mut v = vec![
+            3.5,
+            -0.0,
+            f64::NAN,
+            0.0,
+            -2.25,
+            f64::INFINITY,
+            1e-300,
+            -f64::NAN,
+            f64::NEG_INFINITY,
+            3.5,
+            -1e-300,
+            42.0,
+        ];
+        let mut want = v.clone();
+        want.sort_unstable_by(|a, b| a.total_cmp(b));
+        sort_total(&mut v);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&v), bits(&want));
+        assert_eq!(v[0].to_bits(), (-f64::NAN).to_bits());
+    }
 
     fn rec(arrival_ms: f64, ttft_ms: f64, e2e_ms: f64, out: u32) -> RequestRecord {
         let a = (arrival_ms * 1e6) as u64;

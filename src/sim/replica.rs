@@ -807,11 +807,10 @@ impl Replica {
             if !reserved && self.available_blocks() < blocks {
                 break;
             }
-            let mut r = slab.get(id).clone();
-            self.take_blocks(&mut r, blocks);
+            let r = slab.get_mut(id);
+            self.take_blocks(r, blocks);
             r.computed += chunk;
-            self.maybe_publish_prefix(&mut r);
-            *slab.get_mut(id) = r;
+            self.maybe_publish_prefix(r);
             self.pending_prefill_tokens -= chunk as u64;
             metrics.prefill_tokens_computed += chunk as u64;
             self.cur_chunks.push(Chunk { id, tokens: chunk });
@@ -860,8 +859,10 @@ impl Replica {
         now: u64,
     ) -> Option<u32> {
         let b = self.block();
-        let r = slab.get(id).clone();
-        let (cached, shared, cpu_tokens) = self.prefix_hit(&r);
+        // Read and changed in its slot: a request is about 150 bytes, and this runs once per
+        // admission.
+        let r = slab.get(id);
+        let (cached, shared, cpu_tokens) = self.prefix_hit(r);
         let to_compute = r.prefill_len - cached;
         let chunk = if self.cfg.chunked_prefill || self.cfg.static_batching {
             to_compute.min(budget)
@@ -888,7 +889,7 @@ impl Replica {
         {
             // Undo the prefix reference taken by the lookup.
             if let (Some(ids), true) = (&r.blocks, shared > 0) {
-                let n = shared / unit_blocks(&r, self.cfg.block_size);
+                let n = shared / unit_blocks(r, self.cfg.block_size);
                 self.evictable_blocks += self.content.release(&ids[..n as usize], false);
             } else if shared > 0 {
                 if let Some(e) = self.prefix_cache.get_mut(&r.prefix_group) {
@@ -901,24 +902,23 @@ impl Replica {
             return None;
         }
         self.waiting.pop_front();
-        let mut r = r;
+        let r = slab.get_mut(id);
         r.own_blocks = 0;
         r.reserve = reserve as u32;
         self.reserved_blocks += reserve;
-        self.take_blocks(&mut r, blocks);
+        self.take_blocks(r, blocks);
         r.shared_blocks = shared;
         r.computed = cached + chunk;
         r.phase = Phase::Prefilling;
         if r.first_scheduled_ns == NO_TIME {
             r.first_scheduled_ns = now;
         }
-        self.offload_admitted(&r, shared, cpu_tokens);
-        self.maybe_publish_prefix(&mut r);
+        self.offload_admitted(r, shared, cpu_tokens);
+        self.maybe_publish_prefix(r);
         let done = r.computed == r.prefill_len;
-        *slab.get_mut(id) = r;
         self.pending_prefill_tokens -= (cached + chunk) as u64;
-        if slab.get(id).blocks.is_some() {
-            self.content_tokens.prompt += slab.get(id).prefill_len as u64;
+        if r.blocks.is_some() {
+            self.content_tokens.prompt += r.prefill_len as u64;
             self.content_tokens.hit += cached as u64;
             self.content_tokens.cpu_hit += cpu_tokens as u64;
         }

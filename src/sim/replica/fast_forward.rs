@@ -90,9 +90,9 @@ pub(super) struct Book {
     kv_blocks: u64,
     /// The iteration time of the run in flight as a function of the total context.
     step: Option<DecodeStep>,
-    /// A range of block counts [lo, hi) known to share one permille, and it (kept from run to
-    /// run: the rounding is worked out again only when the blocks in use leave it).
-    permille_range: (u64, u64, u64),
+    /// Where the KV permille steps up: entry p is the fewest blocks in use whose permille is
+    /// at least p, for p = 0..=1001 (worked out once per KV capacity; empty until needed).
+    permille_from: Vec<u64>,
 }
 
 /// KV utilisation in permille as an iteration's end computes it.
@@ -101,32 +101,60 @@ fn permille(used: u64, kv_blocks: u64) -> u64 {
     crate::numeric::round((used as f64 / kv_blocks.max(1) as f64) * 1000.0) as u64
 }
 
+/// The table of [`Book::permille_step`] for a KV cache of `kv_blocks` blocks: entry p is the
+/// fewest blocks whose [`permille`] is at least p, p = 0..=1001 (the rounding is monotone in
+/// the blocks, so permille(u) is the largest p whose entry is at most u).
+fn permille_steps(kv_blocks: u64) -> Vec<u64> {
+    let kv = kv_blocks.max(1);
+    let mut from = Vec::with_capacity(1002);
+    from.push(0);
+    for p in 1..=1001u64 {
+        // Near (p - 0.5) / 1000 of the capacity; the float rounding is settled by stepping.
+        let mut u = ((p as f64 - 0.5) * kv as f64 / 1000.0).ceil() as u64;
+        u = u.max(from[from.len() - 1]);
+        while u > from[from.len() - 1] && permille(u - 1, kv) >= p {
+            u -= 1;
+        }
+        while permille(u, kv) < p {
+            u += 1;
+        }
+        from.push(u);
+    }
+    from
+}
+
 impl Book {
     /// The permille of `used` blocks and the smallest block count above with a larger one.
     #[inline]
     fn permille_step(&mut self, used: u64) -> (u64, u64) {
-        let (lo, hi, p) = self.permille_range;
-        if (lo..hi).contains(&used) {
-            return (p, hi);
+        if self.permille_from.is_empty() {
+            self.permille_from = permille_steps(self.kv_blocks);
         }
-        let p = permille(used, self.kv_blocks);
-        // Near (p + 0.5) / 1000 of the capacity; the float rounding is settled by stepping.
-        let kv = self.kv_blocks;
-        let mut u = (((p as f64 + 0.5) * kv as f64 / 1000.0).ceil() as u64).max(used + 1);
-        while u > used + 1 && permille(u - 1, kv) > p {
-            u -= 1;
+        let from = &self.permille_from;
+        if used >= from[from.len() - 1] {
+            // Beyond the table (more blocks in use than the capacity): the rounding itself.
+            let p = permille(used, self.kv_blocks);
+            let next = (used + 1..)
+                .find(|&u| permille(u, self.kv_blocks) > p)
+                .unwrap_or(u64::MAX);
+            return (p, next);
         }
-        while permille(u, kv) <= p {
-            u += 1;
+        // A guess within one of the permille, settled on the table.
+        let kv = self.kv_blocks.max(1) as u128;
+        let mut p = ((used as u128 * 1000 / kv) as usize).min(from.len() - 2);
+        while from[p] > used {
+            p -= 1;
         }
-        self.permille_range = (used, u, p);
-        (p, u)
+        while from[p + 1] <= used {
+            p += 1;
+        }
+        (p as u64, from[p + 1])
     }
 
     /// Empties the book for a walk on a KV cache of `kv_blocks` blocks.
     fn clear(&mut self, kv_blocks: u64) {
         if kv_blocks != self.kv_blocks {
-            self.permille_range = (0, 0, 0);
+            self.permille_from.clear();
             self.kv_blocks = kv_blocks;
         }
         self.itl.clear();
@@ -274,7 +302,24 @@ impl Cursor {
         // starts later and still does is left to the full step).
         let stop = stop.min(end_by.saturating_sub(itl_top).saturating_add(1));
         let (mut s, mut t, mut p) = (self.start, self.dur, self.prev_dur);
+        // Times only grow on a line: when the stretch's last iteration is within `itl_top`
+        // and even `k` iterations of `itl_top` each start before `stop`, no check can stop
+        // it, and the loop only sums (the common case: the checked loop below gives the same).
         let mut i = 0;
+        if k > 0
+            && DecodeTimes::ns_of_at_least_one(x + (k - 1) * d) <= itl_top
+            && s.saturating_add(t)
+                .saturating_add(k.saturating_mul(itl_top))
+                < stop
+        {
+            for _ in 0..k {
+                p = t;
+                s += t;
+                t = DecodeTimes::ns_of_at_least_one(x);
+                x += d;
+            }
+            i = k;
+        }
         while i < k {
             let next_start = s + t;
             let next_dur = DecodeTimes::ns_of_at_least_one(x);
