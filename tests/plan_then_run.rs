@@ -244,6 +244,7 @@ fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
     let p: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(p["rate_unit"], "sessions/s");
     check_session_units(&text, &json, &report);
+    assert!(text.contains("not priced apart"), "{text}");
     check_the_printed_line(&p);
     let cands = p["candidates"].as_array().unwrap();
     let find = |router: &str, gib: f64| {
@@ -290,8 +291,7 @@ fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
 
 /// Every rate of a session plan counts sessions: the printed plan, plan.json, candidates.csv,
 /// index.html and the workbook's sheets name sessions/s and never req/s (capacity included:
-/// a saturated replica's requests/s over the mean requests per session), and the printed
-/// plan says the CPU tier is not priced apart.
+/// a saturated replica's requests/s over the mean requests per session).
 fn check_session_units(text: &str, json: &str, report: &std::path::Path) {
     let read = |f: &str| std::fs::read_to_string(report.join(f)).unwrap();
     let mut xlsx = zip::ZipArchive::new(std::fs::File::open(report.join("cost.xlsx")).unwrap())
@@ -317,7 +317,6 @@ fn check_session_units(text: &str, json: &str, report: &std::path::Path) {
         }
     }
     assert!(text.contains("per replica: capacity ") && text.contains(" sessions/s ("));
-    assert!(text.contains("not priced apart"), "{text}");
 }
 
 /// A Mooncake-format trace (JSONL with hash_ids) of multi-turn sessions, generated: each of
@@ -672,4 +671,204 @@ fn a_plan_of_hundreds_of_replicas_holds_as_printed_and_one_replica_fewer_misses(
     let r = p["candidates"][i]["replicas"].as_u64().unwrap();
     assert!(r >= 100, "{r} replicas: not a large fleet");
     check_the_printed_line(&p);
+}
+
+/// Twenty minutes of four-turn sessions on Llama-3.1-8B (issue 32, period plans over
+/// sessions): 0.3 sessions/s, a two-minute ramp to 2 sessions/s held for eight minutes,
+/// back to 0.3 (about 1,400 sessions, 5,500 requests). `session-affinity` keeps a session's
+/// turns on its replica and sends first turns to the least loaded one.
+const WEEK_SESSIONS: &str = r#"
+name = "week-sessions"
+seed = 5
+[deployment]
+model = "llama-3.1-8b"
+gpu = "h100-sxm"
+tp = 1
+dtype = "bf16"
+router = "session-affinity"
+[scheduler]
+enable_prefix_caching = true
+[workload]
+duration_s = 1200.0
+[workload.arrival]
+kind = "schedule"
+points = [[0.0, 0.3], [240.0, 0.3], [360.0, 2.0], [840.0, 2.0], [960.0, 0.3], [1200.0, 0.3]]
+[workload.sessions]
+system_prompt_tokens = 256
+system_prompts = 4
+turns = { kind = "fixed", tokens = 4 }
+think_time_ms = { kind = "lognormal", mean = 3000, median = 2000 }
+new_tokens = { kind = "normal", mean = 1500, std = 300 }
+output_tokens = { kind = "normal", mean = 400, std = 100 }
+[slo]
+ttft_ms = 1000.0
+tpot_ms = 20.0
+[measure]
+max_requests = 4000
+[plan]
+gpus = ["h100-sxm"]
+dtypes = ["bf16"]
+tp = [1]
+max_num_seqs = [64]
+routers = ["session-affinity"]
+"#;
+
+/// Session starts and requests of `text`'s workload, counted by hand: each session's first
+/// request is the first one carrying its id. Returns the busiest `window_ns` window starting
+/// on a whole minute, counted directly over the starts (no sliding sums): (sessions in it,
+/// its start ns), and the most requests in any such window.
+fn busiest_windows(text: &str, window_ns: u64) -> (u64, u64, u64, u64, u64) {
+    use servesim::scenario::Scenario;
+    use servesim::workload::RequestGenerator;
+    let sc = Scenario::parse(text, "test", &[]).unwrap();
+    let mut gen = RequestGenerator::new(&sc.workload, sc.seed, "test").unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let (mut starts, mut requests) = (Vec::new(), Vec::new());
+    while let Some(r) = gen.next_request() {
+        requests.push(r.arrival_ns);
+        if seen.insert(r.session) {
+            starts.push(r.arrival_ns);
+        }
+    }
+    let minute = 60_000_000_000u64;
+    let last = requests.iter().copied().max().unwrap();
+    let count = |xs: &[u64], at: u64| {
+        xs.iter()
+            .filter(|&&t| t >= at && t < at + window_ns)
+            .count()
+    };
+    let (mut best, mut best_at, mut best_requests) = (0, 0, 0);
+    for at in (0..=last).step_by(minute as usize) {
+        let n = count(&starts, at);
+        if n > best {
+            (best, best_at) = (n, at);
+        }
+        best_requests = best_requests.max(count(&requests, at));
+    }
+    (
+        best as u64,
+        best_at,
+        best_requests as u64,
+        starts.len() as u64,
+        requests.len() as u64,
+    )
+}
+
+/// A period plan over sessions sizes for session starts, not for every turn (issue 32): its
+/// busiest window in sessions/s is the hand count of session starts in the busiest five
+/// minutes over 300 s, the steady plan's target is that rate, every output names sessions/s,
+/// the printed line for the peak holds as printed and one replica fewer misses; the static
+/// fleet's line over the whole period holds as printed and one replica fewer misses too.
+#[test]
+fn a_week_plan_over_sessions_counts_session_starts_and_holds_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("week-sessions.toml");
+    std::fs::write(&path, WEEK_SESSIONS).unwrap();
+    let report = dir.path().join("report");
+    let (code, text, err) = servesim(&[
+        "plan",
+        path.to_str().unwrap(),
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json = std::fs::read_to_string(report.join("plan.json")).unwrap();
+    let p: Value = serde_json::from_str(&json).unwrap();
+    let w = &p["week"];
+    assert_eq!(p["rate_unit"], "sessions/s");
+    assert_eq!(w["rate_unit"], "sessions/s");
+    check_session_units(&text, &json, &report);
+    assert!(
+        text.contains("Period: 1 hours;") && text.contains(" sessions/s from "),
+        "{text}"
+    );
+    // The hand count: session starts in the busiest five minutes over 300 s.
+    let (peak, peak_at, peak_requests, sessions, requests) =
+        busiest_windows(WEEK_SESSIONS, 300_000_000_000);
+    assert_eq!(w["peak_window_s"], 300.0);
+    assert_eq!(w["peak_rate_per_s"].as_f64(), Some(peak as f64 / 300.0));
+    assert_eq!(w["peak_start_s"].as_f64(), Some(peak_at as f64 * 1e-9));
+    assert_eq!(p["target_rate_per_s"], w["peak_rate_per_s"]);
+    // Counting every turn would have sized for about four times the load.
+    assert!(
+        peak_requests as f64 > 3.0 * peak as f64,
+        "{peak_requests} requests, {peak} sessions"
+    );
+    let c = &w["candidates"][w["chosen"].as_u64().unwrap() as usize];
+    let hour = &c["hours"][0];
+    assert_eq!(
+        hour["arrival_rate_per_s"].as_f64(),
+        Some(sessions as f64 / 3600.0)
+    );
+    assert_eq!(
+        hour["request_rate_per_s"].as_f64(),
+        Some(requests as f64 / 3600.0)
+    );
+    assert_eq!(c["summary"]["arrived"].as_u64(), Some(requests));
+    let fleet = std::fs::read_to_string(report.join("fleet.csv")).unwrap();
+    assert!(
+        fleet.starts_with("hour,arrival_rate_per_s (sessions/s),")
+            && fleet
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(",request_rate_per_s (req/s)"),
+        "{fleet}"
+    );
+    // The peak: the printed line holds as printed, one replica fewer misses.
+    check_the_printed_line(&p);
+    let line = p["detail"]["run_command"].as_str().unwrap();
+    assert!(
+        line.contains(&format!("rate_per_s={}", w["peak_rate_per_s"])),
+        "{line}"
+    );
+    // The static fleet over the period, as printed, and with one replica fewer.
+    let r = c["static_replicas"].as_u64().unwrap();
+    assert!(r >= 2, "{c}");
+    let words = shell_words(c["static_run_command"].as_str().unwrap());
+    assert_eq!(setting(&words, "deployment.replicas"), Some(r));
+    let period = run_words(&words);
+    assert_eq!(period["slo"]["all_met"], true, "{}", period["slo"]);
+    assert_eq!(
+        period["goodput_share"],
+        c["static_period"]["slo_attainment"]
+    );
+    let keys = [
+        "deployment.replicas",
+        "autoscale.min_replicas",
+        "autoscale.max_replicas",
+        "autoscale.initial_replicas",
+    ];
+    let fewer = run_words(&one_fewer(&words, &keys));
+    assert_eq!(fewer["slo"]["all_met"], false, "{}", fewer["slo"]);
+}
+
+/// A period plan over sessions needs generated sessions: a trace cannot start them, and the
+/// plan says so before any run (exit 2, the file and the key).
+#[test]
+fn a_session_period_plan_over_a_trace_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    std::fs::write(
+        &trace,
+        "timestamp,input_tokens,output_tokens\n0,10,10\n1000,10,10\n",
+    )
+    .unwrap();
+    let (head, tail) = WEEK_SESSIONS.split_once("kind = \"schedule\"").unwrap();
+    let (_, tail) = tail.split_once('\n').unwrap();
+    let (_, tail) = tail.split_once('\n').unwrap();
+    let text = format!(
+        "{head}kind = \"trace\"\npath = \"{}\"\n{tail}",
+        trace.display()
+    );
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let (code, _, err) = servesim(&["plan", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.toml")
+            && err.contains("workload.sessions: ")
+            && err.contains("a trace cannot start sessions"),
+        "{err}"
+    );
 }

@@ -8,6 +8,8 @@
 //! busiest window); and the whole period is simulated with the scenario's autoscaler (and its
 //! faults), its cost and SLO attainment per hour set beside the static fleet's.
 
+use std::collections::HashSet;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::metrics::PeriodSummary;
 use crate::scenario::{AutoscaleSection, Scenario};
 use crate::summary::RunSummary;
-use crate::workload::{ArrivalConfig, RequestGenerator};
+use crate::workload::{ArrivalConfig, RequestGenerator, NO_SESSION};
 
 /// Seconds in a period of the week plan (an hour).
 pub const PERIOD_S: f64 = 3600.0;
@@ -46,52 +48,120 @@ pub fn is_time_varying(sc: &Scenario) -> bool {
 }
 
 /// The load of a period, counted from its request stream (so a trace, a schedule and the
-/// diurnal shape are treated alike): hourly means and the busiest windows.
+/// diurnal shape are treated alike): hourly means and the busiest windows. Rates are in the
+/// unit the plan's search targets ([`super::measure::rate_unit`]): requests/s, or for a
+/// session workload (`[workload.sessions]`) session starts/s, each session counted once, at
+/// its first request.
 #[derive(Debug, Clone, Serialize)]
 pub struct PeriodLoad {
-    /// Arrival rate of each hour, req/s.
+    /// Arrival rate of each hour, in `rate_unit`.
     pub hourly: Vec<f64>,
     /// Length of the windows, s.
     pub window_s: f64,
-    /// The busiest window's arrival rate, req/s.
+    /// The busiest window's arrival rate, in `rate_unit`.
     pub peak_rate_per_s: f64,
     /// Where the busiest window starts, s.
     pub peak_start_s: f64,
-    /// The busiest window starting in each hour, req/s.
+    /// The busiest window starting in each hour, in `rate_unit`.
     pub hourly_peak: Vec<f64>,
+    /// `sessions/s` for a session workload; `None`: req/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_unit: Option<String>,
+    /// For a session workload, the request rate of each hour (every turn), req/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hourly_requests: Option<Vec<f64>>,
+    /// Mean requests per unit of the rates: the mean turns per session of a session workload
+    /// (as the steady-state plan converts), else 1.
+    #[serde(skip)]
+    pub requests_per_session: f64,
+}
+
+/// Per-minute counts of a period's arrivals: the requests, and for a session workload the
+/// session starts (each session's first request).
+struct MinuteBins {
+    /// What the plan targets: requests, or session starts.
+    counted: Vec<u32>,
+    /// Every request (session workloads only).
+    requests: Option<Vec<u32>>,
+}
+
+/// Adds one to `bins[b]`, growing it; an error past 100,000 hours.
+fn bump(bins: &mut Vec<u32>, b: usize, origin: &str) -> Result<()> {
+    if b >= bins.len() {
+        if b / (PERIOD_S / BIN_S) as usize > 100_000 {
+            return Err(Error::config(
+                origin,
+                "workload",
+                "a period plan covers at most 100,000 hours",
+            ));
+        }
+        bins.resize(b + 1, 0);
+    }
+    bins[b] = bins[b].saturating_add(1);
+    Ok(())
+}
+
+/// Counts `sc`'s arrivals per minute ([`MinuteBins`]). A session's first request is the first
+/// one carrying its id (ids are never reused; a live session is forgotten at its last turn).
+fn minute_bins(sc: &Scenario, origin: &str) -> Result<MinuteBins> {
+    let mut gen = RequestGenerator::new(&sc.workload, sc.seed, origin)?;
+    let sessions = sc.workload.sessions.is_some();
+    let mut counted: Vec<u32> = Vec::new();
+    let mut requests: Vec<u32> = Vec::new();
+    let mut live: HashSet<u64> = HashSet::new();
+    while let Some(r) = gen.next_request() {
+        let b = (r.arrival_ns / BIN_NS) as usize;
+        if !sessions {
+            bump(&mut counted, b, origin)?;
+            continue;
+        }
+        if r.session == NO_SESSION {
+            return Err(Error::config(
+                origin,
+                "workload.sessions",
+                "a period plan over sessions counts session starts, and a request came without a session id",
+            ));
+        }
+        bump(&mut requests, b, origin)?;
+        let first = !live.contains(&r.session);
+        if first {
+            bump(&mut counted, b, origin)?;
+        }
+        if r.last_turn {
+            live.remove(&r.session);
+        } else if first {
+            live.insert(r.session);
+        }
+    }
+    if sessions {
+        // Both cover the same minutes (a start is also a request).
+        counted.resize(requests.len(), 0);
+    }
+    Ok(MinuteBins {
+        counted,
+        requests: sessions.then_some(requests),
+    })
+}
+
+/// The mean rate of each hour of per-minute counts `bins`, /s.
+fn hourly_means(bins: &[u32]) -> Vec<f64> {
+    let per_hour = (PERIOD_S / BIN_S) as usize;
+    bins.chunks(per_hour)
+        .map(|h| h.iter().map(|&x| x as u64).sum::<u64>() as f64 / PERIOD_S)
+        .collect()
 }
 
 /// Counts the period's arrivals per minute and per hour: the hourly means and the busiest
-/// windows of `window_s` (whole minutes, sliding by a minute).
+/// windows of `window_s` (whole minutes, sliding by a minute). For a session workload the
+/// counts are session starts ([`PeriodLoad`]).
 pub fn period_load(sc: &Scenario, origin: &str, window_s: f64) -> Result<PeriodLoad> {
-    let mut gen = RequestGenerator::new(&sc.workload, sc.seed, origin)?;
-    let mut bins: Vec<u32> = Vec::new();
-    let bin_ns = BIN_NS;
+    let MinuteBins {
+        counted: bins,
+        requests,
+    } = minute_bins(sc, origin)?;
     let per_hour = (PERIOD_S / BIN_S) as usize;
-    while let Some(r) = gen.next_request() {
-        let b = (r.arrival_ns / bin_ns) as usize;
-        if b >= bins.len() {
-            if b / per_hour > 100_000 {
-                return Err(Error::config(
-                    origin,
-                    "workload",
-                    "a period plan covers at most 100,000 hours",
-                ));
-            }
-            bins.resize(b + 1, 0);
-        }
-        bins[b] = bins[b].saturating_add(1);
-    }
     let hours = bins.len().div_ceil(per_hour);
-    let hourly: Vec<f64> = (0..hours)
-        .map(|h| {
-            let c: u64 = bins[h * per_hour..((h + 1) * per_hour).min(bins.len())]
-                .iter()
-                .map(|&x| x as u64)
-                .sum();
-            c as f64 / PERIOD_S
-        })
-        .collect();
+    let hourly = hourly_means(&bins);
     // Sliding sums of `w` minutes, each window starting at a minute.
     // A stream shorter than the window peaks over its own span (else its rate is diluted).
     let w = ((window_s / BIN_S).round() as usize)
@@ -122,10 +192,16 @@ pub fn period_load(sc: &Scenario, origin: &str, window_s: f64) -> Result<PeriodL
         peak_rate_per_s: peak as f64 / span_s,
         peak_start_s: peak_i as f64 * BIN_S,
         hourly_peak,
+        rate_unit: requests
+            .is_some()
+            .then(|| super::measure::rate_unit(sc).to_string()),
+        hourly_requests: requests.as_deref().map(hourly_means),
+        requests_per_session: super::requests_per_session(sc, origin)?,
     })
 }
 
-/// The arrival rate of each hour of the period, req/s, counted from the request stream itself.
+/// The arrival rate of each hour of the period, counted from the request stream itself: req/s,
+/// or session starts/s for a session workload ([`PeriodLoad`]).
 pub fn hourly_rates(sc: &Scenario, origin: &str) -> Result<Vec<f64>> {
     Ok(period_load(sc, origin, PEAK_WINDOW_S)?.hourly)
 }
@@ -135,7 +211,8 @@ pub fn hourly_rates(sc: &Scenario, origin: &str) -> Result<Vec<f64>> {
 pub struct FleetCapacity {
     /// Replicas.
     pub replicas: u32,
-    /// Highest arrival rate the fleet sustains within the SLOs, req/s.
+    /// Highest arrival rate the fleet sustains within the SLOs, in the plan's rate unit
+    /// (req/s, or sessions/s for a session workload).
     pub max_rate_per_s: f64,
 }
 
@@ -144,8 +221,13 @@ pub struct FleetCapacity {
 pub struct HourRow {
     /// Hour since the start.
     pub hour: u32,
-    /// Arrival rate in the hour, req/s.
+    /// Arrival rate in the hour, in the plan's rate unit (req/s, or session starts/s for a
+    /// session workload).
     pub arrival_rate_per_s: f64,
+    /// For a session workload, the hour's request rate (every turn), req/s; `None` otherwise
+    /// (`arrival_rate_per_s` is then the request rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_rate_per_s: Option<f64>,
     /// Replicas the hour-by-hour sizing needs (the smallest fleet that sustains the hour's
     /// rate).
     pub planned_replicas: u32,
@@ -242,13 +324,13 @@ pub struct SpareCheck {
 pub struct WeekPlan {
     /// Hours in the period.
     pub hours: u32,
-    /// The busiest window's rate, req/s (the steady-state plan's target).
+    /// The busiest window's rate, in `rate_unit` (the steady-state plan's target).
     pub peak_rate_per_s: f64,
     /// Length of that window, s.
     pub peak_window_s: f64,
     /// Where it starts, s since the start of the period.
     pub peak_start_s: f64,
-    /// The busiest hour's mean rate, req/s.
+    /// The busiest hour's mean rate, in `rate_unit`.
     pub peak_hour_rate_per_s: f64,
     /// Share of requests that must meet every SLO over the period.
     pub attainment_target: f64,
@@ -270,6 +352,11 @@ pub struct WeekPlan {
     pub spares: Option<SpareCheck>,
     /// Findings for people (hours that miss, a cold start that hurts).
     pub notes: Vec<String>,
+    /// The unit of the period's arrival rates when it is not requests/s: `sessions/s` for a
+    /// session workload, whose rates count session starts (each session's first request):
+    /// the peak, the hourly rates and each fleet size's capacity. `None`: req/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_unit: Option<String>,
 }
 
 impl WeekPlan {
@@ -373,8 +460,11 @@ fn simulate_period(
     sc.plan = Default::default();
     sc.faults = base.faults.clone();
     let mut a: AutoscaleSection = base.autoscale.clone().unwrap_or_else(default_autoscale);
-    // The capacity the utilisation policy divides by is this candidate's, as measured.
-    a.capacity_rate_per_replica = Some(c.rate_in_fleet_per_replica.max(1e-9));
+    // The capacity the utilisation policy divides by is this candidate's, as measured, in
+    // what the autoscaler counts: requests (a session's every turn), so a rate in sessions/s
+    // times the mean requests per session.
+    a.capacity_rate_per_replica =
+        Some((c.rate_in_fleet_per_replica * load.requests_per_session).max(1e-9));
     if base
         .autoscale
         .as_ref()
@@ -422,6 +512,10 @@ fn simulate_period(
         hours.push(HourRow {
             hour: h as u32,
             arrival_rate_per_s: rate,
+            request_rate_per_s: load
+                .hourly_requests
+                .as_ref()
+                .map(|r| r.get(h).copied().unwrap_or(0.0)),
             planned_replicas: planned,
             replicas: billed,
             ready_replicas: p.map_or(0.0, |p| p.ready_replicas),
@@ -514,9 +608,16 @@ pub fn plan_week(
         .as_ref()
         .and_then(|a| a.capacity_rate_per_replica)
     {
-        notes.push(format!(
-            "autoscale.capacity_rate_per_replica ({given} req/s) is replaced by each candidate's measured rate per replica"
-        ));
+        notes.push(if load.rate_unit.is_some() {
+            format!(
+                "autoscale.capacity_rate_per_replica ({given} req/s) is replaced by each candidate's measured rate per replica (its sessions/s times the mean requests per session, {:.2}: the autoscaler counts requests)",
+                load.requests_per_session
+            )
+        } else {
+            format!(
+                "autoscale.capacity_rate_per_replica ({given} req/s) is replaced by each candidate's measured rate per replica"
+            )
+        });
     }
     let spares = match (chosen, &base.faults) {
         (Some(i), Some(f)) => Some(spare_check(
@@ -549,6 +650,7 @@ pub fn plan_week(
         candidates,
         spares,
         notes,
+        rate_unit: load.rate_unit.clone(),
     })
 }
 

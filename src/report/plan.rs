@@ -773,15 +773,22 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
                 .max_by(|a, b| a.arrival_rate_per_s.total_cmp(&b.arrival_rate_per_s))
         })
         .map_or(0, |h| h.hour);
+    let unit = w.rate_unit.as_deref().unwrap_or("req/s");
     let _ = writeln!(
         t,
-        "\nPeriod: {} hours; the plan above is for the busiest {:.0} minutes ({:.2} req/s from {}); the busiest hour (hour {peak_hour}) averages {:.2} req/s; every request of the period simulated:",
+        "\nPeriod: {} hours; the plan above is for the busiest {:.0} minutes ({:.2} {unit} from {}); the busiest hour (hour {peak_hour}) averages {:.2} {unit}; every request of the period simulated:",
         w.hours,
         w.peak_window_s / 60.0,
         w.peak_rate_per_s,
         clock(w.peak_start_s),
         w.peak_hour_rate_per_s
     );
+    if w.rate_unit.is_some() {
+        let _ = writeln!(
+            t,
+            "  units: the period's rates in {unit}, counting session starts (each session's first request), as the plan's target; the autoscaler counts requests (every turn)"
+        );
+    }
     for (i, c) in w.candidates.iter().enumerate() {
         let worst = c
             .hours
@@ -1122,9 +1129,16 @@ pub fn week_charts(sc: &Scenario, p: &PlanResult) -> Option<Vec<Chart>> {
     };
     let load = base(
         format!("load over the period ({} hours)", w.hours),
-        "arrival rate (req/s)",
+        &format!(
+            "arrival rate ({})",
+            w.rate_unit.as_deref().unwrap_or("req/s")
+        ),
         vec![Series {
-            name: "arrivals".into(),
+            name: if w.rate_unit.is_some() {
+                "session starts".into()
+            } else {
+                "arrivals".into()
+            },
             points: hours(&|h| h.arrival_rate_per_s),
             style: SeriesStyle::Line,
         }],

@@ -121,8 +121,11 @@ pub struct CurveRow {
 pub struct WeekHour {
     /// Hour since the start.
     pub hour: u32,
-    /// Arrival rate, req/s.
+    /// Arrival rate, in the workbook's rate unit (req/s, or session starts/s).
     pub rate_per_s: f64,
+    /// With sessions, the hour's request rate (every turn), req/s: the hour's requests then
+    /// come from it, not from `rate_per_s`. `None`: `rate_per_s` is the request rate.
+    pub request_rate_per_s: Option<f64>,
     /// Replicas the hour-by-hour sizing needs.
     pub planned_replicas: u32,
     /// Replicas the autoscaled fleet paid for, mean over the hour.
@@ -361,7 +364,7 @@ fn week_results(m: &CostModel, w: &WeekSheet) -> WeekResults {
                 gpus,
                 gpus * price * 1.0,
                 h.planned_replicas as f64 * tp * price,
-                h.rate_per_s * 3600.0,
+                h.request_rate_per_s.unwrap_or(h.rate_per_s) * 3600.0,
             )
         })
         .collect();
@@ -558,7 +561,7 @@ fn build_workbook(m: &CostModel, extra: &[TableSheet]) -> std::result::Result<Wo
         used.insert("week".into());
         let ws = wb.add_worksheet();
         ws.set_name("Week")?;
-        write_week(ws, w, wr, price_rows)?;
+        write_week(ws, m, w, wr, price_rows)?;
         printable(ws);
     }
     for (i, t) in extra.iter().enumerate() {
@@ -1116,6 +1119,7 @@ const WEEK_HEAD: u32 = 6;
 
 fn write_week(
     ws: &mut Worksheet,
+    m: &CostModel,
     w: &WeekSheet,
     r: &WeekResults,
     price_rows: u32,
@@ -1151,9 +1155,10 @@ fn write_week(
         num_formula(format!("VLOOKUP(B3,{table},5,FALSE)"), r.price),
         &usd,
     )?;
+    let rate_col = in_unit(m, "arrival rate (req/s)");
     let cols = [
         "hour",
-        "arrival rate (req/s)",
+        rate_col.as_str(),
         "replicas sized hour by hour",
         "replicas autoscaled (simulated)",
         "GPUs autoscaled",
@@ -1178,7 +1183,12 @@ fn write_week(
         ws.write_formula_with_format(row, 5, num_formula(format!("E{n}*$B$5*1"), x.1), &usd)?;
         ws.write_formula_with_format(row, 6, num_formula(format!("C{n}*$B$2*$B$5"), x.2), &usd)?;
         ws.write_number_with_format(row, 7, h.slo_attainment, &pct)?;
-        ws.write_formula_with_format(row, 8, num_formula(format!("B{n}*3600"), x.3), &int)?;
+        if h.request_rate_per_s.is_some() {
+            // Sessions: the hour's requests are every turn, not the starts of column B.
+            ws.write_number_with_format(row, 8, x.3, &int)?;
+        } else {
+            ws.write_formula_with_format(row, 8, num_formula(format!("B{n}*3600"), x.3), &int)?;
+        }
     }
     let last = first + w.hours.len().max(1) as u32; // the last data row, 1-based
     let total = first + w.hours.len() as u32 + 1;
@@ -1430,6 +1440,7 @@ fn sample_week() -> WeekSheet {
                 WeekHour {
                     hour: h,
                     rate_per_s: rate,
+                    request_rate_per_s: None,
                     planned_replicas: (rate / 26.9).ceil() as u32,
                     replicas: (rate / 20.0).ceil(),
                     slo_attainment: 1.0 - 0.0001 * h as f64,

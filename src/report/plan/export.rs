@@ -265,10 +265,11 @@ fn with_xpyd_rows(
     }
 }
 
-/// The chosen candidate's period, hour by hour (fleet.csv).
+/// The chosen candidate's period, hour by hour (fleet.csv). With sessions the arrival rate
+/// says `(sessions/s)` and the hour's request rate follows as a last column.
 impl ToTable for crate::plan::week::WeekPlan {
     fn to_table(&self) -> Cow<'_, TableSheet> {
-        let columns = [
+        let mut columns: Vec<String> = [
             "hour",
             "arrival_rate_per_s",
             "replicas",
@@ -279,7 +280,15 @@ impl ToTable for crate::plan::week::WeekPlan {
             "ready_replicas",
             "p99_ttft_ms",
             "static_slo_attainment",
-        ];
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+        if let Some(u) = &self.rate_unit {
+            columns[1] = format!("arrival_rate_per_s ({u})");
+            columns.push("request_rate_per_s (req/s)".into());
+        }
+        let sessions = self.rate_unit.is_some();
         let rows = self
             .chosen_candidate()
             .map(|c| {
@@ -299,6 +308,7 @@ impl ToTable for crate::plan::week::WeekPlan {
                             h.static_slo_attainment,
                         ]
                         .into_iter()
+                        .chain(sessions.then(|| h.request_rate_per_s.unwrap_or(f64::NAN)))
                         .map(CellValue::Number)
                         .collect()
                     })
@@ -307,7 +317,7 @@ impl ToTable for crate::plan::week::WeekPlan {
             .unwrap_or_default();
         Cow::Owned(TableSheet {
             name: "Week".into(),
-            columns: columns.iter().map(|c| c.to_string()).collect(),
+            columns,
             rows,
         })
     }
@@ -459,6 +469,7 @@ fn week_sheet(w: &crate::plan::week::WeekPlan) -> Option<WeekSheet> {
             .map(|h| WeekHour {
                 hour: h.hour,
                 rate_per_s: h.arrival_rate_per_s,
+                request_rate_per_s: h.request_rate_per_s,
                 planned_replicas: h.planned_replicas,
                 replicas: h.replicas,
                 slo_attainment: h.slo_attainment,

@@ -257,9 +257,15 @@ fn table(out: &mut String, p: &PlanResult) {
 fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
     let _ = write!(
         h,
-        "<div class=\"card\" id=\"week\"><h2 style=\"margin-top:0;border:0\">The period: {} hours, busiest {:.0} minutes {:.2} req/s</h2>",
-        w.hours, w.peak_window_s / 60.0, w.peak_rate_per_s
+        "<div class=\"card\" id=\"week\"><h2 style=\"margin-top:0;border:0\">The period: {} hours, busiest {:.0} minutes {:.2} {}</h2>",
+        w.hours,
+        w.peak_window_s / 60.0,
+        w.peak_rate_per_s,
+        w.rate_unit.as_deref().unwrap_or("req/s")
     );
+    if w.rate_unit.is_some() {
+        h.push_str("<p>Rates in sessions/s count session starts (each session's first request), as the plan's target; SLO attainment and failures count requests (every turn).</p>");
+    }
     if let Some(c) = w.chosen_candidate() {
         h.push_str("<div class=\"kpis\">");
         kpi(
