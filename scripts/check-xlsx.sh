@@ -7,6 +7,8 @@
 # Without an argument, builds the sample with `cargo run --release --example cost_workbook`.
 # 1. Recalculates the workbook as written and compares every formula cell, on every sheet,
 #    with the result servesim cached in it (its own value of the same formula): relative 1e-9.
+#    Then, when the plan has a batch tier, checks that LibreOffice's batch-tier price is not
+#    below its floor, the cost per token at capacity.
 # 2. Doubles the target load (Inputs!B3) in the sheet XML and poisons every cached formula
 #    result, recalculates, and checks that no poisoned value survives and that the chosen
 #    fleet's replicas and $/hour grow by 1.5-2.5x (a plan that scales; prints both, and the
@@ -60,6 +62,10 @@ to_csv() { # $1 = xlsx; writes every sheet next to it as <name>-<sheet>.csv, raw
 echo "== 1. workbook as written: LibreOffice's recalculation against servesim's cached values"
 to_csv "$work/base.xlsx"
 python3 "$here/xlsx_check.py" compare "$work/base.xlsx" "$work" base
+# The batch tier as written, recalculated: never below the cost of a token at capacity.
+if grep -q "^\"\?Batch tier" "$work/base-Inputs.csv" && ! grep -q "^\"\?Batch tier[^,]*,n/a" "$work/base-Inputs.csv"; then
+    python3 "$here/xlsx_check.py" batch "$work/base-Inputs.csv"
+fi
 
 if [[ -n "$price_gpu" ]]; then
     echo "== 2. $price_gpu at \$$price_value/GPU-hour, cached results poisoned"

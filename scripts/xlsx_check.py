@@ -16,6 +16,9 @@
   label CSV LABEL                     print column B of the row whose column A is LABEL
   field CSV LABEL COLUMN              print column COLUMN (A, B, C, ...) of that row
   row CSV LABEL                       print the number (1-based) of that row
+  batch CSV                           print the Inputs export's batch-tier price and its
+                                      floor (the cost at capacity); fail when the tier is
+                                      below the floor
 """
 import csv
 import os
@@ -212,8 +215,27 @@ def cmd_row(path, label):
     print(find_row(path, label)[0] + 1)
 
 
+def cmd_batch(path):
+    def starting(prefix):
+        for row in read_csv(path):
+            if row and row[0].startswith(prefix):
+                return row[1] if len(row) > 1 else ""
+        sys.exit("batch: no row starting %r in %s" % (prefix, path))
+
+    tier = starting("Batch tier $ per 1M output tokens")
+    floor = starting("$ per 1M output tokens at capacity")
+    print("batch tier $/M output: %s; at capacity (its floor): %s" % (tier, floor))
+    t, f = num(tier), num(floor)
+    if t is None or f is None:
+        sys.exit("MISMATCH: the batch tier or its floor is not a number")
+    # The CSV export rounds to 15 significant digits: compare to 1e-9.
+    if t < f * (1 - 1e-9):
+        sys.exit("MISMATCH: the batch tier (%s) is below the cost at capacity (%s)" % (t, f))
+
+
 def main(argv):
     cmds = {
+        "batch": (cmd_batch, 1),
         "field": (cmd_field, 3),
         "row": (cmd_row, 2),
         "label": (cmd_label, 2),

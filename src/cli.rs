@@ -25,6 +25,10 @@ pub enum Command {
     /// Re-simulate published measurements and print predicted against measured.
     Validate(ValidateArgs),
     /// Find the cheapest deployment that meets the SLOs at a target load; writes a report.
+    ///
+    /// Exit status: 0 with a recommendation; 1 when no candidate meets the SLOs (the plan
+    /// and its report are still written, saying what stops each one); 2 for bad input,
+    /// including a search space where no candidate can run at all.
     Plan(PlanArgs),
     /// Run a scenario over a grid of values of any keys, in parallel.
     Sweep(SweepArgs),

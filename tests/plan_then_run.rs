@@ -18,8 +18,17 @@ fn plan(scenario: Option<&str>, extra: &[&str]) -> Value {
     args.extend(["--format", "json", "--out", report.to_str().unwrap()]);
     args.extend(extra);
     let (code, out, err) = servesim(&args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    let printed: Value = serde_json::from_str(&out).unwrap();
+    let printed: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    // Exit 0 with a recommendation; 1, the report still written whole, without one.
+    let want = if printed["recommendation"].is_null() {
+        1
+    } else {
+        0
+    };
+    assert_eq!(code, want, "{args:?}: {err}");
+    if want == 1 {
+        assert!(err.contains("no candidate meets the SLOs"), "{err}");
+    }
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(report.join("plan.json")).unwrap()).unwrap();
     assert_eq!(printed, file, "plan --format json prints plan.json");
@@ -38,6 +47,25 @@ fn plan(scenario: Option<&str>, extra: &[&str]) -> Value {
         }
     }
     printed
+}
+
+/// `servesim plan` printed as a table, as a user reads it: the report folder (kept while the
+/// returned directory lives), plan.json from it, and the printed text. The exit status
+/// follows the documented rule: 0 with a recommendation, 1 without.
+fn plan_table(scenario: &str, extra: &[&str]) -> (tempfile::TempDir, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let mut args = vec!["plan", scenario, "--out", report.to_str().unwrap()];
+    args.extend(extra);
+    let (code, text, err) = servesim(&args);
+    let p: Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("plan.json"))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {err}")),
+    )
+    .unwrap();
+    let want = if p["recommendation"].is_null() { 1 } else { 0 };
+    assert_eq!(code, want, "{args:?}: {err}");
+    (dir, p, text)
 }
 
 /// The words of a command line as a POSIX shell splits it (plain words and single quotes:
@@ -201,7 +229,8 @@ fn check_holds_and_one_fewer_misses(scenario: Option<&str>) {
 fn the_deepseek_v3_chat_plan_fits_and_its_printed_line_meets_the_slos() {
     let scenario = "scenarios/deepseek-v3-chat.toml";
     check_holds_and_one_fewer_misses(Some(scenario));
-    let p = plan(Some(scenario), &[]);
+    let (dir, p, text) = plan_table(scenario, &[]);
+    check_parallelism_everywhere(&p, &text, &dir.path().join("report"));
     let cands = p["candidates"].as_array().unwrap();
     let par = |c: &Value, k: &str| c["candidate"][k].as_u64().unwrap_or(1);
     // The search weighed data and expert parallelism, not only TP.
@@ -220,6 +249,61 @@ fn the_deepseek_v3_chat_plan_fits_and_its_printed_line_meets_the_slos() {
         line.contains("deployment.dp=") && line.contains("deployment.ep="),
         "{line}"
     );
+}
+
+/// A data- or expert-parallel plan names each deployment with one label (`TP2 DP4 EP8`) in
+/// every output: the printed table and headline, index.html's headline and candidates table
+/// (DP and EP columns), the plots' titles; candidates.csv carries `dp` and `ep` as its last
+/// columns, each row as plan.json has it. A one-replica fleet offers no re-run of 0 replicas.
+fn check_parallelism_everywhere(p: &Value, text: &str, report: &std::path::Path) {
+    let read = |f: &str| std::fs::read_to_string(report.join(f)).unwrap();
+    let cands = p["candidates"].as_array().unwrap();
+    let k = |c: &Value, key: &str| c["candidate"][key].as_u64().unwrap_or(1);
+    let label = |c: &Value| match (k(c, "dp"), k(c, "ep")) {
+        (1, 1) => format!("TP{}", k(c, "tp")),
+        (dp, ep) => format!("TP{} DP{dp} EP{ep}", k(c, "tp")),
+    };
+    let csv = read("candidates.csv");
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",dp,ep"), "{csv}");
+    for (c, line) in cands.iter().zip(lines) {
+        let want = format!(",{},{}", k(c, "dp"), k(c, "ep"));
+        assert!(line.ends_with(&want), "{line} for {}", c["candidate"]);
+    }
+    let chosen = &cands[p["chosen"].as_u64().unwrap() as usize];
+    let name = label(chosen);
+    assert!(
+        p["recommendation"]["deployment"]
+            .as_str()
+            .unwrap()
+            .contains(&name),
+        "{}",
+        p["recommendation"]
+    );
+    let replicas = chosen["replicas"].as_u64().unwrap();
+    assert!(
+        text.contains(&format!("replicas of {name})")),
+        "the headline names {name}:\n{text}"
+    );
+    for c in cands.iter().take(15) {
+        assert!(text.contains(&label(c)), "the table names {}", label(c));
+    }
+    let html = read("index.html");
+    assert!(
+        html.contains(&format!("replica(s) of {name},")),
+        "html names {name}"
+    );
+    assert!(html.contains("data-key=\"dp\"") && html.contains("data-key=\"ep\""));
+    let svg = read("cost-vs-load.svg");
+    assert!(
+        svg.contains(&format!("{name} seqs")),
+        "the plot's title names {name}"
+    );
+    if replicas == 1 {
+        assert!(text.contains("no smaller fleet exists"), "{text}");
+        assert!(!text.contains("0 in place of 1"), "{text}");
+        assert!(!html.contains("0 in place of 1"));
+    }
 }
 
 /// Planning with KV reuse (issue 32, Deliver 4): a session workload whose prompts are mostly
@@ -245,6 +329,7 @@ fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
     assert_eq!(p["rate_unit"], "sessions/s");
     check_session_units(&text, &json, &report);
     assert!(text.contains("not priced apart"), "{text}");
+    check_reuse_columns(&p, &text, &report);
     check_the_printed_line(&p);
     let cands = p["candidates"].as_array().unwrap();
     let find = |router: &str, gib: f64| {
@@ -287,6 +372,37 @@ fn the_agent_sessions_plan_weighs_routers_and_offload_and_holds_as_printed() {
         run["prefix_cache_hit_rate"], chosen["prefix_cache_hit_rate"],
         "{line}"
     );
+}
+
+/// The searched router and CPU offload size read in columns of their own, in the printed
+/// table and in index.html's candidates table (rows that differ only in them do not look
+/// alike), and the printed hit rates line up under `hit%` (the CPU tier's share apart, under
+/// `cpu hit%`).
+fn check_reuse_columns(p: &Value, text: &str, report: &std::path::Path) {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("rank "));
+    let header = lines.next().unwrap();
+    let end = header.find(" hit%").unwrap() + " hit%".len();
+    assert!(header.contains(" cpu hit% "), "{header}");
+    let cpu_end = header.find(" cpu hit%").unwrap() + " cpu hit%".len();
+    let rows: Vec<&str> = lines.take_while(|l| l.starts_with("   ")).collect();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        for e in [end, cpu_end] {
+            let cell = row[..e].rsplit(' ').next().unwrap();
+            assert!(
+                cell == "-" || cell.parse::<f64>().is_ok(),
+                "not aligned under the header ({cell:?}):\n{header}\n{row}"
+            );
+        }
+    }
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("data-key=\"router\"") && html.contains("data-key=\"cpu_gib\""));
+    for c in p["candidates"].as_array().unwrap() {
+        let router = c["candidate"]["router"].as_str().unwrap();
+        let gib = c["candidate"]["kv_offloading_size_gib"].as_f64().unwrap();
+        let cells = format!("<td class=\"text\">{router}</td><td data-v=\"{gib}\">{gib}</td>");
+        assert!(html.contains(&cells), "no {cells} in index.html");
+    }
 }
 
 /// Every rate of a session plan counts sessions: the printed plan, plan.json, candidates.csv,
@@ -589,6 +705,7 @@ fn an_unreachable_slo_says_what_stops_each_candidate_and_the_nearest_slo() {
         &["--set", "slo.ttft_ms=1", "--set", "slo.tpot_ms=1"],
     );
     assert!(p["chosen"].is_null());
+    assert!(p["recommendation"].is_null(), "exits 1 (the helper checks)");
     let candidates = p["candidates"].as_array().unwrap();
     for c in candidates {
         assert_eq!(c["status"], "infeasible", "{c}");
@@ -606,11 +723,47 @@ fn an_unreachable_slo_says_what_stops_each_candidate_and_the_nearest_slo() {
     );
 }
 
+/// The headline states the recommendation, in the text and on index.html: when it is
+/// disaggregated, the xPyD deployment heads the plan and the colocated best follows as the
+/// alternative.
+fn check_headline(p: &Value, text: &str, report: &std::path::Path) {
+    let rec = &p["recommendation"];
+    let first = text.lines().find(|l| l.starts_with("Plan: ")).unwrap();
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    let deployment = rec["deployment"].as_str().unwrap();
+    if rec["kind"] == "disaggregated" {
+        assert!(first.contains(deployment), "{first} is not {rec}");
+        assert!(first.contains(&format!(
+            "${:.2}/hour",
+            rec["usd_per_hour"].as_f64().unwrap()
+        )));
+        assert!(text.contains("\nColocated alternative: "), "{text}");
+        let plan = html
+            .find(">The plan: disaggregated<")
+            .expect("an xPyD plan card");
+        let alt = html
+            .find(">The colocated alternative<")
+            .expect("the colocated card");
+        assert!(plan < alt && html[plan..alt].contains(&html_escape(deployment)));
+    } else {
+        assert!(!text.contains("Colocated alternative"), "{text}");
+        assert!(html.contains(">The plan<"));
+    }
+}
+
+/// HTML-escaped as index.html writes text.
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 #[test]
 fn the_rag_plan_weighs_xpyd_under_a_tight_tpot_slo_and_its_choice_holds() {
     let rag = "scenarios/long-context-rag.toml";
     let tight = "slo.tpot_ms=30".to_string();
-    let p = plan(Some(rag), &["--set", &tight]);
+    let (dir, p, text) = plan_table(rag, &["--set", &tight]);
+    check_headline(&p, &text, &dir.path().join("report"));
     let x = &p["disaggregated"];
     let xs = x["candidates"].as_array().expect("xPyD candidates weighed");
     assert!(xs.len() >= 2, "{x}");

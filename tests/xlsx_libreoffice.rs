@@ -53,6 +53,22 @@ fn libreoffice_recalculates_the_default_plans_workbook() {
     let text = check(&report.join("cost.xlsx"));
     assert!(text.contains(", 0 mismatches"), "{text}");
     assert!(text.contains("Replicas"), "{text}");
+    // The batch tier, recalculated, is priced at its floor (the cost at capacity) by the
+    // plan's own discount: the script fails when it is below (checks it, not just prints).
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("batch tier $/M output: "))
+        .unwrap_or_else(|| panic!("no batch tier checked:\n{text}"));
+    let figures: Vec<f64> = line
+        .split(": ")
+        .skip(1)
+        .map(|x| x.split(';').next().unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(figures.len(), 2, "{line}");
+    assert!(
+        (figures[0] - figures[1]).abs() <= 1e-9 * figures[1],
+        "{line}"
+    );
 }
 
 #[test]

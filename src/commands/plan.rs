@@ -85,7 +85,19 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         .commit()
         .with_context(|| format!("putting the report folder {} in place", args.out.display()))?;
     note!("wrote {}", dir.join("index.html").display());
-    super::to_stdout(&text)
+    super::to_stdout(&text)?;
+    // A plan with nothing to recommend is written whole but is no answer: exit 1 (not 2:
+    // the input is valid, the target is out of the search space's reach), so scripts and CI
+    // do not read it as a deployment.
+    if out.plan.recommendation.is_none() {
+        anyhow::bail!(
+            "no candidate meets the SLOs at {:.2} {} within the search space; the report in {} says what stops each one",
+            out.plan.target_rate_per_s,
+            out.plan.rate_unit.as_deref().unwrap_or("req/s"),
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// `cmd` (`servesim run ORIGIN --set ... --seed N`) naming a file a user can run, with the

@@ -349,9 +349,10 @@ pub fn line_evidence(
             continue;
         }
         let why = format!(
-            "{} replicas pass every check at {n} requests, but at {:.1}% of their capacity showing a steady state takes about {needed:.0} requests, more than measure.max_requests allows",
+            "{} replicas pass every check at {n} requests, but at {:.1}% of their capacity showing a steady state takes {}, more than measure.max_requests allows",
             r - 1,
             100.0 * f.load_share.unwrap_or(0.0),
+            f.needed_requests_text(),
         );
         return Ok(evidence(r, v, Some(f), Some(why), w.simulations));
     }

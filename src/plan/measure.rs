@@ -63,6 +63,16 @@ pub fn relaxation_requests(load_share: f64) -> f64 {
     RELAXATION_TIMES * load_share / (gap * gap)
 }
 
+/// `needed` requests (from [`relaxation_requests`]) for people: `about N requests`, or, when
+/// infinite (the load at or above capacity), what that means in words.
+pub fn requests_text(needed: f64) -> String {
+    if needed.is_finite() {
+        format!("about {needed:.0} requests")
+    } else {
+        "more requests than any run holds: the load is at or above the measured capacity, so the queue never settles".to_string()
+    }
+}
+
 /// One adaptive measurement: its load, its final run and that run's steady state.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadMeasurement {
@@ -117,6 +127,13 @@ impl LoadMeasurement {
     /// known; infinite at or above capacity).
     pub fn needed_requests(&self) -> f64 {
         self.load_share.map_or(0.0, relaxation_requests)
+    }
+
+    /// What showing a steady state at this load takes, for people: `about N requests`, or,
+    /// at or above the measured capacity (where no run length suffices: the queue never
+    /// settles), that in words; never `inf`.
+    pub fn needed_requests_text(&self) -> String {
+        requests_text(self.needed_requests())
     }
 
     /// Whether the run spans enough relaxation times for its load.
@@ -328,4 +345,22 @@ pub fn run_at(
         result: Some(run),
         rate_unit: rate_unit(sc),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_requests_a_steady_state_needs_read_as_a_number_or_in_words_never_inf() {
+        assert_eq!(
+            requests_text(relaxation_requests(0.5)),
+            format!("about {:.0} requests", relaxation_requests(0.5))
+        );
+        for share in [1.0, 1.413] {
+            let t = requests_text(relaxation_requests(share));
+            assert!(!t.contains("inf"), "{t}");
+            assert!(t.contains("at or above the measured capacity"), "{t}");
+        }
+    }
 }

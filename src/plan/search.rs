@@ -81,9 +81,9 @@ impl Binding {
             (
                 Constraint::Throughput,
                 format!(
-                    "{at} ({:.1}% of capacity) a steady state takes about {:.0} requests to show, more than the {} measure.max_requests allows",
+                    "{at} ({:.1}% of capacity) a steady state takes {} to show, more than the {} measure.max_requests allows",
                     100.0 * m.load_share.unwrap_or(0.0),
-                    m.needed_requests(),
+                    m.needed_requests_text(),
                     m.requests
                 ),
             )

@@ -259,10 +259,11 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
         (i + 1).to_string(),
         c.candidate.gpu.clone(),
         c.candidate.dtype.clone(),
-        // With data or expert parallelism, `TPxDP` and `e` for expert parallelism.
+        // With data or expert parallelism, the deployment's label (`TP2 DP4 EP8`), as
+        // plan.json, the report's page and plots name it (the column is `parallelism` then).
         match (c.candidate.dp, c.candidate.ep) {
             (1, 1) => c.candidate.tp.to_string(),
-            (dp, ep) => format!("{}x{}{}", c.candidate.tp, dp, if ep > 1 { "e" } else { "" }),
+            _ => c.candidate.parallelism(),
         },
         // With a [speculative] table, the candidate's K after its batch cap: `256 K3`.
         match c.candidate.num_speculative_tokens {
@@ -310,18 +311,33 @@ fn candidate_table(p: &PlanResult) -> (Vec<Column>, Vec<Vec<String>>) {
         || p.candidates
             .iter()
             .any(|c| c.prefix_cache_hit_rate.is_some());
+    if p.candidates
+        .iter()
+        .any(|c| c.candidate.dp != 1 || c.candidate.ep != 1)
+    {
+        // `TP8` beside `TP2 DP4 EP8`: one label for every row.
+        columns[3] = ("parallelism", 11, false);
+        for (row, c) in rows.iter_mut().zip(shown) {
+            row[3] = c.candidate.parallelism();
+        }
+    }
     let note = columns.len() - 1;
     if hits {
+        // The CPU tier's share in a column of its own, so the hit rates line up.
+        let cpu_hits = shown
+            .iter()
+            .any(|c| c.prefix_cache_hit_rate_cpu.is_some_and(|x| x > 0.0));
+        if cpu_hits {
+            columns.insert(note, ("cpu hit%", 8, true));
+        }
         columns.insert(note, ("hit%", 5, true));
         for (row, c) in rows.iter_mut().zip(shown) {
-            let cell = match (c.prefix_cache_hit_rate, c.prefix_cache_hit_rate_cpu) {
-                (Some(h), Some(cpu)) if cpu > 0.0 => {
-                    format!("{:.1} ({:.1} cpu)", 100.0 * h, 100.0 * cpu)
-                }
-                (Some(h), _) => format!("{:.1}", 100.0 * h),
-                (None, _) => "-".into(),
-            };
-            row.insert(note, cell);
+            let pct = |x: Option<f64>| x.map_or("-".into(), |h| format!("{:.1}", 100.0 * h));
+            if cpu_hits {
+                let cpu = c.prefix_cache_hit_rate_cpu.filter(|&x| x > 0.0);
+                row.insert(note, pct(cpu));
+            }
+            row.insert(note, pct(c.prefix_cache_hit_rate));
         }
     }
     let seqs = 5;
@@ -355,6 +371,16 @@ fn reuse_lines(t: &mut String, sc: &Scenario, p: &PlanResult) {
         .any(|c| c.candidate.kv_offloading_size_gib.is_some_and(|g| g > 0.0))
     {
         let _ = writeln!(t, "{CPU_OFFLOAD_PRICE_NOTE}");
+    }
+    let shown = &p.candidates[..p.candidates.len().min(TABLE_ROWS)];
+    if shown
+        .iter()
+        .any(|c| c.prefix_cache_hit_rate_cpu.is_some_and(|x| x > 0.0))
+    {
+        let _ = writeln!(
+            t,
+            "cpu hit%: of the prompt tokens, those loaded from the CPU tier (part of hit%)"
+        );
     }
     let mut routers: Vec<&str> = Vec::new();
     for c in &p.candidates {
@@ -467,8 +493,19 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
             "({pruned} candidates not searched fully: their steady-state capacity alone needs a fleet dearer than the plan; plan.exhaustive = true searches them)"
         );
     }
+    let xpyd = xpyd_recommended(p);
+    if let Some(r) = xpyd {
+        write_xpyd_headline(&mut t, p, r);
+    }
     match (p.chosen_candidate(), &p.detail) {
-        (Some(c), Some(d)) => write_chosen_text(&mut t, sc, p, c, d),
+        (Some(c), Some(d)) => {
+            let heading = if xpyd.is_some() {
+                "Colocated alternative"
+            } else {
+                "Plan"
+            };
+            write_chosen_text(&mut t, sc, p, c, d, heading);
+        }
         _ => {
             let _ = writeln!(
                 t,
@@ -503,6 +540,36 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
     w.write_all(t.as_bytes()).map_err(io)
 }
 
+/// The plan's recommendation when it is a disaggregated (xPyD) deployment: the headline then
+/// states it, and the best colocated fleet follows as the alternative.
+pub(crate) fn xpyd_recommended(p: &PlanResult) -> Option<&crate::plan::Recommendation> {
+    p.recommendation
+        .as_ref()
+        .filter(|r| r.kind == "disaggregated")
+}
+
+/// The headline of a plan whose recommendation is disaggregated: the deployment, its GPUs
+/// and cost, against the colocated alternative below.
+fn write_xpyd_headline(t: &mut String, p: &PlanResult, r: &crate::plan::Recommendation) {
+    let _ = writeln!(
+        t,
+        "\nPlan: disaggregated (prefill/decode) {}: {} GPUs, ${:.2}/hour, ${:.3} per M output tokens",
+        r.deployment, r.gpus, r.usd_per_hour, r.usd_per_million_output_tokens
+    );
+    let alternative = p
+        .chosen_candidate()
+        .and_then(|c| c.cost_at_target.map(|x| (c.gpus, x.usd_per_hour)));
+    if let Some((gpus, usd)) = alternative {
+        let _ = writeln!(
+            t,
+            "  recommended over the best colocated fleet ({gpus} GPUs, ${usd:.2}/hour: the colocated alternative below); its candidates under Disaggregated"
+        );
+    }
+    if let Some(cmd) = &r.run_command {
+        let _ = writeln!(t, "  re-run it: {cmd}");
+    }
+}
+
 /// The chosen plan: its fleet, cost, per-replica figures, whole-fleet evidence (R and R - 1),
 /// re-run line, headroom and batch point.
 fn write_chosen_text(
@@ -511,6 +578,7 @@ fn write_chosen_text(
     p: &PlanResult,
     c: &CandidateResult,
     d: &crate::plan::ChosenDetail,
+    heading: &str,
 ) {
     let unit = unit(p);
     let cost = c.cost_at_target.unwrap_or_else(|| {
@@ -518,13 +586,13 @@ fn write_chosen_text(
     });
     let _ = writeln!(
         t,
-        "\nPlan: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}{}",
+        "\n{heading}: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}{}",
         c.gpus,
         c.candidate.gpu,
         c.replicas,
         match (c.candidate.dp, c.candidate.ep) {
             (1, 1) => format!("TP {}", c.candidate.tp),
-            (dp, ep) => format!("TP {} x DP {}, EP {}", c.candidate.tp, dp, ep),
+            _ => c.candidate.parallelism(),
         },
         c.candidate.dtype,
         c.candidate.kv_cache_dtype,
@@ -597,9 +665,8 @@ fn write_chosen_text(
     if let Some(cmd) = &d.run_command {
         let _ = writeln!(
             t,
-            "  re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): {cmd}",
-            d.fleet.replicas.saturating_sub(1),
-            d.fleet.replicas
+            "  re-run the fleet as measured{}: {cmd}",
+            one_fewer_hint(d)
         );
     }
     let _ = writeln!(
@@ -624,6 +691,18 @@ fn write_chosen_text(
         let _ = writeln!(t, "  note: {n}");
     }
     speculation_lines(t, p);
+}
+
+/// How to re-run one replica fewer from the re-run line: ` (R - 1 in place of R ...)`, or
+/// nothing for a one-replica fleet (no smaller fleet exists; a 0-replica run is no fleet).
+pub(crate) fn one_fewer_hint(d: &crate::plan::ChosenDetail) -> String {
+    match d.fleet.replicas {
+        0 | 1 => String::new(),
+        r => format!(
+            " ({} in place of {r} in its replica settings for one fewer)",
+            r - 1
+        ),
+    }
 }
 
 /// The batch point: cost per million output tokens at capacity against the SLO-bound rate,
@@ -719,10 +798,10 @@ fn write_xpyd_text(t: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) 
         Some(c) => {
             let _ = writeln!(
                 t,
-                "  colocated:     {} x {} TP{} ({} GPUs), ${:.2}/hour",
+                "  colocated:     {} x {} {} ({} GPUs), ${:.2}/hour",
                 c.replicas,
                 c.candidate.gpu,
-                c.candidate.tp,
+                c.candidate.parallelism(),
                 c.gpus,
                 c.cost_at_target.map_or(0.0, |x| x.usd_per_hour)
             );
@@ -884,8 +963,11 @@ pub fn plan_charts(sc: &Scenario, out: &PlanOutput) -> Vec<(&'static str, Chart)
 fn chosen_charts(sc: &Scenario, c: &CandidateResult) -> Vec<(&'static str, Chart)> {
     let mut charts = Vec::new();
     let title = format!(
-        "{} {} TP{} seqs {} (1 replica)",
-        c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
+        "{} {} {} seqs {} (1 replica)",
+        c.candidate.gpu,
+        c.candidate.dtype,
+        c.candidate.parallelism(),
+        c.candidate.max_num_seqs
     );
     let binding = c.binding.as_ref().map_or(String::new(), |b| {
         format!(", binding: {}", b.constraint.label())

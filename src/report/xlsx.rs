@@ -170,6 +170,24 @@ pub struct WeekResults {
     pub attainment: f64,
 }
 
+/// The plan's batch point, for the batch-tier price: one replica of the plan's colocated
+/// deployment at its SLO-bound rate and at capacity (no latency SLO). The batch discount is
+/// taken off the cost at the SLO-bound rate, so the plan's discount prices the batch tier at
+/// exactly the cost at capacity, its floor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchPointInputs {
+    /// The deployment, e.g. `"h100-sxm fp8 TP2 seqs256"`.
+    pub label: String,
+    /// GPU profile name (a row of the price table).
+    pub gpu: String,
+    /// GPUs per replica.
+    pub gpus_per_replica: u32,
+    /// Output tokens/s of one replica at the highest rate within the SLOs.
+    pub output_tokens_per_s_at_slo: f64,
+    /// Output tokens/s of one saturated replica (capacity, no latency SLO).
+    pub output_tokens_per_s_at_capacity: f64,
+}
+
 /// Everything the workbook holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostModel {
@@ -187,8 +205,11 @@ pub struct CostModel {
     pub paid_hours_per_month: f64,
     /// Extra load the fleet is sized for, as a share of the target (0.2 = 20% more).
     pub headroom: f64,
-    /// Discount a batch tier can be sold at, 0..1.
+    /// Discount a batch tier can be sold at, 0..1, off the $ per 1M output tokens at the
+    /// SLO-bound rate ([`BatchPointInputs`]).
     pub batch_discount: f64,
+    /// The plan's batch point (`None`: no plan chosen, no batch tier).
+    pub batch_point: Option<BatchPointInputs>,
     /// Price of an input token relative to an output token.
     pub input_output_price_ratio: f64,
     /// $/GPU-hour by GPU type.
@@ -249,8 +270,13 @@ pub struct CostResults {
     pub blended_output: f64,
     /// The matching blended $ per million input tokens.
     pub blended_input: f64,
-    /// The chosen plan's batch-tier $ per million output tokens.
+    /// The batch tier's $ per million output tokens: the cost at the SLO-bound rate less the
+    /// batch discount.
     pub batch_usd_per_million: f64,
+    /// The batch point's $ per million output tokens at the SLO-bound rate (one replica).
+    pub slo_usd_per_million: f64,
+    /// The batch point's $ per million output tokens at capacity: the batch tier's floor.
+    pub capacity_usd_per_million: f64,
     /// The week sheet's formulas.
     pub week: Option<WeekResults>,
 }
@@ -324,19 +350,23 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         .iter()
         .map(|p| price_of(m, &p.gpu) / (p.output_tokens_per_s_per_gpu * 3600.0) * 1e6)
         .collect();
-    let (blended_output, blended_input, batch) = match chosen.and_then(|i| candidates[i]) {
+    let (blended_output, blended_input) = match chosen.and_then(|i| candidates[i]) {
         Some(c) => {
             let weighted = m.output_tokens_per_request
                 + m.input_output_price_ratio * m.input_tokens_per_request;
             let out = c.usd_per_hour / (m.target_rate_per_s * weighted * 3600.0) * 1e6;
-            (
-                out,
-                out * m.input_output_price_ratio,
-                c.usd_per_million_output * (1.0 - m.batch_discount),
-            )
+            (out, out * m.input_output_price_ratio)
         }
-        None => (0.0, 0.0, 0.0),
+        None => (0.0, 0.0),
     };
+    let (slo, capacity) = m.batch_point.as_ref().map_or((0.0, 0.0), |b| {
+        let usd_per_hour = price_of(m, &b.gpu) * f64::from(b.gpus_per_replica);
+        let per_m = |tps: f64| usd_per_hour / (tps * 3600.0) * 1e6;
+        (
+            per_m(b.output_tokens_per_s_at_slo),
+            per_m(b.output_tokens_per_s_at_capacity),
+        )
+    });
     let week = m.week.as_ref().map(|w| week_results(m, w));
     CostResults {
         selected_prices,
@@ -345,7 +375,9 @@ pub fn evaluate(m: &CostModel) -> CostResults {
         curve_usd_per_million,
         blended_output,
         blended_input,
-        batch_usd_per_million: batch,
+        batch_usd_per_million: slo * (1.0 - m.batch_discount),
+        slo_usd_per_million: slo,
+        capacity_usd_per_million: capacity,
         week,
     }
 }
@@ -599,6 +631,7 @@ fn write_inputs(
     let at = layout::PRICE_HEADER + 3 + m.gpu_prices.len() as u32;
     write_chosen_plan(ws, m, r, at)?;
     write_blended_prices(ws, r, at)?;
+    write_batch_tier(ws, m, r, at)?;
     write_input_notes(ws, m, at)
 }
 
@@ -651,7 +684,11 @@ fn write_input_cells(ws: &mut Worksheet, m: &CostModel) -> std::result::Result<(
         .allow_decimal_number(DataValidationRule::Between(0.0, 10.0))
         .set_error_message("Headroom is a share of the target load, 0% to 1000%.")?;
     ws.add_data_validation(HEADROOM, 1, HEADROOM, 1, &share)?;
-    ws.write_string(DISCOUNT, 0, "Batch discount")?;
+    ws.write_string(
+        DISCOUNT,
+        0,
+        "Batch discount (off the $ per 1M output tokens at the SLO-bound rate)",
+    )?;
     ws.write_number_with_format(DISCOUNT, 1, m.batch_discount, &pct)?;
     ws.write_string(
         RATIO,
@@ -801,14 +838,13 @@ fn write_blended_prices(
     use layout::*;
     let usd3 = Format::new().set_num_format("$#,##0.000");
     let hour = at + 5; // the $/hour row
-    let per_m = at + 6;
     let weighted = format!(
         "({}+{}*{})",
         input_ref(OUTPUT),
         input_ref(RATIO),
         input_ref(INPUT)
     );
-    let extra: [(&str, String, f64); 3] = [
+    let extra: [(&str, String, f64); 2] = [
         (
             "$ per 1M output tokens, blended (input at the ratio)",
             format!(
@@ -823,15 +859,6 @@ fn write_blended_prices(
             format!("IFERROR(B{}*{},\"{NA}\")", at + 8, input_ref(RATIO)),
             r.blended_input,
         ),
-        (
-            "Batch tier $ per 1M output tokens (after the discount)",
-            format!(
-                "IFERROR(B{}*(1-{}),\"{NA}\")",
-                per_m + 1,
-                input_ref(DISCOUNT)
-            ),
-            r.batch_usd_per_million,
-        ),
     ];
     let chosen = chosen_cost(r);
     for (k, (label, f, v)) in extra.into_iter().enumerate() {
@@ -843,6 +870,69 @@ fn write_blended_prices(
             NA.to_string()
         };
         ws.write_formula_with_format(row, 1, Formula::new(f).set_result(res), &usd3)?;
+    }
+    Ok(())
+}
+
+/// Under the blended prices (block at row `at`): the batch tier's price, the batch discount
+/// taken off the plan's cost at the SLO-bound rate (one replica of its colocated deployment,
+/// at the selected price of its GPU), and the cost at capacity, the tier's floor: at the
+/// plan's discount the tier is priced at exactly that floor.
+fn write_batch_tier(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    r: &CostResults,
+    at: u32,
+) -> std::result::Result<(), XlsxError> {
+    use layout::*;
+    let usd3 = Format::new().set_num_format("$#,##0.000");
+    let (batch, slo, cap) = (at + 9, at + 10, at + 11);
+    let Some(b) = &m.batch_point else {
+        ws.write_string(batch, 0, "Batch tier $ per 1M output tokens")?;
+        return ws.write_string(batch, 1, NA).map(|_| ());
+    };
+    let per_m = |tps: f64| {
+        format!(
+            "IFERROR(VLOOKUP(\"{}\",{},5,FALSE)*{}/({tps}*3600)*1000000,\"{NA}\")",
+            b.gpu.replace('"', "\"\""),
+            price_table(m.gpu_prices.len() as u32),
+            b.gpus_per_replica
+        )
+    };
+    let rows = [
+        (
+            batch,
+            "Batch tier $ per 1M output tokens (the batch discount off the SLO-bound cost below)"
+                .to_string(),
+            format!(
+                "IFERROR(B{}*(1-{}),\"{NA}\")",
+                slo + 1,
+                input_ref(DISCOUNT)
+            ),
+            r.batch_usd_per_million,
+        ),
+        (
+            slo,
+            format!(
+                "$ per 1M output tokens at the SLO-bound rate: one replica of {} ({:.0} output tok/s)",
+                b.label, b.output_tokens_per_s_at_slo
+            ),
+            per_m(b.output_tokens_per_s_at_slo),
+            r.slo_usd_per_million,
+        ),
+        (
+            cap,
+            format!(
+                "$ per 1M output tokens at capacity, no latency SLO ({:.0} output tok/s): the batch tier's floor",
+                b.output_tokens_per_s_at_capacity
+            ),
+            per_m(b.output_tokens_per_s_at_capacity),
+            r.capacity_usd_per_million,
+        ),
+    ];
+    for (row, label, f, v) in rows {
+        ws.write_string(row, 0, clip(&label))?;
+        ws.write_formula_with_format(row, 1, num_formula(f, v), &usd3)?;
     }
     Ok(())
 }
@@ -863,7 +953,7 @@ fn write_input_notes(
         "Pruned rows (status pruned: the search did not size them, their capacity alone cost more) carry one replica's steady-state capacity as their rate, so their replicas and cost are lower bounds; when one wins (the status beside the chosen candidate says pruned), rerun servesim plan with these prices (pricing.gpus.<gpu>) to size it by simulation.",
     ];
     for (k, t) in notes.iter().enumerate() {
-        ws.write_string_with_format(at + 11 + k as u32, 0, in_unit(m, t), &note)?;
+        ws.write_string_with_format(at + 13 + k as u32, 0, in_unit(m, t), &note)?;
     }
     Ok(())
 }
@@ -1317,6 +1407,13 @@ pub fn sample_model() -> CostModel {
         paid_hours_per_month: 730.0,
         headroom: 0.0,
         batch_discount: 0.3,
+        batch_point: Some(BatchPointInputs {
+            label: "h100-sxm fp8 TP2 seqs256".into(),
+            gpu: "h100-sxm".into(),
+            gpus_per_replica: 2,
+            output_tokens_per_s_at_slo: 4200.0,
+            output_tokens_per_s_at_capacity: 6000.0,
+        }),
         input_output_price_ratio: 0.25,
         gpu_prices: sample_prices(),
         candidates: sample_candidates(),
@@ -1471,7 +1568,16 @@ mod tests {
         let r = evaluate(&m);
         let c = r.candidates[0].unwrap();
         assert_eq!((c.replicas, c.usd_per_hour), (3.0, 3.0 * 2.0 * 1.35));
-        assert!((r.batch_usd_per_million - c.usd_per_million_output * 0.7).abs() < 1e-12);
+        // The batch tier: the discount off one replica's cost at the SLO-bound rate (spot
+        // H100 $1.35, TP2, 4200 output tok/s), at the selected price.
+        let slo = 1.35 * 2.0 / (4200.0 * 3600.0) * 1e6;
+        assert!((r.slo_usd_per_million - slo).abs() < 1e-12);
+        assert!((r.batch_usd_per_million - slo * 0.7).abs() < 1e-12);
+        // The discount a batch point funds prices the tier at its floor, the cost at capacity.
+        m.batch_discount = 1.0 - 4200.0 / 6000.0;
+        let r = evaluate(&m);
+        assert!((r.batch_usd_per_million - r.capacity_usd_per_million).abs() < 1e-9);
+        m.batch_discount = 0.3;
         // A target the H100 row needs 4 replicas for and the H200 row 3: still the H100 row.
         m.target_rate_per_s = 80.0;
         m.headroom = 0.0;

@@ -100,11 +100,34 @@ impl ToTable for PlanResult {
         }
         with_speculative_column(&mut columns, &mut rows, self);
         with_reuse_columns(&mut columns, &mut rows, self);
+        with_parallel_columns(&mut columns, &mut rows, self);
         Cow::Owned(TableSheet {
             name: "Search".into(),
             columns,
             rows,
         })
+    }
+}
+
+/// With data or expert parallelism in the search space: `dp` and `ep` columns, last (after
+/// every other column, so no column moves), with `tp` they give the deployment's
+/// parallelism (`TP2 DP4 EP8`: tp 2, dp 4, ep 8; GPUs per replica tp x dp). Nothing
+/// otherwise, so a plan without them reads as before. Rows after the colocated candidates
+/// (xPyD) get empty cells.
+fn with_parallel_columns(columns: &mut Vec<String>, rows: &mut [Vec<CellValue>], p: &PlanResult) {
+    if p.candidates
+        .iter()
+        .all(|c| c.candidate.dp == 1 && c.candidate.ep == 1)
+    {
+        return;
+    }
+    columns.extend(["dp".to_string(), "ep".to_string()]);
+    for (i, row) in rows.iter_mut().enumerate() {
+        let c = p.candidates.get(i).map(|c| &c.candidate);
+        row.extend([
+            CellValue::Number(c.map_or(f64::NAN, |c| f64::from(c.dp))),
+            CellValue::Number(c.map_or(f64::NAN, |c| f64::from(c.ep))),
+        ]);
     }
 }
 
@@ -323,6 +346,28 @@ impl ToTable for crate::plan::week::WeekPlan {
     }
 }
 
+/// The chosen candidate's batch point for the workbook: its output tokens/s per replica at
+/// the SLO-bound rate and at capacity, recovered from the plan's $ per million output tokens
+/// there (tokens/s = $/hour / ($/M x 3600) x 1e6), so the workbook's formulas at the plan's
+/// prices give the plan's figures back. `None` without a chosen plan or with either cost 0.
+fn batch_point(plan: &PlanResult) -> Option<crate::report::xlsx::BatchPointInputs> {
+    let c = plan.chosen_candidate()?;
+    let b = &plan.detail.as_ref()?.batch;
+    let gpus = c.candidate.gpus();
+    let usd_per_hour = f64::from(gpus) * c.price_usd_per_gpu_hour;
+    let tps = |usd_per_million: f64| {
+        (usd_per_million > 0.0 && usd_per_hour > 0.0)
+            .then(|| usd_per_hour / (usd_per_million * 3600.0) * 1e6)
+    };
+    Some(crate::report::xlsx::BatchPointInputs {
+        label: c.candidate.label(),
+        gpu: c.candidate.gpu.clone(),
+        gpus_per_replica: gpus,
+        output_tokens_per_s_at_slo: tps(b.usd_per_million_at_slo)?,
+        output_tokens_per_s_at_capacity: tps(b.usd_per_million_at_capacity)?,
+    })
+}
+
 /// The cost workbook (cost.xlsx): the plan as a live model (sheets Inputs, Candidates, Curves;
 /// src/report/xlsx.rs) and the candidates table as a last sheet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -366,6 +411,7 @@ impl CostWorkbookExporter {
             paid_hours_per_month: crate::plan::pricing::HOURS_PER_MONTH,
             headroom: 0.0,
             batch_discount: plan.detail.as_ref().map_or(0.0, |d| d.batch.discount),
+            batch_point: batch_point(plan),
             input_output_price_ratio: plan.input_output_price_ratio,
             gpu_prices: plan
                 .gpu_prices

@@ -163,16 +163,10 @@ fn seqs_cell(seqs: u32, k: Option<u32>) -> String {
     }
 }
 
-/// A candidate's note, led by its router, CPU offload size and fleet hit rate when the plan
-/// searched them or the workload carries block identities (else the note alone, as before).
+/// A candidate's note, led by its fleet hit rate when the workload carries block identities
+/// (else the note alone, as before). Router and CPU offload size have their own columns.
 fn reuse_note(c: &crate::plan::CandidateResult) -> String {
     let mut lead = Vec::new();
-    if let Some(r) = &c.candidate.router {
-        lead.push(format!("router {r}"));
-    }
-    if let Some(g) = c.candidate.kv_offloading_size_gib {
-        lead.push(format!("CPU offload {g} GiB"));
-    }
     if let Some(h) = c.prefix_cache_hit_rate {
         let cpu = c
             .prefix_cache_hit_rate_cpu
@@ -188,10 +182,59 @@ fn reuse_note(c: &crate::plan::CandidateResult) -> String {
     }
 }
 
+/// The optional columns of the candidates table, each shown only when the search varies it
+/// (so a plan without them reads as before): `dp` and `ep` after `tp` (data and expert
+/// parallelism), `router` and `cpu_gib` (CPU KV offload per replica) after `seqs`.
+fn optional_columns(p: &PlanResult) -> Vec<(&'static str, (&'static str, &'static str, bool))> {
+    let any =
+        |f: &dyn Fn(&crate::plan::Candidate) -> bool| p.candidates.iter().any(|c| f(&c.candidate));
+    let mut v = Vec::new();
+    if any(&|c| c.dp != 1 || c.ep != 1) {
+        v.push(("tp", ("dp", "DP", true)));
+        v.push(("dp", ("ep", "EP", true)));
+    }
+    if any(&|c| c.router.is_some()) {
+        v.push(("seqs", ("router", "router", false)));
+    }
+    if any(&|c| c.kv_offloading_size_gib.is_some()) {
+        let after = if any(&|c| c.router.is_some()) {
+            "router"
+        } else {
+            "seqs"
+        };
+        v.push((after, ("cpu_gib", "CPU offload (GiB/replica)", true)));
+    }
+    v
+}
+
+/// A candidate's cell of an optional column.
+fn optional_cell(key: &str, c: &crate::plan::Candidate) -> String {
+    match key {
+        "dp" => format!("<td data-v=\"{0}\">{0}</td>", c.dp),
+        "ep" => format!("<td data-v=\"{0}\">{0}</td>", c.ep),
+        "router" => format!(
+            "<td class=\"text\">{}</td>",
+            escape(c.router.as_deref().unwrap_or("-"))
+        ),
+        _ => match c.kv_offloading_size_gib {
+            Some(g) => format!("<td data-v=\"{g}\">{g}</td>"),
+            None => "<td data-v=\"\">-</td>".to_string(),
+        },
+    }
+}
+
 fn table(out: &mut String, p: &PlanResult) {
     out.push_str("<div class=\"wrap\"><table id=\"candidates\"><thead><tr>");
     let unit = p.rate_unit.as_deref().unwrap_or("req/s");
-    for (key, title, num) in COLUMNS {
+    let mut columns = COLUMNS.to_vec();
+    for (after, col) in optional_columns(p) {
+        let at = columns
+            .iter()
+            .position(|c| c.0 == after)
+            .map_or(0, |i| i + 1);
+        columns.insert(at, col);
+    }
+    for &(key, title, num) in &columns {
         let title = title.replace("req/s", unit);
         let _ = write!(
             out,
@@ -212,45 +255,79 @@ fn table(out: &mut String, p: &PlanResult) {
                 Status::Feasible => "feasible",
             }
         };
-        let status = match c.status {
-            Status::Feasible => "feasible",
-            Status::Pruned => "pruned",
-            Status::Infeasible => "infeasible",
-        };
-        let feasible = c.status == Status::Feasible;
-        let num = |v: Option<f64>, digits: usize| match v {
-            Some(x) if x.is_finite() => format!("<td data-v=\"{x}\">{x:.digits$}</td>"),
-            _ => "<td data-v=\"\">-</td>".to_string(),
-        };
-        let cost = c.cost_at_target.filter(|_| c.status != Status::Infeasible);
-        let _ = write!(
-            out,
-            "<tr class=\"{class}\" data-rank=\"{}\">{}<td class=\"text\">{status}</td><td class=\"text\">{}</td><td class=\"text\">{}</td>{}{}{}{}<td class=\"text\">{}</td>{}{}{}{}<td class=\"note\">{}</td></tr>",
-            i + 1,
-            num(Some((i + 1) as f64), 0),
-            escape(&c.candidate.gpu),
-            escape(&c.candidate.dtype),
-            num(Some(c.candidate.tp as f64), 0),
+        let _ = write!(out, "<tr class=\"{class}\" data-rank=\"{}\">", i + 1);
+        let cells = row_cells(i, c);
+        for &(key, _, _) in &columns {
+            match cells.iter().find(|(k, _)| *k == key) {
+                Some((_, cell)) => out.push_str(cell),
+                None => out.push_str(&optional_cell(key, &c.candidate)),
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// A candidate's cells of the [`COLUMNS`], by key.
+fn row_cells(i: usize, c: &crate::plan::CandidateResult) -> Vec<(&'static str, String)> {
+    let status = match c.status {
+        Status::Feasible => "feasible",
+        Status::Pruned => "pruned",
+        Status::Infeasible => "infeasible",
+    };
+    let feasible = c.status == Status::Feasible;
+    let num = |v: Option<f64>, digits: usize| match v {
+        Some(x) if x.is_finite() => format!("<td data-v=\"{x}\">{x:.digits$}</td>"),
+        _ => "<td data-v=\"\">-</td>".to_string(),
+    };
+    let text = |s: &str| format!("<td class=\"text\">{}</td>", escape(s));
+    let cost = c.cost_at_target.filter(|_| c.status != Status::Infeasible);
+    let sized = c.status != Status::Infeasible;
+    vec![
+        ("rank", num(Some((i + 1) as f64), 0)),
+        ("status", text(status)),
+        ("gpu", text(&c.candidate.gpu)),
+        ("dtype", text(&c.candidate.dtype)),
+        ("tp", num(Some(c.candidate.tp as f64), 0)),
+        (
+            "seqs",
             seqs_cell(c.candidate.max_num_seqs, c.candidate.num_speculative_tokens),
-            num((c.capacity_rate_per_replica > 0.0).then_some(c.capacity_rate_per_replica), 2),
+        ),
+        (
+            "capacity",
+            num(
+                (c.capacity_rate_per_replica > 0.0).then_some(c.capacity_rate_per_replica),
+                2,
+            ),
+        ),
+        (
+            "max_rate",
             num(
                 (c.status != Status::Pruned && c.max_rate_per_replica > 0.0)
                     .then_some(c.max_rate_per_replica),
-                2
+                2,
             ),
-            escape(c.binding.as_ref().map_or("-", |b| b.constraint.label())),
-            num((c.status != Status::Infeasible).then_some(c.replicas as f64), 0),
-            num((c.status != Status::Infeasible).then_some(c.gpus as f64), 0),
-            num(cost.map(|x| x.usd_per_hour), 2),
+        ),
+        (
+            "binding",
+            text(c.binding.as_ref().map_or("-", |b| b.constraint.label())),
+        ),
+        ("replicas", num(sized.then_some(c.replicas as f64), 0)),
+        ("gpus", num(sized.then_some(c.gpus as f64), 0)),
+        ("usd_per_hour", num(cost.map(|x| x.usd_per_hour), 2)),
+        (
+            "usd_per_million",
             num(
                 cost.filter(|_| feasible)
                     .map(|x| x.usd_per_million_output_tokens),
-                3
+                3,
             ),
-            escape(&reuse_note(c))
-        );
-    }
-    out.push_str("</tbody></table></div>");
+        ),
+        (
+            "note",
+            format!("<td class=\"note\">{}</td>", escape(&reuse_note(c))),
+        ),
+    ]
 }
 
 /// The period plan: what the autoscaled fleet costs and attains against the static one.
@@ -356,10 +433,10 @@ fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
         Some(c) => {
             let _ = write!(
                 h,
-                "<tr><td>colocated</td><td>{} × {} TP{}</td><td>{}</td><td>{:.2}</td></tr>",
+                "<tr><td>colocated</td><td>{} × {} {}</td><td>{}</td><td>{:.2}</td></tr>",
                 c.replicas,
                 escape(&c.candidate.gpu),
-                c.candidate.tp,
+                c.candidate.parallelism(),
                 c.gpus,
                 c.cost_at_target.map_or(0.0, |x| x.usd_per_hour)
             );
@@ -403,6 +480,37 @@ fn xpyd_section(h: &mut String, p: &PlanResult, x: &crate::plan::DisaggPlan) {
     );
 }
 
+/// The plan's card when its recommendation is disaggregated (xPyD): the deployment, its GPUs
+/// and cost, the re-run line, and the colocated alternative it beats (its card follows).
+fn xpyd_card(h: &mut String, p: &PlanResult, r: &crate::plan::Recommendation) {
+    let _ = write!(
+        h,
+        "<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan: disaggregated</h2><p><b>{}</b>: prefill and decode on separate pools.</p><div class=\"kpis\">",
+        escape(&r.deployment)
+    );
+    kpi(h, &format!("${:.2}", r.usd_per_hour), "per hour");
+    kpi(h, &r.gpus.to_string(), "GPUs");
+    kpi(
+        h,
+        &format!("${:.3}", r.usd_per_million_output_tokens),
+        "per million output tokens",
+    );
+    h.push_str("</div>");
+    if let Some(c) = p.chosen_candidate() {
+        if let Some(x) = c.cost_at_target {
+            let _ = write!(
+                h,
+                "<p>Recommended over the best colocated fleet ({} GPUs, ${:.2}/hour): the colocated alternative below. The candidates of both kinds: Colocated or disaggregated.</p>",
+                c.gpus, x.usd_per_hour
+            );
+        }
+    }
+    if let Some(cmd) = &r.run_command {
+        let _ = write!(h, "<p>Re-run it: <code>{}</code></p>", escape(cmd));
+    }
+    h.push_str("</div>");
+}
+
 /// The chosen plan's card: its fleet, cost, headroom, binding constraint, whole-fleet
 /// evidence, re-run line and batch point.
 fn chosen_card(
@@ -413,16 +521,25 @@ fn chosen_card(
 ) {
     let cost = c.cost_at_target;
     let unit = p.rate_unit.as_deref().unwrap_or("req/s");
-    h.push_str(
-        "<div class=\"card\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">The plan</h2>",
+    let (id, heading) = if super::xpyd_recommended(p).is_some() {
+        ("colocated", "The colocated alternative")
+    } else {
+        ("summary", "The plan")
+    };
+    let _ = write!(
+        h,
+        "<div class=\"card\" id=\"{id}\"><h2 style=\"margin-top:0;border:0\">{heading}</h2>"
     );
     let _ = write!(
         h,
-        "<p><b>{} × {}</b>: {} replica(s) of TP {}, {} weights, {} KV, max_num_seqs {}.</p><div class=\"kpis\">",
+        "<p><b>{} × {}</b>: {} replica(s) of {}, {} weights, {} KV, max_num_seqs {}.</p><div class=\"kpis\">",
         c.gpus,
         escape(&c.candidate.gpu),
         c.replicas,
-        c.candidate.tp,
+        match (c.candidate.dp, c.candidate.ep) {
+            (1, 1) => format!("TP {}", c.candidate.tp),
+            _ => c.candidate.parallelism(),
+        },
         escape(&c.candidate.dtype),
         escape(if c.candidate.kv_cache_dtype == "auto" { "16-bit" } else { &c.candidate.kv_cache_dtype }),
         c.candidate.max_num_seqs
@@ -481,9 +598,8 @@ fn chosen_card(
     if let Some(cmd) = &d.run_command {
         let _ = write!(
             h,
-            "<li>Re-run the fleet as measured ({} in place of {} in its replica settings for one fewer): <code>{}</code></li>",
-            d.fleet.replicas.saturating_sub(1),
-            d.fleet.replicas,
+            "<li>Re-run the fleet as measured{}: <code>{}</code></li>",
+            escape(&super::one_fewer_hint(d)),
             escape(cmd)
         );
     }
@@ -567,6 +683,9 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
         100.0 * p.goodput_threshold,
         escape(&sc.description)
     );
+    if let Some(r) = super::xpyd_recommended(p) {
+        xpyd_card(&mut h, p, r);
+    }
     match (p.chosen_candidate(), &p.detail) {
         (Some(c), Some(d)) => chosen_card(&mut h, p, c, d),
         _ => {
