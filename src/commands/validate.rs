@@ -226,13 +226,14 @@ fn write_rows_table(out: &mut impl Write, inn: &[Comparison], oos: &[Comparison]
     let id_w = inn.iter().map(|c| c.id.len() + 2).fold(18, usize::max);
     writeln!(
         out,
-        "{:<id_w$}{:<20}{:>12}{:>12}{:>12}{:>9}{:>9}",
+        "{:<id_w$}{:<20}{:>12}{:>12}{:>12}{:>10}{:>10}",
         "row", "metric", "measured", "in-sample", "out-of-smp", "err in", "err out"
     )?;
     for (a, b) in inn.iter().zip(oos) {
         writeln!(
             out,
-            "{:<id_w$}{:<20}{:>12.1}{:>12.1}{:>12.1}{:>+8.1}%{:>+8.1}%",
+            // A space before each error: a saturated row's errors run to six digits.
+            "{:<id_w$}{:<20}{:>12.1}{:>12.1}{:>12.1} {:>+8.1}% {:>+8.1}%",
             a.id,
             a.metric.name(),
             a.measured,
