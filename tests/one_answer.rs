@@ -838,7 +838,8 @@ max_requests = 100
     let report = dir.join(format!("{model}-{gpu}-report"));
     let (code, _, err) = servesim(&["plan", sc, "--out", report.to_str().unwrap()]);
     let plan: Option<Value> = match code {
-        0 => Some(json(
+        // 1: no candidate meets the (impossible) target, the report written whole.
+        0 | 1 => Some(json(
             &std::fs::read_to_string(report.join("plan.json")).unwrap(),
         )),
         2 => None, // no candidate can run: checked against the others below

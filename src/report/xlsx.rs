@@ -1207,20 +1207,17 @@ fn write_curves(
 /// Rows of the week sheet above its table (0-based): TP, GPU, static replicas.
 const WEEK_HEAD: u32 = 6;
 
-fn write_week(
+/// The week sheet's rows above its table ([`WEEK_HEAD`]): the period, TP, GPU, the static
+/// fleet (an input) and the $/GPU-hour looked up from the Inputs sheet (`price`, $/GPU-hour,
+/// cached).
+fn write_week_head(
     ws: &mut Worksheet,
-    m: &CostModel,
     w: &WeekSheet,
-    r: &WeekResults,
+    price: f64,
     price_rows: u32,
 ) -> std::result::Result<(), XlsxError> {
-    let header = header_format();
     let bold = Format::new().set_bold();
     let usd = Format::new().set_num_format("$#,##0.00");
-    let usd0 = Format::new().set_num_format("$#,##0");
-    let pct = Format::new().set_num_format("0.000%");
-    let num2 = Format::new().set_num_format("0.00");
-    let int = Format::new().set_num_format("#,##0");
     ws.set_column_width(0, 34)?;
     for c in 1..10 {
         ws.set_column_width(c, 13)?;
@@ -1242,9 +1239,27 @@ fn write_week(
     ws.write_formula_with_format(
         4,
         1,
-        num_formula(format!("VLOOKUP(B3,{table},5,FALSE)"), r.price),
+        num_formula(format!("VLOOKUP(B3,{table},5,FALSE)"), price),
         &usd,
     )?;
+    Ok(())
+}
+
+fn write_week(
+    ws: &mut Worksheet,
+    m: &CostModel,
+    w: &WeekSheet,
+    r: &WeekResults,
+    price_rows: u32,
+) -> std::result::Result<(), XlsxError> {
+    let header = header_format();
+    let bold = Format::new().set_bold();
+    let usd = Format::new().set_num_format("$#,##0.00");
+    let usd0 = Format::new().set_num_format("$#,##0");
+    let pct = Format::new().set_num_format("0.000%");
+    let num2 = Format::new().set_num_format("0.00");
+    let int = Format::new().set_num_format("#,##0");
+    write_week_head(ws, w, r.price, price_rows)?;
     let rate_col = in_unit(m, "arrival rate (req/s)");
     let cols = [
         "hour",
