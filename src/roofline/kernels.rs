@@ -47,21 +47,8 @@ pub fn gemm_math_s(
     let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
     let flops = 2.0 * tokens * weights;
     let rate = peak * tokens / (tokens + half);
-    let mem = bytes / gemm_stream_bandwidth(gpu, math);
+    let mem = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
-}
-
-/// The bandwidth a GEMM of this math streams its operands at, bytes/s: the GPU's stream
-/// bandwidth, times `gemm.fp4_stream_bandwidth_fraction` for FP4 GEMMs on a GPU with FP4
-/// tensor cores (their block-scaled kernels read weights more slowly than BF16 and FP8 ones).
-pub fn gemm_stream_bandwidth(gpu: &GpuProfile, math: GemmMath) -> f64 {
-    let bw = gpu.memory.stream_bandwidth_bytes_per_s;
-    match math {
-        GemmMath::Fp4 if gpu.supports_fp4() => {
-            bw * gpu.gemm.fp4_stream_bandwidth_fraction.unwrap_or(1.0)
-        }
-        _ => bw,
-    }
 }
 
 pub use crate::model::expected_active_experts;
