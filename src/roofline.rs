@@ -537,9 +537,11 @@ impl StepTimeModel {
 
     /// Tokens per data-parallel rank a decode-only iteration of `b` runs with `q` query tokens
     /// per sequence (1: plain decode, K + 1: a verify step). A graphed verify step pads its
-    /// sequences, not its tokens, to a captured size, each with its `q` tokens: TensorRT-LLM
-    /// captures one graph per batch size for the configured draft length, and vLLM rounds its
-    /// token capture sizes to multiples of K + 1 under speculative decoding.
+    /// sequences, not its tokens, to a captured size, each with its `q` tokens, as
+    /// TensorRT-LLM captures one graph per batch size for the configured draft length. vLLM
+    /// instead rounds its token capture sizes up to multiples of K + 1
+    /// (`adjust_cudagraph_sizes_for_spec_decode`, vllm/config/compilation.py), which pads to
+    /// the same count or fewer tokens: this rule is its upper bound.
     fn padded_query_tokens(&self, b: &BatchShape, q: u32) -> u32 {
         if q == 1 {
             return self.padded_tokens(b);
