@@ -538,7 +538,9 @@ impl StepTimeModel {
     /// Tokens per data-parallel rank a decode-only iteration of `b` runs with `q` query tokens
     /// per sequence (1: plain decode, K + 1: a verify step). A graphed verify step pads its
     /// sequences, not its tokens, to a captured size, each with its `q` tokens, as
-    /// TensorRT-LLM captures one graph per batch size for the configured draft length. vLLM
+    /// TensorRT-LLM captures one graph per (batch size, draft length) with batch x (draft
+    /// length + 1) tokens (`capture` in tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py,
+    /// NVIDIA/TensorRT-LLM @ 7b437aa). vLLM
     /// instead rounds its token capture sizes up to multiples of K + 1
     /// (`adjust_cudagraph_sizes_for_spec_decode`, vllm/config/compilation.py), which pads to
     /// the same count or fewer tokens: this rule is its upper bound.
