@@ -92,6 +92,15 @@ pub struct CheckpointFormats {
     pub experts: WeightDtype,
     /// Everything else that is a linear layer: attention, dense MLPs, shared experts.
     pub other: WeightDtype,
+    /// The attention projections, where the checkpoint leaves them out of its quantization
+    /// (an `exclude_modules` / `ignore` entry naming `self_attn`); absent: `other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<WeightDtype>,
+    /// The multi-token-prediction layers, where the checkpoint leaves them out of its
+    /// quantization (an entry naming layer `num_hidden_layers`, the first MTP layer); absent:
+    /// `other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp: Option<WeightDtype>,
     /// The KV-cache format the checkpoint declares (absent: the 16-bit activation format).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache: Option<KvDtype>,

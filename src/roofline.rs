@@ -535,6 +535,29 @@ impl StepTimeModel {
         self.dep.engine.scheduler.graph_size(t)
     }
 
+    /// Tokens per data-parallel rank a decode-only iteration of `b` runs with `q` query tokens
+    /// per sequence (1: plain decode, K + 1: a verify step). A graphed verify step pads its
+    /// sequences, not its tokens, to a captured size, each with its `q` tokens, as
+    /// TensorRT-LLM captures one graph per (batch size, draft length) with batch x (draft
+    /// length + 1) tokens (`capture` in tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py,
+    /// NVIDIA/TensorRT-LLM @ 7b437aa). vLLM
+    /// instead rounds its token capture sizes up to multiples of K + 1
+    /// (`adjust_cudagraph_sizes_for_spec_decode`, vllm/config/compilation.py), which pads to
+    /// the same count or fewer tokens: this rule is its upper bound.
+    fn padded_query_tokens(&self, b: &BatchShape, q: u32) -> u32 {
+        if q == 1 {
+            return self.padded_tokens(b);
+        }
+        let wide = BatchShape::decode_total(b.decode_seqs.saturating_mul(q), 0);
+        let tokens = self.rank_tokens(&wide);
+        if !self.graphed(&wide) {
+            return tokens;
+        }
+        let seqs = self.rank_tokens(b);
+        let s = &self.dep.engine.scheduler;
+        s.graph_size(seqs).saturating_mul(q).max(tokens)
+    }
+
     /// Host time spent launching the iteration's kernels: none when a CUDA graph is replayed,
     /// otherwise one launch per kernel.
     fn cpu_launch_time(&self, b: &BatchShape) -> f64 {
@@ -644,11 +667,15 @@ impl StepTimeModel {
         // The GEMMs, LM head and launches see q tokens per sequence.
         let wide = BatchShape::decode_total(b.decode_seqs.saturating_mul(q), 0);
         let tb = if q == 1 { b } else { &wide };
-        let table = self.token_table_ns(self.padded_tokens(tb) as usize)?;
+        let padded = self.padded_query_tokens(b, q);
+        let table = self.token_table_ns(padded as usize)?;
         let g = &self.queued_gpu;
-        let lm = self
-            .gemm_time(g, self.lm_head.0, self.lm_head.1, self.lm_head_rows(tb))
-            .0
+        let lm_rows = if q == 1 {
+            self.lm_head_rows(b)
+        } else {
+            padded as f64
+        };
+        let lm = self.gemm_time(g, self.lm_head.0, self.lm_head.1, lm_rows).0
             + 3.0 * g.small_ops.kernel_s;
         // The GPU time is `base + layers x (fixed + max(hbm x kv / bw, 4 q ctx / rate))` with
         // hbm = ctx less the L2-served repeat reads (kernels::decode_attention_s): two lines.
@@ -940,6 +967,20 @@ mod tests {
             (ns - secs_to_ns(d300.total_s).unwrap() as i64).abs() <= 3,
             "{ns} {d300:?}"
         );
+    }
+
+    #[test]
+    fn a_graphed_verify_step_pads_its_sequences_not_its_tokens() {
+        let mut dep = model("llama-3.1-70b", "h100-sxm", 4).dep;
+        dep.engine = EngineProfile::load("trtllm").unwrap();
+        dep.engine.scheduler.max_num_seqs = 1024;
+        let m = StepTimeModel::new(dep, 4096).unwrap();
+        // One sequence verifying 5 tokens runs the 1-graph with 5 tokens, not the 8-token one.
+        assert_eq!(m.padded_query_tokens(&BatchShape::decode(1, 500), 5), 5);
+        // Three sequences run the 4-graph: 4 x 5 tokens.
+        assert_eq!(m.padded_query_tokens(&BatchShape::decode(3, 500), 5), 20);
+        // A plain decode pads as before.
+        assert_eq!(m.padded_query_tokens(&BatchShape::decode(3, 500), 1), 4);
     }
 
     #[test]

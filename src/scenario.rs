@@ -1362,8 +1362,11 @@ fn deployment_memory(
     })
 }
 
-/// The weight formats a deployment runs and its KV format: an explicit `dtype` puts every
-/// linear layer in it (the KV `auto` rule of [`KvDtype::resolve`]); `auto` runs the
+/// The weight formats a deployment runs and its KV format: an explicit `dtype` names a
+/// checkpoint of that format, whose modules run as the published checkpoints of the format
+/// leave them ([`ModuleFormats::of_checkpoint`]: NVFP4 keeps MLA attention and the MTP layers
+/// in BF16), or, for NVFP4, as the model's own NVFP4 checkpoint does (its exclude lists
+/// honoured), with the KV `auto` rule of [`KvDtype::resolve`]; `auto` runs the
 /// checkpoint's own formats module by module and the KV format it declares (16-bit when it
 /// declares none, as vLLM's `auto` does), or BF16 for an unquantized checkpoint. Returns
 /// (headline format, module formats, KV format).
@@ -1372,19 +1375,27 @@ pub fn resolve_formats(
     explicit: Option<WeightDtype>,
     kv_setting: KvDtype,
 ) -> (WeightDtype, ModuleFormats, KvDtype) {
+    let own = |c: &crate::model::CheckpointFormats| ModuleFormats {
+        attention: c.attention.unwrap_or(c.other),
+        dense: c.other,
+        experts: c.experts,
+        mtp: c.mtp.unwrap_or(c.other),
+    };
     match (explicit, &model.checkpoint) {
-        (Some(w), _) => (w, ModuleFormats::uniform(w), kv_setting.resolve(w)),
+        (Some(w), Some(c)) if c.experts == w && w == WeightDtype::Fp4 => {
+            (w, own(c), kv_setting.resolve(w))
+        }
+        (Some(w), _) => (
+            w,
+            ModuleFormats::of_checkpoint(model, w),
+            kv_setting.resolve(w),
+        ),
         (None, None) => (
             WeightDtype::Bf16,
             ModuleFormats::uniform(WeightDtype::Bf16),
             kv_setting.resolve(WeightDtype::Bf16),
         ),
         (None, Some(c)) => {
-            let formats = ModuleFormats {
-                attention: c.other,
-                dense: c.other,
-                experts: c.experts,
-            };
             let headline = if model.moe.is_some() {
                 c.experts
             } else {
@@ -1394,7 +1405,7 @@ pub fn resolve_formats(
                 KvDtype::Auto => c.kv_cache.unwrap_or(KvDtype::Bf16),
                 explicit => explicit,
             };
-            (headline, formats, kv)
+            (headline, own(c), kv)
         }
     }
 }

@@ -564,6 +564,8 @@ impl SpeculativeConfig {
                     // The MTP module is one layer like the target's MoE layers.
                     moe.dense_layers.clear();
                 }
+                // The whole layer in the checkpoint's MTP format (BF16 in NVFP4 checkpoints).
+                dep.formats = crate::roofline::ModuleFormats::uniform(target.formats.mtp);
             }
             Method::DraftModel => {
                 let name = self.model.as_deref().unwrap_or_default();

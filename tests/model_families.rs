@@ -397,3 +397,73 @@ fn large_scale_expert_parallel_decode_matches_the_lmsys_h100_run() {
     assert!((per_node - 22_282.0).abs() / 22_282.0 < 0.15, "{per_node}");
     assert!(v["step"]["expert_comm_s"].as_f64().unwrap() > 0.0);
 }
+
+/// An NVFP4 checkpoint's own exclude list sets the formats of the modules it names: ModelOpt's
+/// DeepSeek recipe leaves each layer's attention (`model.layers.N.self_attn*`) and the MTP
+/// layer (`model.layers.61*`, the layer after the last of `num_hidden_layers`) unquantized, in
+/// BF16; with an `ignore` list naming only the LM head every linear layer is NVFP4. An explicit
+/// `fp4` on a model with no NVFP4 checkpoint runs the ModelOpt recipe's formats.
+#[test]
+fn an_nvfp4_checkpoints_exclude_list_keeps_its_attention_and_mtp_layers_16_bit() {
+    use servesim::precision::{KvDtype, WeightDtype as W};
+    use servesim::scenario::resolve_formats;
+    let dir = tempfile::tempdir().unwrap();
+    let r1 =
+        std::fs::read_to_string(fixtures().join("deepseek-ai--DeepSeek-R1/config.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r1).unwrap();
+    let with_ignore = |ignore: Vec<String>| {
+        let mut v = v.clone();
+        v["quantization_config"] = serde_json::json!({
+            "quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8",
+            "group_size": 16, "ignore": ignore,
+        });
+        v.to_string()
+    };
+    let mut ignore: Vec<String> = (0..61)
+        .map(|i| format!("model.layers.{i}.self_attn*"))
+        .collect();
+    ignore.extend(["lm_head".to_string(), "model.layers.61*".to_string()]);
+    let m = load_model(&write_config(dir.path(), "fp4", &with_ignore(ignore))).unwrap();
+    let (w, f, kv) = resolve_formats(&m, None, KvDtype::Auto);
+    assert_eq!((w, kv), (W::Fp4, KvDtype::Fp8));
+    assert_eq!(
+        (f.attention, f.dense, f.experts, f.mtp),
+        (W::Bf16, W::Fp4, W::Fp4, W::Bf16)
+    );
+    assert_eq!(resolve_formats(&m, Some(W::Fp4), KvDtype::Auto).1, f);
+    // Only the LM head left out: every layer, the MTP one included, in NVFP4.
+    let m = load_model(&write_config(
+        dir.path(),
+        "all",
+        &with_ignore(vec!["lm_head".into(), "model.layers.6*".into()]),
+    ))
+    .unwrap();
+    let f = resolve_formats(&m, None, KvDtype::Auto).1;
+    assert_eq!(
+        (f.attention, f.dense, f.experts, f.mtp),
+        (W::Fp4, W::Fp4, W::Fp4, W::Fp4)
+    );
+    // The catalog's DeepSeek-R1 (an FP8 checkpoint) run as `fp4`: the recipe's formats.
+    let f = resolve_formats(
+        &load_model("deepseek-r1").unwrap(),
+        Some(W::Fp4),
+        KvDtype::Auto,
+    )
+    .1;
+    assert_eq!(
+        (f.attention, f.dense, f.experts, f.mtp),
+        (W::Bf16, W::Fp4, W::Fp4, W::Bf16)
+    );
+    assert_eq!(f.label(), "fp4 + bf16 attention");
+    // A GQA model's NVFP4 checkpoint quantizes its attention (ModelOpt's default recipe).
+    let f = resolve_formats(
+        &load_model("qwen3-235b-a22b").unwrap(),
+        Some(W::Fp4),
+        KvDtype::Auto,
+    )
+    .1;
+    assert_eq!(
+        (f.attention, f.dense, f.experts, f.mtp),
+        (W::Fp4, W::Fp4, W::Fp4, W::Bf16)
+    );
+}

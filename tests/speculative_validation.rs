@@ -41,9 +41,9 @@ struct Setup {
     engine: &'static str,
 }
 
-/// TensorRT-LLM blog1: DeepSeek-R1 on 8 B200, attention TP 8, NVFP4 weights (the blog runs
-/// attention and the MTP layers in BF16; servesim's `fp4` puts every GEMM in NVFP4, see the
-/// validation notes).
+/// TensorRT-LLM blog1: DeepSeek-R1 on 8 B200, attention TP 8, NVFP4 weights (servesim's `fp4`
+/// runs the NVFP4 checkpoint's formats: experts and dense MLPs NVFP4, attention and the MTP
+/// layer BF16, as the blog's "Precision Strategy" does).
 const TRT_DSR1: Setup = Setup {
     model: "deepseek-r1",
     gpu: "b200",

@@ -596,7 +596,9 @@ fn read_local_attention(
 /// The checkpoint's weight formats from its `quantization_config`: DeepSeek's block FP8
 /// (`quant_method` fp8: every linear layer), gpt-oss's MXFP4 (`modules_to_not_convert` keeps
 /// attention and the router in BF16: the experts are MXFP4), NVIDIA ModelOpt's NVFP4/FP8
-/// (`quant_algo`), compressed-tensors FP8; an FP8 KV cache when it declares one.
+/// (`quant_algo`), compressed-tensors FP8; an FP8 KV cache when it declares one. Modules the
+/// checkpoint leaves unquantized (`exclude_modules`, `ignore`) keep their 16-bit format: the
+/// attention and the MTP layers are read from those lists.
 fn read_quantization(cfg: &Cfg<'_>) -> Result<Option<CheckpointFormats>> {
     let Some(q) = cfg.get("quantization_config") else {
         return Ok(None);
@@ -628,18 +630,39 @@ fn read_quantization(cfg: &Cfg<'_>) -> Result<Option<CheckpointFormats>> {
             ))
         }
     };
-    let not_converted: Vec<String> = q
-        .get("modules_to_not_convert")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    // A checkpoint that leaves attention in 16 bits quantizes only the MLPs' experts.
-    let attention_kept = not_converted.iter().any(|m| m.contains("self_attn"));
+    let list = |k: &str| -> Vec<String> {
+        q.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // gpt-oss's list: a checkpoint that leaves attention in 16 bits quantizes only the MLPs'
+    // experts.
+    let attention_kept = list("modules_to_not_convert")
+        .iter()
+        .any(|m| m.contains("self_attn"));
+    // ModelOpt's (`exclude_modules` in hf_quant_config.json, `ignore` in config.json) and
+    // compressed-tensors' (`ignore`) lists of modules left unquantized, in the checkpoint's
+    // 16-bit format: the attention (`self_attn`) and the MTP layers (the layers numbered from
+    // num_hidden_layers on, where DeepSeek-V3 keeps its MTP module).
+    let excluded: Vec<String> = ["exclude_modules", "ignore"]
+        .iter()
+        .flat_map(|k| list(k))
+        .collect();
+    let mtp_layer = format!(
+        "layers.{}",
+        cfg.u64("num_hidden_layers")?.unwrap_or(u64::MAX)
+    );
+    let names_mtp = |m: &String| {
+        m.match_indices(&mtp_layer)
+            .any(|(i, _)| !m[i + mtp_layer.len()..].starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let kept = |yes: bool| yes.then_some(WeightDtype::Bf16);
     let kv = s("kv_cache_quant_algo")
         .filter(|a| a.contains("fp8"))
         .map(|_| KvDtype::Fp8)
@@ -655,6 +678,8 @@ fn read_quantization(cfg: &Cfg<'_>) -> Result<Option<CheckpointFormats>> {
         } else {
             format
         },
+        attention: kept(excluded.iter().any(|m| m.contains("self_attn"))),
+        mtp: kept(excluded.iter().any(names_mtp)),
         kv_cache: kv,
     }))
 }

@@ -20,6 +20,9 @@ pub struct ModuleFormats {
     pub dense: WeightDtype,
     /// Routed experts.
     pub experts: WeightDtype,
+    /// The multi-token-prediction layers (`num_nextn_predict_layers`) that `method = "mtp"`
+    /// drafts with: the whole layer, its attention and experts included, runs in this format.
+    pub mtp: WeightDtype,
 }
 
 impl ModuleFormats {
@@ -29,18 +32,53 @@ impl ModuleFormats {
             attention: d,
             dense: d,
             experts: d,
+            mtp: d,
         }
     }
 
-    /// Whether every module has the same format.
+    /// The formats of a checkpoint of `model` that a deployment names by one format `d`
+    /// (`dtype = "fp4"`): what the published checkpoints of that format run, module by module.
+    ///
+    /// NVFP4 (`Fp4`) is an NVIDIA Model Optimizer (ModelOpt) checkpoint. ModelOpt's default
+    /// NVFP4 recipe quantizes every linear layer but the LM head and the routers, which
+    /// servesim keeps 16-bit anyway. Its recipe for MLA models (DeepSeek-V3/R1 and their
+    /// architecture: NVIDIA/TensorRT-Model-Optimizer examples/deepseek/ptq.py @ 1030a22, which
+    /// made nvidia/DeepSeek-R1-FP4) disables the attention quantizers (`*attn*`) and appends
+    /// the MTP layer (`layers.{num_layers}*`) to `exclude_modules`, "as the mtp is not loaded
+    /// in the quantized model"; its converter (quantize_to_nvfp4.py @ 1ef1d72) writes every
+    /// module it did not quantize in BF16. So MLA attention stays BF16, dense MLPs, shared and
+    /// routed experts go NVFP4, and the MTP layers of any NVFP4 checkpoint stay BF16 (ModelOpt
+    /// calibrates only the layers its model loads). TensorRT-LLM's DeepSeek-R1 B200 blog
+    /// (docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_
+    /// Performance_on_NVIDIA_B200_GPUs.md @ 5685103, "Precision Strategy") runs exactly this:
+    /// attention bf16, dense and MoE FFNs nvfp4, MTP layers bf16. Every other format is uniform.
+    pub fn of_checkpoint(model: &ModelSpec, d: WeightDtype) -> Self {
+        match d {
+            WeightDtype::Fp4 => ModuleFormats {
+                attention: if model.mla.is_some() {
+                    WeightDtype::Bf16
+                } else {
+                    d
+                },
+                mtp: WeightDtype::Bf16,
+                ..ModuleFormats::uniform(d)
+            },
+            _ => ModuleFormats::uniform(d),
+        }
+    }
+
+    /// Whether the modules of the target model (the MTP layers aside) have one format.
     pub fn is_uniform(&self) -> bool {
         self.attention == self.dense && self.dense == self.experts
     }
 
-    /// How reports name the formats: `fp8`, or `mxfp4 experts + bf16` when they differ.
+    /// How reports name the formats: `fp8`; `mxfp4 experts + bf16` when the experts differ
+    /// from the rest; `fp4 + bf16 attention` when only the attention differs.
     pub fn label(&self) -> String {
         if self.is_uniform() {
             self.attention.to_string()
+        } else if self.dense == self.experts {
+            format!("{} + {} attention", self.experts, self.attention)
         } else {
             format!("{} experts + {}", self.experts, self.attention)
         }
@@ -250,4 +288,31 @@ pub fn gqa_projection_widths(model: &ModelSpec, tp: u64) -> (f64, f64) {
         model.q_dim() as f64 / tp as f64,
         (kv_heads_per_gpu(model, tp) * model.head_dim) as f64,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::load_model;
+
+    #[test]
+    fn nvfp4_checkpoints_keep_mla_attention_and_mtp_layers_in_bf16() {
+        use WeightDtype as W;
+        let r1 = load_model("deepseek-r1").unwrap();
+        let f = ModuleFormats::of_checkpoint(&r1, W::Fp4);
+        assert_eq!(
+            (f.attention, f.dense, f.experts, f.mtp),
+            (W::Bf16, W::Fp4, W::Fp4, W::Bf16)
+        );
+        let dense = load_model("llama-3.1-70b").unwrap();
+        let f = ModuleFormats::of_checkpoint(&dense, W::Fp4);
+        assert_eq!((f.attention, f.dense, f.experts), (W::Fp4, W::Fp4, W::Fp4));
+        assert_eq!(f.mtp, W::Bf16);
+        for d in [W::Bf16, W::Fp16, W::Fp8, W::Mxfp4] {
+            assert_eq!(
+                ModuleFormats::of_checkpoint(&r1, d),
+                ModuleFormats::uniform(d)
+            );
+        }
+    }
 }
