@@ -358,3 +358,26 @@ fn bench_negative_numbers_are_input_errors_naming_the_flag() {
         assert!(!err.contains("unexpected argument"), "{flag}: {err}");
     }
 }
+
+#[test]
+fn plan_price_of_zero_negative_or_nan_exits_2_naming_the_flag_and_writes_no_report() {
+    // A $0 GPU-hour would make every deployment cost $0 per million tokens: the plan could
+    // not rank them by cost. The error names the flag, says why, and comes before any work.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    for value in ["0", "-1.5", "NaN", "inf"] {
+        let (code, stdout, err) =
+            servesim(&["plan", "--price", value, "--out", out.to_str().unwrap()]);
+        assert_one_line_input_error(code, &err);
+        assert!(stdout.is_empty(), "{value}: {stdout}");
+        assert!(err.contains("--price: "), "{value}: {err}");
+        assert!(
+            err.contains("must be a $/GPU-hour price > 0"),
+            "{value}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{value}: {err}");
+        assert!(!out.exists(), "{value}: a report folder was started");
+    }
+    let (_, _, err) = servesim(&["plan", "--price", "0", "--out", out.to_str().unwrap()]);
+    assert!(err.contains("$0 per million tokens"), "{err}");
+}

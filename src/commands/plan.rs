@@ -16,6 +16,11 @@ const DEFAULT_ORIGIN: &str = "<embedded scenarios/chat-slo.toml>";
 
 /// Runs `servesim plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
+    // A bad --price fails before the report folder is started.
+    if let Some(p) = args.price {
+        servesim::scenario::check_gpu_price(p)
+            .map_err(|why| servesim::Error::config("--price", "price_usd_per_gpu_hour", why))?;
+    }
     let report = super::begin_out_dir("--out", &args.out)?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let (mut sc, origin) = match &args.scenario {
@@ -26,13 +31,6 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         ),
     };
     if let Some(p) = args.price {
-        if !(p.is_finite() && p >= 0.0) {
-            anyhow::bail!(servesim::Error::config(
-                "--price",
-                "price_usd_per_gpu_hour",
-                format!("must be >= 0, got {p}")
-            ));
-        }
         sc.pricing.price_usd_per_gpu_hour = Some(p);
     }
     if let Some(seed) = args.seed {
