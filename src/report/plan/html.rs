@@ -380,11 +380,8 @@ fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
         kpi(h, &c.lost_requests.to_string(), "requests failed");
         let _ = write!(
             h,
-            "</div><p>{} {} TP{} seqs {}: {} replicas static; the autoscaler paid {:.1} replica-hours with a {:.0} s cold start; sizing hour by hour (no cold start) would cost ${:.0}. Hour by hour in <a href=\"fleet.csv\">fleet.csv</a> and the Week sheet of cost.xlsx.</p>",
-            escape(&c.candidate.gpu),
-            escape(&c.candidate.dtype),
-            c.candidate.tp,
-            c.candidate.max_num_seqs,
+            "</div><p>{}: {} replicas static; the autoscaler paid {:.1} replica-hours with a {:.0} s cold start; sizing hour by hour (no cold start) would cost ${:.0}. Hour by hour in <a href=\"fleet.csv\">fleet.csv</a> and the Week sheet of cost.xlsx.</p>",
+            escape(&c.candidate.label()),
             c.static_replicas,
             c.summary.billed_replica_hours,
             c.cold_start_s,
