@@ -88,8 +88,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     // the input is valid, the target is out of the search space's reach), so scripts and CI
     // do not read it as a deployment.
     if out.plan.recommendation.is_none() {
+        // An SLO below the physical floor is the whole answer: say it here too.
+        let floor = out
+            .plan
+            .slo_below_floor
+            .as_deref()
+            .map_or(String::new(), |f| format!(": {}", f.replace('\n', "; ")));
         anyhow::bail!(
-            "no candidate meets the SLOs at {:.2} {} within the search space; the report in {} says what stops each one",
+            "no candidate meets the SLOs at {:.2} {} within the search space{floor}; the report in {} says what stops each one",
             out.plan.target_rate_per_s,
             out.plan.rate_unit.as_deref().unwrap_or("req/s"),
             dir.display()

@@ -511,6 +511,9 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 t,
                 "\nNo candidate meets the SLOs at this load within the search space."
             );
+            for line in p.slo_below_floor.iter().flat_map(|f| f.lines()) {
+                let _ = writeln!(t, "  SLO below the physical floor: {line}");
+            }
             light_load_lines(&mut t, sc, p);
             if let Some(n) = &p.nearest_slo {
                 let _ = writeln!(t, "  {n}");

@@ -687,6 +687,13 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
         (Some(c), Some(d)) => chosen_card(&mut h, p, c, d),
         _ => {
             h.push_str("<div class=\"card none\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">No plan</h2><p>No candidate meets the SLOs at this load within the search space. The table says what stops each one.</p>");
+            for line in p.slo_below_floor.iter().flat_map(|f| f.lines()) {
+                let _ = write!(
+                    h,
+                    "<p><b>SLO below the physical floor:</b> {}</p>",
+                    escape(line)
+                );
+            }
             if let Some(n) = &p.nearest_slo {
                 let _ = write!(h, "<p>{}</p>", escape(n));
             }
