@@ -208,6 +208,35 @@ fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
     }
 }
 
+#[test]
+fn prefix_aware_balances_load_when_the_shared_prefix_is_a_small_share_of_the_prompt() {
+    // 200 single requests 100 ms apart, each one shared 512-token block (a short system
+    // prompt) then 8 blocks and a tail of its own: the best cached prefix covers
+    // 512 / 4,708 = 11% of a prompt, below SGLang's cache threshold (0.3). Load balance
+    // must win: every replica serves. (Scoring that prefix at llm-d's weight 2 sent every
+    // request to the replicas holding the block, and a replica without it never got one.)
+    let (text, _) = multi_turn(200, 1, 1, 8, 100);
+    let f = fleets("weak-prefix.jsonl", text);
+    let per = f.aware.replica_prefix_cache_hit_rates.clone().unwrap();
+    eprintln!(
+        "weak prefix: prefix-aware {:.4} {per:?} ({:.0} ms mean TTFT), round-robin {:.4} ({:.0} ms), one replica ({:.0} ms)",
+        rate(&f.aware),
+        f.aware.mean_ttft_ms,
+        rate(&f.rr),
+        f.rr.mean_ttft_ms,
+        f.one.mean_ttft_ms
+    );
+    assert_eq!(f.aware.completed, 200);
+    // Every replica admitted prompts, and after its first request hits the shared block.
+    assert!(per.iter().all(|x| x.is_some_and(|x| x > 0.0)), "{per:?}");
+    assert!(
+        f.aware.mean_ttft_ms < 0.5 * f.one.mean_ttft_ms,
+        "prefix-aware {} ms against one replica {} ms",
+        f.aware.mean_ttft_ms,
+        f.one.mean_ttft_ms
+    );
+}
+
 /// A generated session workload: `sessions` sessions starting 250 ms apart, each of `turns`
 /// turns 2 s apart behind one system prompt of `system` tokens, 300 new and 100 output tokens
 /// a turn, block identities of 64 tokens.
