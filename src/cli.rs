@@ -438,8 +438,8 @@ pub struct PlanArgs {
     /// `limits.fast_forward = false`.
     #[arg(long = "no-fast-forward")]
     pub no_fast_forward: bool,
-    /// $/GPU-hour for every GPU type (overrides calibration/pricing.toml).
-    #[arg(long)]
+    /// $/GPU-hour for every GPU type, > 0 (overrides calibration/pricing.toml).
+    #[arg(long, allow_negative_numbers = true)]
     pub price: Option<f64>,
     /// Seed (overrides the scenario's).
     #[arg(long)]

@@ -21,6 +21,7 @@
 mod curve;
 mod disagg;
 mod fleet_sizing;
+mod floor;
 pub mod measure;
 pub mod pricing;
 mod progress;
@@ -290,6 +291,10 @@ pub struct PlanResult {
     pub near_tie: Option<String>,
     /// When nothing is feasible: the nearest SLOs some candidate meets at light load.
     pub nearest_slo: Option<String>,
+    /// When nothing is feasible and an SLO asks for less than one forward pass takes on the
+    /// fastest candidate: that SLO, the floor in ms and what it is (a line per SLO).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo_below_floor: Option<String>,
     /// $/GPU-hour of every GPU type in the search space, by price column (the workbook's
     /// price table; every column holds the override when `pricing.price_usd_per_gpu_hour` or
     /// `pricing.gpus.<gpu>` is
@@ -1569,10 +1574,13 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
     let (mut candidates, chosen_sizing) = rank_candidates(done, sizings);
     let chosen = chosen_sizing.as_ref().map(|_| 0);
     let near_tie = near_tie(&candidates, measure::rate_unit(base));
-    let nearest_slo = if chosen.is_none() {
-        nearest_slo(base, &candidates)
+    let (nearest_slo, slo_below_floor) = if chosen.is_none() {
+        (
+            nearest_slo(base, &candidates),
+            floor::slo_below_floor(base, origin, &candidates),
+        )
     } else {
-        None
+        (None, None)
     };
 
     // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
@@ -1627,6 +1635,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
             detail,
             near_tie,
             nearest_slo,
+            slo_below_floor,
             gpu_prices,
             input_tokens_per_request,
             output_tokens_per_request,

@@ -643,12 +643,7 @@ impl Scenario {
             return Err(err("limits.max_events", "must be > 0".into()));
         }
         if let Some(p) = self.pricing.price_usd_per_gpu_hour {
-            if !(p.is_finite() && p >= 0.0) {
-                return Err(err(
-                    "pricing.price_usd_per_gpu_hour",
-                    format!("must be >= 0, got {p}"),
-                ));
-            }
+            check_gpu_price(p).map_err(|why| err("pricing.price_usd_per_gpu_hour", why))?;
         }
         for (gpu, &p) in self.pricing.gpus.iter().flatten() {
             let key = format!("pricing.gpus.{gpu}");
@@ -661,9 +656,7 @@ impl Scenario {
                     ),
                 ));
             }
-            if !(p.is_finite() && p >= 0.0) {
-                return Err(err(&key, format!("must be >= 0, got {p}")));
-            }
+            check_gpu_price(p).map_err(|why| err(&key, why))?;
         }
         if let Some(r) = self.pricing.input_output_price_ratio {
             if !(r.is_finite() && r >= 0.0) {
@@ -1686,4 +1679,20 @@ fn check_percentile(origin: &str, key: &str, p: f64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Checks a $/GPU-hour price: finite and above 0. A price of 0 makes every deployment cost
+/// $0 per million tokens, so a plan could not rank its candidates by cost; the reason names
+/// that (the caller names the key or flag).
+pub fn check_gpu_price(usd_per_gpu_hour: f64) -> std::result::Result<(), String> {
+    let p = usd_per_gpu_hour;
+    if p.is_finite() && p > 0.0 {
+        return Ok(());
+    }
+    let why = if p == 0.0 {
+        " (a free GPU makes every deployment cost $0 per million tokens, so the plan could not rank deployments by cost)"
+    } else {
+        ""
+    };
+    Err(format!("must be a $/GPU-hour price > 0, got {p}{why}"))
 }

@@ -358,3 +358,76 @@ fn bench_negative_numbers_are_input_errors_naming_the_flag() {
         assert!(!err.contains("unexpected argument"), "{flag}: {err}");
     }
 }
+
+#[test]
+fn plan_price_of_zero_negative_or_nan_exits_2_naming_the_flag_and_writes_no_report() {
+    // A $0 GPU-hour would make every deployment cost $0 per million tokens: the plan could
+    // not rank them by cost. The error names the flag, says why, and comes before any work.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    for value in ["0", "-1.5", "NaN", "inf"] {
+        let (code, stdout, err) =
+            servesim(&["plan", "--price", value, "--out", out.to_str().unwrap()]);
+        assert_one_line_input_error(code, &err);
+        assert!(stdout.is_empty(), "{value}: {stdout}");
+        assert!(err.contains("--price: "), "{value}: {err}");
+        assert!(
+            err.contains("must be a $/GPU-hour price > 0"),
+            "{value}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{value}: {err}");
+        assert!(!out.exists(), "{value}: a report folder was started");
+    }
+    let (_, _, err) = servesim(&["plan", "--price", "0", "--out", out.to_str().unwrap()]);
+    assert!(err.contains("$0 per million tokens"), "{err}");
+}
+
+#[test]
+fn estimate_moe_weight_bandwidth_counts_only_the_experts_the_step_reads() {
+    // Mixtral 8x7B in BF16 on two H100s at batch 1: one token activates its top-2 of 8
+    // experts, so the step reads the parameters one token multiplies (`params_active`: the
+    // top-k experts, attention, router and LM head; not the embedding table), split over TP 2,
+    // at 2 bytes each. Second method: the report's own `params_active`.
+    let json = |batch: &str| -> serde_json::Value {
+        let (code, out, err) = servesim(&[
+            "estimate",
+            "--model",
+            "mixtral-8x7b",
+            "--gpu",
+            "h100-sxm",
+            "--tp",
+            "2",
+            "--decode-batch",
+            batch,
+            "--context",
+            "1024",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let v = json("1");
+    let read = v["weight_bytes_read_per_gpu"].as_f64().unwrap();
+    let held = v["weights_bytes_per_gpu"].as_f64().unwrap();
+    let active = v["params_active"].as_f64().unwrap() * 2.0 / 2.0;
+    assert!(
+        (read / active - 1.0).abs() < 0.01,
+        "read {read:e}, active {active:e}"
+    );
+    assert!(read < 0.3 * held, "read {read:e} of {held:e} held");
+    // The implied bandwidth is those bytes over the GEMM time: physical (below the H100's
+    // 3.35 TB/s datasheet), not the 10 TB/s all the experts over the same time would imply.
+    let bw = v["implied_weight_bandwidth_bytes_per_s"].as_f64().unwrap();
+    assert!((1.5e12..3.35e12).contains(&bw), "{bw:e}");
+    // 512 tokens activate every expert (1 - (6/8)^512 = 1): the step reads all it holds but
+    // the embedding table.
+    let v = json("512");
+    let read = v["weight_bytes_read_per_gpu"].as_f64().unwrap();
+    let held = v["weights_bytes_per_gpu"].as_f64().unwrap();
+    let embedding = 32_000.0 * 4_096.0 * 2.0 / 2.0;
+    assert!(
+        (read - (held - embedding)).abs() < 1e3,
+        "{read:e} vs {held:e}"
+    );
+}

@@ -175,13 +175,17 @@ fn prefix_aware_keeps_the_theoretical_hit_rate_of_conversations_on_four_replicas
 }
 
 #[test]
-fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
+fn prefix_aware_spreads_conversations_sharing_a_system_prompt_once_a_replica_is_overloaded() {
     // 41 conversations of 6 turns behind one 4-block system prompt, at 40 and 100
-    // requests/s. llm-d's profile scores the prefix (weight 2, min-max normalized over the
-    // replicas holding the first block) above queue and KV (weight 1 each, at most 1): once
-    // one replica has cached the system prompt, no load difference outweighs it, and every
-    // request goes there. The fleet then behaves as one replica: the same hit rate (the
-    // theoretical one) and the same latencies, worse than round-robin's.
+    // requests/s. llm-d's profile alone scores the prefix (weight 2, min-max normalized over
+    // the replicas holding the first block) above queue and KV (weight 1 each, at most 1):
+    // once one replica has cached the system prompt, every request went there, and the
+    // fleet ran as one replica. SGLang's balance guard (more than 64 outstanding above the
+    // least loaded and 1.5 x as many) sends requests to the least loaded once that replica
+    // is overloaded; they cache the system prompt there, and the fleet spreads: every replica
+    // serves, the hit rate stays near the theoretical one (each replica computes the system
+    // prompt once, and a conversation moved computes its history again), and latencies fall
+    // well below one replica's.
     for gap_ms in [25, 10] {
         let (text, want) = multi_turn(41, 6, 4, 2, gap_ms);
         let f = fleets(&format!("system-prompt-{gap_ms}.jsonl"), text);
@@ -195,17 +199,46 @@ fn prefix_aware_sends_conversations_sharing_a_system_prompt_to_one_replica() {
             f.rr.mean_ttft_ms
         );
         assert!((one - want).abs() < 0.005, "{one} vs {want}");
-        assert!((a - want).abs() < 0.02, "prefix-aware {a} vs {want}");
+        assert!((a - want).abs() < 0.05, "prefix-aware {a} vs {want}");
         assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
         let per = f.aware.replica_prefix_cache_hit_rates.unwrap();
-        assert_eq!(
-            per.iter().filter(|x| x.is_some_and(|x| x > 0.0)).count(),
-            1,
-            "{per:?}"
+        assert!(per.iter().all(|x| x.is_some_and(|x| x > 0.5)), "{per:?}");
+        assert!(
+            f.aware.mean_ttft_ms < 0.5 * f.one.mean_ttft_ms,
+            "prefix-aware {} ms against one replica {} ms",
+            f.aware.mean_ttft_ms,
+            f.one.mean_ttft_ms
         );
-        assert_eq!(f.aware.mean_ttft_ms, f.one.mean_ttft_ms);
-        assert!(f.aware.mean_ttft_ms > f.rr.mean_ttft_ms);
     }
+}
+
+#[test]
+fn prefix_aware_balances_load_when_the_shared_prefix_is_a_small_share_of_the_prompt() {
+    // 200 single requests 100 ms apart, each one shared 512-token block (a short system
+    // prompt) then 8 blocks and a tail of its own: the best cached prefix covers
+    // 512 / 4,708 = 11% of a prompt, below SGLang's cache threshold (0.3). Load balance
+    // must win: every replica serves. (Scoring that prefix at llm-d's weight 2 sent every
+    // request to the replicas holding the block, and a replica without it never got one.)
+    let (text, _) = multi_turn(200, 1, 1, 8, 100);
+    let f = fleets("weak-prefix.jsonl", text);
+    let per = f.aware.replica_prefix_cache_hit_rates.clone().unwrap();
+    eprintln!(
+        "weak prefix: prefix-aware {:.4} {per:?} ({:.0} ms mean TTFT), round-robin {:.4} ({:.0} ms), one replica ({:.0} ms)",
+        rate(&f.aware),
+        f.aware.mean_ttft_ms,
+        rate(&f.rr),
+        f.rr.mean_ttft_ms,
+        f.one.mean_ttft_ms
+    );
+    assert_eq!(f.aware.completed, 200);
+    // Every replica admitted prompts, and after its first request hits the shared block.
+    assert!(per.iter().all(|x| x.is_some_and(|x| x > 0.0)), "{per:?}");
+    assert!(
+        f.aware.mean_ttft_ms < 0.7 * f.one.mean_ttft_ms,
+        "prefix-aware {} ms against one replica {} ms",
+        f.aware.mean_ttft_ms,
+        f.one.mean_ttft_ms
+    );
 }
 
 /// A generated session workload: `sessions` sessions starting 250 ms apart, each of `turns`

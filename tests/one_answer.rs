@@ -440,6 +440,76 @@ fn an_impossible_slo_prints_each_candidates_best_latencies_and_the_nearest_slo()
     assert!(out.contains(nearest), "{out}");
 }
 
+#[test]
+fn an_slo_below_one_forward_pass_is_called_below_the_physical_floor() {
+    // p99 TTFT 2 ms: below one forward pass of one token on either H100 deployment of the
+    // 8B model searched (at TP 2 each GPU streams 4 GB of FP8 weights, ~1.4 ms, plus the
+    // kernels' fixed costs and the engine's host time: 2.87 ms).
+    let space = [
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.dtypes=[\"fp8\"]",
+        "--set",
+        "plan.tp=[1, 2]",
+        "--set",
+        "plan.max_num_seqs=[128]",
+    ];
+    let floor_of = |text: &str, what: &str| -> f64 {
+        let at = text
+            .find(&format!("the p99 {what} SLO of "))
+            .unwrap_or_else(|| panic!("no {what} floor in:\n{text}"));
+        let rest = &text[at..];
+        let from = rest.find("physical floor of ").unwrap() + "physical floor of ".len();
+        rest[from..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let mut args = vec![CODE, "--set", "slo.ttft_ms=2.0"];
+    args.extend(space);
+    let (code, out, err, p) = plan(&args);
+    assert_eq!(code, 1, "{err}");
+    let p = p.unwrap();
+    let floor = floor_of(&out, "TTFT");
+    assert!(err.contains("below the physical floor"), "{err}");
+    assert!(p["slo_below_floor"]
+        .as_str()
+        .unwrap()
+        .contains("one forward pass"));
+    // Second method: the best p99 TTFT any candidate reached at light load is above it.
+    let best = p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["light_load"]["ttft_ms"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        2.0 < floor && floor <= best,
+        "floor {floor} ms, best light-load TTFT {best} ms"
+    );
+    // TPOT: one decode step at batch 1, under the best light-load p99 TPOT.
+    let mut args = vec![CODE, "--set", "slo.tpot_ms=1.0"];
+    args.extend(space);
+    let (code, out, _, p) = plan(&args);
+    assert_eq!(code, 1);
+    let floor = floor_of(&out, "TPOT");
+    let best = p.unwrap()["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["light_load"]["tpot_ms"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        1.0 < floor && floor <= best,
+        "floor {floor} ms, best light-load TPOT {best} ms"
+    );
+    // An SLO no candidate meets but above the floor says nothing of a floor.
+    let mut args = vec![CODE, "--set", "slo.ttft_ms=5.0"];
+    args.extend(space);
+    let (code, out, _, p) = plan(&args);
+    assert_eq!(code, 1);
+    assert!(!out.contains("physical floor"), "{out}");
+    assert!(p.unwrap().get("slo_below_floor").is_none());
+}
+
 // --- plan --seed ------------------------------------------------------------------------
 
 #[test]

@@ -370,3 +370,43 @@ fn a_ten_minute_spike_sizes_the_static_fleet_that_meets_the_slos_over_the_whole_
     assert!(w["static_slo_attainment"].as_f64().unwrap() >= threshold);
     assert!(w["slo_attainment"].is_number());
 }
+
+#[test]
+fn the_period_report_names_the_deployment_as_every_other_plan_output_does() {
+    // An attention data-parallel candidate (TP1 DP2): the period section, the period chart
+    // and the report page label it with its DP and EP, as the candidate table does.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("week.toml");
+    let flat =
+        "[workload.arrival]\nkind = \"schedule\"\npoints = [[0.0, 150.0], [3600.0, 150.0]]\n\
+                [autoscale]\npolicy = \"utilization\"\nmin_replicas = 1\n";
+    std::fs::write(&path, format!("{BASE}\n{flat}")).unwrap();
+    let out = dir.path().join("report");
+    let (code, stdout, err) = servesim(&[
+        "plan",
+        path.to_str().unwrap(),
+        "--set",
+        "workload.duration_s=3600.0",
+        "--set",
+        "plan.dp=[2]",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let label = "h100-sxm fp8 TP1 DP2 EP1 seqs 256";
+    let period = stdout
+        .lines()
+        .find(|l| l.starts_with("  CHOSEN"))
+        .expect("a chosen period candidate");
+    assert!(period.contains(label), "{period}");
+    let svg = std::fs::read_to_string(out.join("week.svg")).unwrap();
+    assert!(
+        svg.contains(&format!("replicas: {label}")),
+        "week.svg lacks {label}"
+    );
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains(&format!("{label}: ")),
+        "index.html lacks {label}"
+    );
+}

@@ -44,7 +44,16 @@ struct Estimate {
     /// Of `step.host_s`, the engine's time per iteration that is never hidden under the GPU
     /// (`host.per_iteration_exposed_s`), seconds.
     host_exposed_s: f64,
-    /// Weight bytes streamed per GPU divided by the GEMM time (what a profiler would report).
+    /// Weight bytes one GPU reads in this step: every layer's weights and the LM head, but of
+    /// a MoE layer's routed experts only those the batch's tokens activate (expected count,
+    /// as the step time prices them), and not the embedding table (a gather of the batch's
+    /// rows; it is the LM head when the two are tied).
+    weight_bytes_read_per_gpu: f64,
+    /// What `weight_bytes_read_per_gpu` leaves out, for the table.
+    #[serde(skip)]
+    weights_read_note: String,
+    /// `weight_bytes_read_per_gpu` over the GEMM time (layer GEMMs and LM head): what a
+    /// profiler would report as the weights' bandwidth, bytes/s.
     implied_weight_bandwidth_bytes_per_s: f64,
     output_tokens_per_s: f64,
     /// Speculative decoding of the decode batch, with `--speculative-config` (absent
@@ -112,6 +121,7 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         )
     })?;
     let weight_gemm_bytes = dep.weight_bytes_per_gpu();
+    let (read_bytes, read_note) = weight_bytes_read_per_gpu(&dep, f64::from(batch.tokens()));
     let est = Estimate {
         model: dep.model.name.clone(),
         gpu: dep.gpu.name.clone(),
@@ -132,8 +142,10 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         batch,
         step,
         host_exposed_s: dep.engine.host.per_iteration_exposed_s,
+        weight_bytes_read_per_gpu: read_bytes,
+        weights_read_note: read_note,
         implied_weight_bandwidth_bytes_per_s: if step.gemm_s + step.lm_head_s > 0.0 {
-            weight_gemm_bytes / (step.gemm_s + step.lm_head_s)
+            read_bytes / (step.gemm_s + step.lm_head_s)
         } else {
             0.0
         },
@@ -156,6 +168,43 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         )?,
     }
     super::to_stdout(&out)
+}
+
+/// Weight bytes one GPU reads in a step of `tokens` tokens (all data-parallel ranks), and
+/// what they leave out in words: the weights it holds ([`Deployment::weight_bytes_per_gpu`])
+/// less the embedding table when the LM head is a separate matrix (a step gathers only its
+/// tokens' rows) and less, in every MoE layer, the routed experts the step does not touch:
+/// of the experts a GPU holds it reads the expected share the batch activates,
+/// `E[active] / experts` (the expected count the step time prices; at least one expert).
+///
+/// [`Deployment::weight_bytes_per_gpu`]: servesim::roofline::Deployment::weight_bytes_per_gpu
+fn weight_bytes_read_per_gpu(dep: &servesim::roofline::Deployment, tokens: f64) -> (f64, String) {
+    let m = &dep.model;
+    let tp = f64::from(dep.tp.max(1));
+    let (embedding, embedding_note) = if m.tie_word_embeddings {
+        (0.0, "the embedding table is the LM head")
+    } else {
+        (
+            m.embedding_params() / tp * servesim::roofline::ACT_BYTES,
+            "not the embedding table: a step gathers its rows",
+        )
+    };
+    let held = dep.weight_bytes_per_gpu() - embedding;
+    let experts = m.num_experts() as f64;
+    if m.moe.is_none() || experts <= 0.0 {
+        return (held, embedding_note.to_string());
+    }
+    let moe_layers = m.layers_with_mlp(servesim::model::MlpKind::Moe) as f64;
+    let held_experts_per_layer = (experts + f64::from(dep.redundant_experts))
+        * m.expert_params()
+        * dep.formats.experts.bytes()
+        / f64::from(dep.gpus().max(1));
+    let active = m.expected_active_experts(tokens).clamp(1.0, experts);
+    let unread = moe_layers * held_experts_per_layer * (1.0 - active / experts);
+    let note = format!(
+        "routed experts: the {active:.1} of {experts:.0} per MoE layer that the step's {tokens:.0} token(s) activate, expected; {embedding_note}"
+    );
+    (held - unread, note)
 }
 
 /// `--speculative-config` JSON read as `bench` reads it, checked.
@@ -355,7 +404,10 @@ fn print_step(
     writeln!(out, "  step time              {}", ms(s.total_s))?;
     writeln!(
         out,
-        "  implied weight bandwidth {:.2} TB/s; output {:.0} tokens/s",
+        "  weights read per GPU     {:.2} GB of {:.2} GB held ({})\n  implied weight bandwidth {:.2} TB/s (weights read over the GEMM and LM-head time); output {:.0} tokens/s",
+        e.weight_bytes_read_per_gpu / 1e9,
+        e.weights_bytes_per_gpu / 1e9,
+        e.weights_read_note,
         e.implied_weight_bandwidth_bytes_per_s / 1e12,
         e.output_tokens_per_s
     )?;

@@ -16,6 +16,11 @@ const DEFAULT_ORIGIN: &str = "<embedded scenarios/chat-slo.toml>";
 
 /// Runs `servesim plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
+    // A bad --price fails before the report folder is started.
+    if let Some(p) = args.price {
+        servesim::scenario::check_gpu_price(p)
+            .map_err(|why| servesim::Error::config("--price", "price_usd_per_gpu_hour", why))?;
+    }
     let report = super::begin_out_dir("--out", &args.out)?;
     let set = super::overrides(&args.set, args.no_fast_forward);
     let (mut sc, origin) = match &args.scenario {
@@ -26,13 +31,6 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         ),
     };
     if let Some(p) = args.price {
-        if !(p.is_finite() && p >= 0.0) {
-            anyhow::bail!(servesim::Error::config(
-                "--price",
-                "price_usd_per_gpu_hour",
-                format!("must be >= 0, got {p}")
-            ));
-        }
         sc.pricing.price_usd_per_gpu_hour = Some(p);
     }
     if let Some(seed) = args.seed {
@@ -90,8 +88,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     // the input is valid, the target is out of the search space's reach), so scripts and CI
     // do not read it as a deployment.
     if out.plan.recommendation.is_none() {
+        // An SLO below the physical floor is the whole answer: say it here too.
+        let floor = out
+            .plan
+            .slo_below_floor
+            .as_deref()
+            .map_or(String::new(), |f| format!(": {}", f.replace('\n', "; ")));
         anyhow::bail!(
-            "no candidate meets the SLOs at {:.2} {} within the search space; the report in {} says what stops each one",
+            "no candidate meets the SLOs at {:.2} {} within the search space{floor}; the report in {} says what stops each one",
             out.plan.target_rate_per_s,
             out.plan.rate_unit.as_deref().unwrap_or("req/s"),
             dir.display()

@@ -96,13 +96,9 @@ impl PriceCatalog {
                 .into_iter()
                 .flatten()
             {
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(Error::config(
-                        "calibration/pricing.toml",
-                        format!("gpus.{name}"),
-                        format!("prices must be >= 0, got {v}"),
-                    ));
-                }
+                crate::scenario::check_gpu_price(v).map_err(|why| {
+                    Error::config("calibration/pricing.toml", format!("gpus.{name}"), why)
+                })?;
             }
         }
         Ok(PriceCatalog { gpus: f.gpus })

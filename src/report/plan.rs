@@ -511,6 +511,9 @@ pub fn write_plan_text(w: &mut dyn Write, sc: &Scenario, p: &PlanResult) -> Resu
                 t,
                 "\nNo candidate meets the SLOs at this load within the search space."
             );
+            for line in p.slo_below_floor.iter().flat_map(|f| f.lines()) {
+                let _ = writeln!(t, "  SLO below the physical floor: {line}");
+            }
             light_load_lines(&mut t, sc, p);
             if let Some(n) = &p.nearest_slo {
                 let _ = writeln!(t, "  {n}");
@@ -881,12 +884,9 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
         let sp = &c.static_period;
         let _ = writeln!(
             t,
-            "{} {} {} TP{} seqs {}: static fleet {} replicas ${:.0}, {} over the period (p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, SLO attainment {:.3}%); hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
+            "{} {}: static fleet {} replicas ${:.0}, {} over the period (p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, SLO attainment {:.3}%); hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
             if Some(i) == w.chosen { "  CHOSEN" } else { "        " },
-            c.candidate.gpu,
-            c.candidate.dtype,
-            c.candidate.tp,
-            c.candidate.max_num_seqs,
+            c.candidate.label(),
             c.static_replicas,
             c.static_cost_usd,
             if sp.meets_slos { "meets every SLO" } else { "MISSES the SLOs" },
@@ -1194,10 +1194,7 @@ pub fn week_charts(sc: &Scenario, p: &PlanResult) -> Option<Vec<Chart>> {
     let hours = |f: &dyn Fn(&crate::plan::week::HourRow) -> f64| -> Vec<(f64, f64)> {
         c.hours.iter().map(|h| (h.hour as f64, f(h))).collect()
     };
-    let name = format!(
-        "{} {} TP{} seqs {}",
-        c.candidate.gpu, c.candidate.dtype, c.candidate.tp, c.candidate.max_num_seqs
-    );
+    let name = c.candidate.label();
     let base = |title: String, y: &str, series: Vec<Series>| Chart {
         title,
         x_label: "hour".into(),
@@ -1229,10 +1226,12 @@ pub fn week_charts(sc: &Scenario, p: &PlanResult) -> Option<Vec<Chart>> {
         format!("replicas: {name}"),
         "replicas",
         vec![
+            // Dots as well: where every replica paid for is ready the two lines coincide,
+            // and the dots keep this one visible under the other.
             Series {
                 name: "autoscaled: paid for".into(),
                 points: hours(&|h| h.replicas),
-                style: SeriesStyle::Line,
+                style: SeriesStyle::LineWithPoints,
             },
             Series {
                 name: "autoscaled: ready".into(),

@@ -261,6 +261,7 @@ const GREY: RGBColor = RGBColor(0x60, 0x60, 0x60);
 /// A series after filtering: name, style, usable points.
 type CleanSeries = (String, SeriesStyle, Vec<(f64, f64)>);
 
+#[derive(Clone)]
 struct Prepared {
     series: Vec<CleanSeries>,
     x_rules: Vec<Rule>,
@@ -483,6 +484,17 @@ fn draw_on<DB: DrawingBackend>(
     p: &Prepared,
     path: &Path,
 ) -> Result<()> {
+    let roomy;
+    let p = match legend_room(p, chart, root.dim_in_pixel().1) {
+        Some(y_range) => {
+            roomy = Prepared {
+                y_range,
+                ..p.clone()
+            };
+            &roomy
+        }
+        None => p,
+    };
     let (x0, x1) = p.x_range;
     let (y0, y1) = p.y_range;
     match (chart.log_x, chart.log_y) {
@@ -522,7 +534,8 @@ where
     let mut cc = draw_frame(root, chart, p, path, xs, ys)?;
     draw_rules(&mut cc, p, path)?;
     let any_legend = draw_series(&mut cc, p, path)?;
-    let corner = legend_corner(p, chart.log_x, chart.log_y);
+    let band = legend_band(p, root.dim_in_pixel().1);
+    let corner = legend_corner(p, chart.log_x, chart.log_y, band);
     {
         let area = PlotArea::of(root, &cc);
         let mut labels = rule_labels(p, &area, any_legend, &corner);
@@ -951,8 +964,75 @@ fn tick_count(decades: f64, log: bool, linear: usize) -> usize {
     }
 }
 
-/// The legend corner that covers the fewest data (points, line samples and markers).
-fn legend_corner(p: &Prepared, log_x: bool, log_y: bool) -> SeriesLabelPosition {
+/// Pixels of a chart's height outside its plot area: the top margin, the caption, the
+/// bottom margin and the x-axis label area ([`draw_frame`]).
+const FRAME_HEIGHT_PX: f64 = 14.0 + 32.0 + 12.0 + 64.0;
+/// Pixels of the legend's height: its margin from the plot's edge and padding, and each
+/// entry's line at the 16-pixel legend font (measured on rendered charts: 3 entries, 86).
+const LEGEND_BASE_PX: f64 = 12.0 + 14.0;
+/// Pixels of one legend entry.
+const LEGEND_ENTRY_PX: f64 = 22.0;
+
+/// When every corner of the plot holds data, a legend there would hide some: a y range whose
+/// top is raised until the data fill only the plot's height below the legend's band
+/// (`height_px`: the drawing area's height, pixels); `None` when a corner is free, the chart
+/// has no legend, or the plot is too small to give up the band.
+fn legend_room(p: &Prepared, chart: &Chart, height_px: u32) -> Option<(f64, f64)> {
+    if !p.has_data || legend_entries(p) == 0 {
+        return None;
+    }
+    let band = legend_band(p, height_px);
+    if corner_counts(p, chart.log_x, chart.log_y, band).contains(&0) {
+        return None;
+    }
+    let free = 1.0 - band;
+    if free < 0.3 {
+        return None;
+    }
+    let (y0, y1) = p.y_range;
+    Some(if chart.log_y {
+        (y0, y0 * (y1 / y0).powf(1.0 / free))
+    } else {
+        (y0, y0 + (y1 - y0) / free)
+    })
+}
+
+/// Entries of the legend: the named series.
+fn legend_entries(p: &Prepared) -> usize {
+    p.series.iter().filter(|s| !s.0.is_empty()).count()
+}
+
+/// The share of the plot's height a corner must leave free for the legend: 40% (a corner
+/// is the outer 40% of each axis), or the legend's own height over the plot's if taller
+/// (`height_px`: the drawing area's height, pixels).
+fn legend_band(p: &Prepared, height_px: u32) -> f64 {
+    let plot_px = (f64::from(height_px) - FRAME_HEIGHT_PX).max(1.0);
+    let legend_px = LEGEND_BASE_PX + LEGEND_ENTRY_PX * legend_entries(p) as f64;
+    (legend_px / plot_px).max(0.4)
+}
+
+/// The legend corner that covers the fewest data (points, line samples and markers), each
+/// corner `band` of the plot's height tall ([`legend_band`]).
+fn legend_corner(p: &Prepared, log_x: bool, log_y: bool, band: f64) -> SeriesLabelPosition {
+    let counts = corner_counts(p, log_x, log_y, band);
+    let corners = [
+        SeriesLabelPosition::UpperRight,
+        SeriesLabelPosition::UpperLeft,
+        SeriesLabelPosition::LowerRight,
+        SeriesLabelPosition::LowerLeft,
+    ];
+    let mut best = 0;
+    for i in 1..4 {
+        if counts[i] < counts[best] {
+            best = i;
+        }
+    }
+    corners[best].clone()
+}
+
+/// Data (points, line samples and markers) in each corner of the plot, the outer 40% of
+/// the x axis and `band` of the y axis: [upper-right, upper-left, lower-right, lower-left].
+fn corner_counts(p: &Prepared, log_x: bool, log_y: bool, band: f64) -> [usize; 4] {
     let norm = |v: f64, (lo, hi): (f64, f64), log: bool| {
         if log {
             (v.log10() - lo.log10()) / (hi.log10() - lo.log10())
@@ -966,8 +1046,8 @@ fn legend_corner(p: &Prepared, log_x: bool, log_y: bool) -> SeriesLabelPosition 
         let (nx, ny) = (norm(x, p.x_range, log_x), norm(y, p.y_range, log_y));
         let right = nx > 0.6;
         let left = nx < 0.4;
-        let up = ny > 0.6;
-        let down = ny < 0.4;
+        let up = ny > 1.0 - band;
+        let down = ny < band;
         if up && right {
             counts[0] += 1;
         }
@@ -1002,19 +1082,7 @@ fn legend_corner(p: &Prepared, log_x: bool, log_y: bool) -> SeriesLabelPosition 
             add(m.x, m.y);
         }
     }
-    let corners = [
-        SeriesLabelPosition::UpperRight,
-        SeriesLabelPosition::UpperLeft,
-        SeriesLabelPosition::LowerRight,
-        SeriesLabelPosition::LowerLeft,
-    ];
-    let mut best = 0;
-    for i in 1..4 {
-        if counts[i] < counts[best] {
-            best = i;
-        }
-    }
-    corners[best].clone()
+    counts
 }
 
 #[cfg(test)]
@@ -1300,6 +1368,59 @@ mod tests {
             ("huge", huge),
             ("narrow_log", narrow_log),
         ]
+    }
+
+    #[test]
+    fn a_legend_gets_room_above_the_data_when_every_corner_holds_some() {
+        // A week's replicas: three lines from corner to corner (low at night at both ends,
+        // high by day), as the period plan's chart draws them, 360 pixels tall.
+        let hours = |f: &dyn Fn(f64) -> f64| (0..48).map(|h| (h as f64, f(h as f64))).collect();
+        let day = |h: f64| 2.0 + 6.0 * (1.0 - ((h - 14.0) / 12.0).cos()).abs().min(1.0);
+        let chart = Chart {
+            title: "replicas".into(),
+            series: vec![
+                line(
+                    "paid for",
+                    hours(&|h| day(h) + (h % 24.0).min(1.0)),
+                    SeriesStyle::Line,
+                ),
+                line("ready", hours(&day), SeriesStyle::Line),
+                line("sized", hours(&|h| 9.0 - day(h)), SeriesStyle::Line),
+            ],
+            ..Default::default()
+        };
+        let p = Prepared::new(&chart);
+        let band = legend_band(&p, 360);
+        // Three entries (92 pixels) fit a corner, the outer 40% of a 238-pixel plot.
+        assert_eq!(band, 0.4);
+        assert!(!corner_counts(&p, false, false, band).contains(&0));
+        let y_range = legend_room(&p, &chart, 360).expect("every corner holds data");
+        let roomy = Prepared {
+            y_range,
+            ..p.clone()
+        };
+        // The legend goes to an upper corner, and no datum lies in its band.
+        let counts = corner_counts(&roomy, false, false, band);
+        assert_eq!((counts[0], counts[1]), (0, 0), "{counts:?}");
+        assert!(matches!(
+            legend_corner(&roomy, false, false, band),
+            SeriesLabelPosition::UpperRight
+        ));
+        // A chart with a free corner keeps its range (every other chart stays as it was).
+        let free = Chart {
+            series: vec![line("one", vec![(0.0, 0.0), (1.0, 1.0)], SeriesStyle::Line)],
+            ..Default::default()
+        };
+        assert_eq!(legend_room(&Prepared::new(&free), &free, 360), None);
+        // Six entries (158 pixels) are taller than a corner: the band is the legend's.
+        let six = Chart {
+            series: (0..6)
+                .map(|i| line(&format!("s{i}"), vec![(0.0, i as f64)], SeriesStyle::Line))
+                .collect(),
+            ..Default::default()
+        };
+        let band = legend_band(&Prepared::new(&six), 360);
+        assert!((band - 158.0 / 238.0).abs() < 1e-12, "{band}");
     }
 
     #[test]

@@ -1228,7 +1228,7 @@ fn write_week_head(
         clip(&format!("The period, hour by hour: {}", w.label)),
         &bold,
     )?;
-    ws.write_string(1, 0, "GPUs per replica (TP)")?;
+    ws.write_string(1, 0, "GPUs per replica (TP x DP)")?;
     ws.write_number(1, 1, w.tp as f64)?;
     ws.write_string(2, 0, "GPU")?;
     ws.write_string(2, 1, clip(&w.gpu))?;

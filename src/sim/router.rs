@@ -31,7 +31,13 @@ pub enum RouterKind {
     /// others) + 1 x its free KV share (1 - blocks in use by requests over capacity) + 1 x
     /// its waiting queue, min-max normalized (shortest 1, longest 0, all equal 1); the
     /// highest total wins, ties drawn at random (seeded). Requests without identities score
-    /// on KV and queue alone.
+    /// on KV and queue alone. Load balance wins over weak affinity, by SGLang's cache-aware
+    /// rules: a request whose best cached prefix covers at most
+    /// [`SGLANG_CACHE_THRESHOLD`] of its prompt scores on KV and queue alone, and while the
+    /// replicas are imbalanced ([`SGLANG_BALANCE_ABS_THRESHOLD`]) every request goes to the
+    /// fewest outstanding requests (ties: lowest index). Without them a prefix every
+    /// request shares (one system-prompt block) outscores an idle replica forever, and a
+    /// replica the autoscaler adds gets no traffic.
     PrefixAware,
     /// A session's turns go to the replica that took its first, unless that replica is
     /// overloaded against the least loaded one by SGLang's balance rule (see
@@ -89,10 +95,18 @@ pub const LLMD_QUEUE_WEIGHT: f64 = 1.0;
 /// takes the least loaded worker when `max - min > balance_abs_threshold` and `max > min x
 /// balance_rel_threshold`, with CLI defaults 64 and 1.5 (sgl-project/sglang
 /// sgl-model-gateway/src/policies/cache_aware.rs and src/main.rs at 053b63ff).
+/// `prefix-aware`: while the replicas' most and fewest outstanding requests differ so
+/// (SGLang's "imbalanced" system), every request goes to the fewest.
 pub const SGLANG_BALANCE_ABS_THRESHOLD: u64 = 64;
 /// `session-affinity`: the relative balance threshold, dimensionless (see
 /// [`SGLANG_BALANCE_ABS_THRESHOLD`]).
 pub const SGLANG_BALANCE_REL_THRESHOLD: f64 = 1.5;
+/// `prefix-aware`: the share of a request's prompt its best cached prefix must cover,
+/// dimensionless, for the prefix to count: SGLang's cache-aware router follows the best
+/// prefix match only when `matched / request length > cache_threshold`, and otherwise
+/// balances load; CLI default 0.3 (sgl-project/sglang sgl-model-gateway/src/main.rs at
+/// 01f6c92a, `cache_threshold`; the rule in src/policies/cache_aware.rs at 053b63ff).
+pub const SGLANG_CACHE_THRESHOLD: f64 = 0.3;
 
 /// A router's state.
 #[derive(Debug)]
@@ -173,9 +187,25 @@ impl Router {
     /// waiting queue, all equal 1), summed with their weights, and the max-score picker's
     /// random tie break. servesim reads each replica's state at the instant of routing
     /// (llm-d reads scraped metrics and KV events, a few milliseconds old).
+    /// Before scoring, SGLang's two guards (see [`RouterKind::PrefixAware`]): an imbalanced
+    /// fleet routes to the fewest outstanding requests, and a best match of at most
+    /// [`SGLANG_CACHE_THRESHOLD`] of the prompt drops the prefix scorer.
     fn pick_llmd(&mut self, slots: &[Slot], active: &[usize], req: Option<&Req>) -> usize {
         let n = active.len();
         let r = |i: usize| &slots[active[i]].replica;
+        let (mut least, mut min, mut max) = (0, u64::MAX, 0);
+        for i in 0..n {
+            let o = r(i).outstanding();
+            if o < min {
+                (least, min) = (i, o);
+            }
+            max = max.max(o);
+        }
+        if max.saturating_sub(min) > SGLANG_BALANCE_ABS_THRESHOLD
+            && max as f64 > min as f64 * SGLANG_BALANCE_REL_THRESHOLD
+        {
+            return active[least];
+        }
         // One pass gathers each replica's match and the ranges, into buffers the router
         // keeps (no allocation per arrival: this runs once per request).
         let matched = &mut self.matched;
@@ -191,12 +221,18 @@ impl Router {
             (q_lo, q_hi) = (q_lo.min(w), q_hi.max(w));
             matched.push(m);
         }
+        // The best match as a share of the prompt: at most the threshold, the prefix scorer
+        // is off (every replica 0), as SGLang's router then balances load.
+        let prompt = req.map_or(0, |q| q.input);
+        let block = req.map_or(0, |q| q.block_id_tokens);
+        let weak = prompt == 0
+            || (m_hi * u64::from(block)) as f64 <= SGLANG_CACHE_THRESHOLD * f64::from(prompt);
         let totals = &mut self.totals;
         totals.clear();
         let mut best = f64::NEG_INFINITY;
         for (i, &m) in matched.iter().enumerate() {
             let prefix = match m {
-                0 => 0.0,
+                _ if weak || m == 0 => 0.0,
                 _ if m_hi > m_lo => (m - m_lo) as f64 / (m_hi - m_lo) as f64,
                 _ => 1.0,
             };

@@ -380,11 +380,8 @@ fn week_section(h: &mut String, w: &crate::plan::week::WeekPlan) {
         kpi(h, &c.lost_requests.to_string(), "requests failed");
         let _ = write!(
             h,
-            "</div><p>{} {} TP{} seqs {}: {} replicas static; the autoscaler paid {:.1} replica-hours with a {:.0} s cold start; sizing hour by hour (no cold start) would cost ${:.0}. Hour by hour in <a href=\"fleet.csv\">fleet.csv</a> and the Week sheet of cost.xlsx.</p>",
-            escape(&c.candidate.gpu),
-            escape(&c.candidate.dtype),
-            c.candidate.tp,
-            c.candidate.max_num_seqs,
+            "</div><p>{}: {} replicas static; the autoscaler paid {:.1} replica-hours with a {:.0} s cold start; sizing hour by hour (no cold start) would cost ${:.0}. Hour by hour in <a href=\"fleet.csv\">fleet.csv</a> and the Week sheet of cost.xlsx.</p>",
+            escape(&c.candidate.label()),
             c.static_replicas,
             c.summary.billed_replica_hours,
             c.cold_start_s,
@@ -690,6 +687,13 @@ pub fn page(sc: &Scenario, p: &PlanResult, images: &[(String, String)]) -> Strin
         (Some(c), Some(d)) => chosen_card(&mut h, p, c, d),
         _ => {
             h.push_str("<div class=\"card none\" id=\"summary\"><h2 style=\"margin-top:0;border:0\">No plan</h2><p>No candidate meets the SLOs at this load within the search space. The table says what stops each one.</p>");
+            for line in p.slo_below_floor.iter().flat_map(|f| f.lines()) {
+                let _ = write!(
+                    h,
+                    "<p><b>SLO below the physical floor:</b> {}</p>",
+                    escape(line)
+                );
+            }
             if let Some(n) = &p.nearest_slo {
                 let _ = write!(h, "<p>{}</p>", escape(n));
             }
