@@ -1359,10 +1359,12 @@ fn deployment_memory(
 /// checkpoint of that format, whose modules run as the published checkpoints of the format
 /// leave them ([`ModuleFormats::of_checkpoint`]: NVFP4 keeps MLA attention and the MTP layers
 /// in BF16), or, for NVFP4, as the model's own NVFP4 checkpoint does (its exclude lists
-/// honoured), with the KV `auto` rule of [`KvDtype::resolve`]; `auto` runs the
-/// checkpoint's own formats module by module and the KV format it declares (16-bit when it
-/// declares none, as vLLM's `auto` does), or BF16 for an unquantized checkpoint. Returns
-/// (headline format, module formats, KV format).
+/// honoured), with the KV `auto` rule of [`KvDtype::resolve`], except that an explicit
+/// `dtype` equal to the checkpoint's own headline format names that checkpoint, whose KV
+/// declaration then decides as under `auto`; `auto` runs the checkpoint's own formats module
+/// by module and the KV format it declares (16-bit when it declares none, as vLLM's `auto`
+/// does), or BF16 for an unquantized checkpoint. Returns (headline format, module formats,
+/// KV format).
 pub fn resolve_formats(
     model: &crate::model::ModelSpec,
     explicit: Option<WeightDtype>,
@@ -1374,10 +1376,31 @@ pub fn resolve_formats(
         experts: c.experts,
         mtp: c.mtp.unwrap_or(c.other),
     };
+    // The format the checkpoint is known by: its experts' for an MoE model, else the rest's.
+    let headline = |c: &crate::model::CheckpointFormats| {
+        if model.moe.is_some() {
+            c.experts
+        } else {
+            c.other
+        }
+    };
+    // `auto` KV of the model's own checkpoint: what it declares, else 16-bit (vLLM's `auto`).
+    let declared = |c: &crate::model::CheckpointFormats| match kv_setting {
+        KvDtype::Auto => c.kv_cache.unwrap_or(KvDtype::Bf16),
+        explicit => explicit,
+    };
     match (explicit, &model.checkpoint) {
         (Some(w), Some(c)) if c.experts == w && w == WeightDtype::Fp4 => {
             (w, own(c), kv_setting.resolve(w))
         }
+        // The checkpoint's own format named explicitly (DeepSeek-V3's block FP8 as `fp8`): the
+        // same checkpoint as `auto`, so the same KV (a declaration-less FP8 checkpoint gets a
+        // 16-bit KV cache, not the ModelOpt FP8 KV that `fp8` assumes of a converted model).
+        (Some(w), Some(c)) if headline(c) == w => (
+            w,
+            ModuleFormats::of_checkpoint(model, w),
+            declared(c),
+        ),
         (Some(w), _) => (
             w,
             ModuleFormats::of_checkpoint(model, w),
@@ -1388,18 +1411,7 @@ pub fn resolve_formats(
             ModuleFormats::uniform(WeightDtype::Bf16),
             kv_setting.resolve(WeightDtype::Bf16),
         ),
-        (None, Some(c)) => {
-            let headline = if model.moe.is_some() {
-                c.experts
-            } else {
-                c.other
-            };
-            let kv = match kv_setting {
-                KvDtype::Auto => c.kv_cache.unwrap_or(KvDtype::Bf16),
-                explicit => explicit,
-            };
-            (headline, own(c), kv)
-        }
+        (None, Some(c)) => (headline(c), own(c), declared(c)),
     }
 }
 

@@ -467,3 +467,34 @@ fn an_nvfp4_checkpoints_exclude_list_keeps_its_attention_and_mtp_layers_16_bit()
         (W::Fp4, W::Fp4, W::Fp4, W::Bf16)
     );
 }
+
+/// An explicit `dtype` equal to the checkpoint's own format names that checkpoint, so its KV
+/// follows the checkpoint's declaration as under `auto`: DeepSeek-V3's block-FP8 checkpoint
+/// declares no KV format, so `fp8` with KV `auto` keeps a 16-bit KV cache (as vLLM's `auto`
+/// does), the same as `dtype = auto`; an explicit KV format still wins. A model whose
+/// checkpoint is 16-bit, run as `fp8`, is a converted (ModelOpt-style) checkpoint with an FP8
+/// KV cache.
+#[test]
+fn naming_a_checkpoints_own_format_keeps_its_kv_declaration() {
+    use servesim::precision::{KvDtype, WeightDtype as W};
+    use servesim::scenario::resolve_formats;
+    let v3 = load_model("deepseek-v3").unwrap();
+    let auto = resolve_formats(&v3, None, KvDtype::Auto);
+    let fp8 = resolve_formats(&v3, Some(W::Fp8), KvDtype::Auto);
+    assert_eq!((auto.0, auto.2), (W::Fp8, KvDtype::Bf16));
+    assert_eq!((fp8.0, fp8.2), (W::Fp8, KvDtype::Bf16));
+    assert_eq!(
+        resolve_formats(&v3, Some(W::Fp8), KvDtype::Fp8).2,
+        KvDtype::Fp8
+    );
+    // A different format than the checkpoint's: the converted checkpoint's KV rule.
+    assert_eq!(
+        resolve_formats(&v3, Some(W::Bf16), KvDtype::Auto).2,
+        KvDtype::Bf16
+    );
+    let llama = load_model("llama-3.1-8b").unwrap();
+    assert_eq!(
+        resolve_formats(&llama, Some(W::Fp8), KvDtype::Auto).2,
+        KvDtype::Fp8
+    );
+}
