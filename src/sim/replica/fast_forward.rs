@@ -183,7 +183,7 @@ impl Book {
                 .record_bucket(min, n * batch, sum as u128 * batch as u128, max);
         }
         for &(p, n) in &self.permille {
-            metrics.kv_permille_hist.record_n(p, n);
+            metrics.kv_permille_hist.record_repeating(p, n);
         }
         for &(start, dur, n, block_ns) in &self.series {
             ts.iterations(
@@ -198,7 +198,7 @@ impl Book {
         metrics.iterations += j;
         metrics.busy_ns += self.busy_ns as u128;
         metrics.batch_size.record(batch as f64, j as f64);
-        metrics.batch_size_hist.record_n(batch, j);
+        metrics.batch_size_hist.record_repeating(batch, j);
         metrics.kv_utilization.record_sums(
             self.busy_ns as f64,
             self.kv_block_ns as f64 / kv,
