@@ -496,6 +496,47 @@ mod tests {
         assert!((cdf[50].1 - 500.0).abs() / 500.0 < 0.002, "{:?}", cdf[50]);
     }
 
+    /// Samples counted through the pending bucket (`record_repeating`, `record_bucket`) give
+    /// the same summary, CDF and `since` as recording each directly, before and after a flush:
+    /// runs of nearby values (hits), jumps (misses) and values that make the histogram resize.
+    #[test]
+    fn the_pending_bucket_changes_no_figure() {
+        let (mut direct, mut pending) = (LatencyHistogram::new(), LatencyHistogram::new());
+        let (mut x, mut snapshot) = (1u64, None);
+        for i in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let v = if i % 7 == 0 {
+                x >> 20
+            } else {
+                5_000_000 + (i / 50) * 3_000 + (x >> 60)
+            };
+            let n = 1 + (x >> 62);
+            direct.record_n(v, n);
+            if i % 3 == 0 {
+                pending.record_bucket(v, n, v as u128 * n as u128, v);
+            } else {
+                pending.record_repeating(v, n);
+            }
+            if i == 10_000 {
+                snapshot = Some((direct.clone(), pending.clone()));
+            }
+        }
+        assert!(pending.pending_n > 0, "the test ends with a pending count");
+        let (d0, p0) = snapshot.expect("taken");
+        let same = |a: &LatencyHistogram, b: &LatencyHistogram| {
+            assert_eq!(a.summary(), b.summary());
+            assert_eq!(a.cdf_ms(100), b.cdf_ms(100));
+            assert_eq!(a.percentile_ns(0.0), b.percentile_ns(0.0));
+        };
+        same(&direct, &pending);
+        same(&direct.since(&d0), &pending.since(&p0));
+        pending.flush();
+        assert_eq!(pending.pending_n, 0);
+        same(&direct, &pending);
+    }
+
     #[test]
     fn empty_histograms_report_zeros_not_nan() {
         let s = LatencyHistogram::new().summary();
