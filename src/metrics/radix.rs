@@ -32,7 +32,7 @@ pub fn sort_by_key<T: Copy>(v: &mut [T], key: impl Fn(&T) -> u64) {
     // Where the elements are now: `v` (false) or `buf` (true).
     let mut in_buf = false;
     for (d, c) in counts.iter().enumerate() {
-        if c.iter().any(|&k| k == n) {
+        if c.contains(&n) {
             continue;
         }
         // Start of each byte value's range in the output.

@@ -80,8 +80,8 @@ pub(super) struct Book {
     last_used: u64,
     /// Blocks in use after the walk (the allocation of the iteration it stopped at included).
     used: u64,
-    /// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
-    itl: Vec<(u64, u64, u64, u64)>,
+    /// Iteration times by histogram bucket.
+    itl: ItlRows,
     /// Iterations by KV utilisation in permille: (permille, iterations).
     permille: Vec<(u64, u64)>,
     /// By time-series interval: (first start, summed duration, iterations, block ns).
@@ -103,6 +103,9 @@ fn f64_of(x: u128) -> f64 {
         Err(_) => x as f64,
     }
 }
+
+/// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
+type ItlRows = Vec<(u64, u64, u64, u64)>;
 
 /// KV utilisation in permille as an iteration's end computes it.
 #[inline]
@@ -495,11 +498,7 @@ impl Cursor {
         (mask, b): (u64, usize),
         bounds: &SpanBounds,
         held: &mut Held,
-        (itl, itl_out, itl_hist): (
-            &mut ItlGroup,
-            &mut Vec<(u64, u64, u64, u64)>,
-            &LatencyHistogram,
-        ),
+        (itl, itl_out, itl_hist): (&mut ItlGroup, &mut ItlRows, &LatencyHistogram),
     ) -> u128 {
         let (x, d, on_line) = steps.line();
         // From 1 ns on the clamp to 1 ns is moot.
