@@ -6,7 +6,6 @@
 //! pooled; E2E = arrival to last token.
 
 mod periods;
-mod radix;
 mod request_log;
 mod speculated;
 pub mod steady_state;

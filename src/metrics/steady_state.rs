@@ -287,14 +287,12 @@ pub fn mser_truncation(series: &[f64], batch: usize) -> (usize, bool) {
 /// and maps back to the same bits, and equal keys are equal bits, so the result is the same
 /// as `sort_unstable_by(total_cmp)` at a fraction of the cost of its comparisons.
 fn sort_total(v: &mut [f64]) {
-    // Negative values (sign bit set) have their other bits flipped: an involution. As an
-    // i64 the key orders like `total_cmp`; with its sign bit flipped it orders the same as a
-    // u64, which the radix sort takes.
+    // Negative values (sign bit set) have their other bits flipped: an involution.
     let key = |bits: u64| bits ^ (((bits as i64 >> 63) as u64) >> 1);
-    let mut keys: Vec<u64> = v.iter().map(|x| key(x.to_bits()) ^ (1 << 63)).collect();
-    super::radix::sort_by_key(&mut keys, |&k| k);
+    let mut keys: Vec<i64> = v.iter().map(|x| key(x.to_bits()) as i64).collect();
+    keys.sort_unstable();
     for (x, k) in v.iter_mut().zip(keys) {
-        *x = f64::from_bits(key(k ^ (1 << 63)));
+        *x = f64::from_bits(key(k as u64));
     }
 }
 
@@ -630,9 +628,7 @@ pub fn analyze_sample(
     cfg: &SteadyStateConfig,
 ) -> SteadyState {
     let mut recs: Vec<RequestRecord> = records.to_vec();
-    // Stable by (arrival, end): the minor key's pass first, then the major key's.
-    super::radix::sort_by_key(&mut recs, |r| r.end_ns);
-    super::radix::sort_by_key(&mut recs, |r| r.arrival_ns);
+    recs.sort_by_key(|r| (r.arrival_ns, r.end_ns));
     let n = recs.len();
     let scale = if n > 0 && seen > n as u64 {
         seen as f64 / n as f64
@@ -756,7 +752,7 @@ fn queue_growth(w: &Window<'_>, threshold: f64) -> QueueGrowth {
     // (a departure before an arrival at the same time; zero-length steps add no area).
     let arrivals = w.all.iter().map(|r| r.arrival_ns);
     let mut ends: Vec<u64> = w.all.iter().map(|r| r.end_ns.max(r.arrival_ns)).collect();
-    super::radix::sort_by_key(&mut ends, |&e| e);
+    ends.sort_unstable();
     let mut arrivals = arrivals.peekable();
     let mut ends = ends.into_iter().peekable();
     let mut next = || -> Option<(u64, i64)> {
