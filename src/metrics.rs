@@ -24,6 +24,13 @@ use serde::Serialize;
 const CENTURY_NS: u64 = 3_155_760_000_000_000_000;
 
 /// A streaming distribution of durations in nanoseconds (3 significant digits) with an exact mean.
+///
+/// Samples folded in with [`LatencyHistogram::record_repeating`] are counted in a pending
+/// bucket first (and those of [`LatencyHistogram::record_bucket`] that fall in it): a series whose
+/// consecutive samples mostly share a bucket (per-iteration figures: the batch size, the KV
+/// permille, the inter-token latency) then costs two compares a sample instead of a histogram
+/// update. Bucket counts add up in any order, so the histogram is the same; readers see the
+/// pending count too ([`LatencyHistogram::flush`] folds it in for good).
 #[derive(Debug, Clone)]
 pub struct LatencyHistogram {
     hist: Histogram<u64>,
@@ -32,6 +39,12 @@ pub struct LatencyHistogram {
     /// Exact extremes, so percentiles never leave the range of the samples.
     min_ns: u64,
     max_ns: u64,
+    /// The pending bucket: its lowest value, ns ...
+    pending_low_ns: u64,
+    /// ... its width less one, ns (a value v is in it when v - low <= span, wrapping) ...
+    pending_span_ns: u64,
+    /// ... and the samples counted in it, not yet in `hist` (0: no pending bucket).
+    pending_n: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -68,7 +81,65 @@ impl LatencyHistogram {
             count: 0,
             min_ns: u64::MAX,
             max_ns: 0,
+            pending_low_ns: 0,
+            pending_span_ns: 0,
+            pending_n: 0,
         }
+    }
+
+    /// Whether `v` falls in the pending bucket.
+    #[inline]
+    fn in_pending(&self, v: u64) -> bool {
+        v.wrapping_sub(self.pending_low_ns) <= self.pending_span_ns && self.pending_n > 0
+    }
+
+    /// Counts `n` samples of `v` (at most [`CENTURY_NS`]) in the pending bucket, which moves
+    /// to `v`'s bucket when `v` is outside it.
+    #[inline]
+    fn count_pending(&mut self, v: u64, n: u64) {
+        if self.in_pending(v) {
+            self.pending_n += n;
+            return;
+        }
+        self.flush();
+        let low = self.hist.lowest_equivalent(v);
+        self.pending_low_ns = low;
+        self.pending_span_ns = self.hist.highest_equivalent(v) - low;
+        self.pending_n = n;
+    }
+
+    /// Folds the pending bucket's count into the histogram.
+    pub fn flush(&mut self) {
+        if self.pending_n > 0 {
+            let _ = self.hist.record_n(self.pending_low_ns, self.pending_n);
+            self.pending_n = 0;
+        }
+    }
+
+    /// The histogram with the pending count in it (a copy only while one is pending).
+    fn merged(&self) -> std::borrow::Cow<'_, Histogram<u64>> {
+        if self.pending_n == 0 {
+            return std::borrow::Cow::Borrowed(&self.hist);
+        }
+        let mut hist = self.hist.clone();
+        let _ = hist.record_n(self.pending_low_ns, self.pending_n);
+        std::borrow::Cow::Owned(hist)
+    }
+
+    /// Folds in `n` samples of `value_ns`, from a series whose consecutive samples mostly
+    /// fall in the same bucket (see the type's documentation); the same histogram as
+    /// [`LatencyHistogram::record_n`].
+    #[inline]
+    pub fn record_repeating(&mut self, value_ns: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let v = value_ns.min(CENTURY_NS);
+        self.count_pending(v, n);
+        self.sum_ns += v as u128 * n as u128;
+        self.count += n;
+        self.min_ns = self.min_ns.min(v);
+        self.max_ns = self.max_ns.max(v);
     }
 
     /// Folds in `n` samples of `value_ns`.
@@ -101,7 +172,13 @@ impl LatencyHistogram {
         }
         debug_assert!(min_ns <= max_ns && max_ns <= self.bucket_top_ns(min_ns));
         let v = min_ns.min(CENTURY_NS);
-        let _ = self.hist.record_n(v, n);
+        // The groups of a fast-forwarded run fill consecutive buckets: each goes to the
+        // histogram, unless it falls in the pending bucket.
+        if self.in_pending(v) {
+            self.pending_n += n;
+        } else {
+            let _ = self.hist.record_n(v, n);
+        }
         self.sum_ns += sum_ns;
         self.count += n;
         self.min_ns = self.min_ns.min(v);
@@ -122,8 +199,8 @@ impl LatencyHistogram {
     /// The samples folded in since `earlier`, a copy of this histogram taken before (its
     /// percentiles only; the mean and extremes are approximate).
     pub fn since(&self, earlier: &LatencyHistogram) -> LatencyHistogram {
-        let mut hist = self.hist.clone();
-        if hist.subtract(&earlier.hist).is_err() {
+        let mut hist = self.merged().into_owned();
+        if hist.subtract(&*earlier.merged()).is_err() {
             return self.clone();
         }
         let count = self.count.saturating_sub(earlier.count);
@@ -133,6 +210,9 @@ impl LatencyHistogram {
             count,
             min_ns: if count > 0 { 0 } else { u64::MAX },
             max_ns: if count > 0 { self.max_ns } else { 0 },
+            pending_low_ns: 0,
+            pending_span_ns: 0,
+            pending_n: 0,
         }
     }
 
@@ -150,7 +230,7 @@ impl LatencyHistogram {
         if self.count == 0 {
             return 0.0;
         }
-        let v = self.hist.value_at_quantile((p / 100.0).clamp(0.0, 1.0));
+        let v = (self.merged()).value_at_quantile((p / 100.0).clamp(0.0, 1.0));
         v.clamp(self.min_ns, self.max_ns) as f64
     }
 
@@ -181,7 +261,8 @@ impl LatencyHistogram {
         let mut i = 0usize;
         let mut cumulative = 0u64;
         let clamp = |v: u64| v.clamp(self.min_ns, self.max_ns) as f64 / 1e6;
-        for v in self.hist.iter_recorded() {
+        let hist = self.merged();
+        for v in hist.iter_recorded() {
             cumulative += v.count_at_value();
             let value = clamp(v.value_iterated_to());
             // The sample of rank ceil(q n) (at least 1) is the q-quantile.
@@ -326,6 +407,22 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Folds every histogram's pending count in ([`LatencyHistogram::flush`]): readers see
+    /// those counts either way; this only spares each read a copy of the histogram.
+    pub fn flush(&mut self) {
+        for h in [
+            &mut self.ttft,
+            &mut self.tpot,
+            &mut self.itl,
+            &mut self.e2e,
+            &mut self.queue,
+            &mut self.batch_size_hist,
+            &mut self.kv_permille_hist,
+        ] {
+            h.flush();
+        }
+    }
+
     /// Books a request that arrived at `arrival_ns` with `input_tokens` prompt tokens and got
     /// no token: rejected at arrival or timed out at `now_ns` (`outcome`, one of those two):
     /// its record, its period's count and the run's.
@@ -396,6 +493,47 @@ mod tests {
         assert_eq!(cdf[100], (1.0, 1000.0));
         assert!(cdf.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0));
         assert!((cdf[50].1 - 500.0).abs() / 500.0 < 0.002, "{:?}", cdf[50]);
+    }
+
+    /// Samples counted through the pending bucket (`record_repeating`, `record_bucket`) give
+    /// the same summary, CDF and `since` as recording each directly, before and after a flush:
+    /// runs of nearby values (hits), jumps (misses) and values that make the histogram resize.
+    #[test]
+    fn the_pending_bucket_changes_no_figure() {
+        let (mut direct, mut pending) = (LatencyHistogram::new(), LatencyHistogram::new());
+        let (mut x, mut snapshot) = (1u64, None);
+        for i in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let v = if i % 7 == 0 {
+                x >> 20
+            } else {
+                5_000_000 + (i / 50) * 3_000 + (x >> 60)
+            };
+            let n = 1 + (x >> 62);
+            direct.record_n(v, n);
+            if i % 3 == 0 {
+                pending.record_bucket(v, n, v as u128 * n as u128, v);
+            } else {
+                pending.record_repeating(v, n);
+            }
+            if i == 10_000 {
+                snapshot = Some((direct.clone(), pending.clone()));
+            }
+        }
+        assert!(pending.pending_n > 0, "the test ends with a pending count");
+        let (d0, p0) = snapshot.expect("taken");
+        let same = |a: &LatencyHistogram, b: &LatencyHistogram| {
+            assert_eq!(a.summary(), b.summary());
+            assert_eq!(a.cdf_ms(100), b.cdf_ms(100));
+            assert_eq!(a.percentile_ns(0.0), b.percentile_ns(0.0));
+        };
+        same(&direct, &pending);
+        same(&direct.since(&d0), &pending.since(&p0));
+        pending.flush();
+        assert_eq!(pending.pending_n, 0);
+        same(&direct, &pending);
     }
 
     #[test]

@@ -684,6 +684,7 @@ impl<'a, 't> Cluster<'a, 't> {
 
     /// What the run produced, once the loop has stopped (`truncated`: why it stopped early).
     fn finish(mut self, gen: &RequestGenerator, mut truncated: Option<String>) -> SimOutput {
+        self.metrics.flush();
         let end = self.metrics.last_event_ns.max(self.client.last_arrival_ns);
         for pool in &mut self.pools {
             pool.fleet.account(end, &mut self.metrics);

@@ -1068,10 +1068,10 @@ impl Replica {
         metrics.kv_utilization.record(util, dur as f64);
         metrics
             .batch_size_hist
-            .record(decodes + self.cur_chunks.len() as u64);
+            .record_repeating(decodes + self.cur_chunks.len() as u64, 1);
         metrics
             .kv_permille_hist
-            .record(crate::numeric::round(util * 1000.0) as u64);
+            .record_repeating(crate::numeric::round(util * 1000.0) as u64, 1);
         let mut tokens = decodes;
 
         // Decode tokens: every decoding request gained one token.
@@ -1081,7 +1081,7 @@ impl Replica {
         } else if decodes > 0 {
             self.plain_end = iter + 1;
         }
-        metrics.itl.record_n(dur, decodes);
+        metrics.itl.record_repeating(dur, decodes);
         self.sum_kv += decodes;
         while let Some(&Reverse((finish, id, epoch))) = self.finish_heap.peek() {
             if finish > iter {

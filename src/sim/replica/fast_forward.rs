@@ -16,7 +16,7 @@
 use std::cmp::Reverse;
 
 use super::Replica;
-use crate::metrics::{Metrics, TimeSeries};
+use crate::metrics::{LatencyHistogram, Metrics, TimeSeries};
 use crate::sim::SloPolicy;
 use crate::step_time::{BatchShape, DecodeStep, DecodeTimes, StepTime};
 
@@ -80,8 +80,8 @@ pub(super) struct Book {
     last_used: u64,
     /// Blocks in use after the walk (the allocation of the iteration it stopped at included).
     used: u64,
-    /// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
-    itl: Vec<(u64, u64, u64, u64)>,
+    /// Iteration times by histogram bucket.
+    itl: ItlRows,
     /// Iterations by KV utilisation in permille: (permille, iterations).
     permille: Vec<(u64, u64)>,
     /// By time-series interval: (first start, summed duration, iterations, block ns).
@@ -94,6 +94,18 @@ pub(super) struct Book {
     /// at least p, for p = 0..=1001 (worked out once per KV capacity; empty until needed).
     permille_from: Vec<u64>,
 }
+
+/// `x as f64` (the same rounding), through the cheaper 64-bit conversion where `x` fits.
+#[inline]
+fn f64_of(x: u128) -> f64 {
+    match u64::try_from(x) {
+        Ok(x) => x as f64,
+        Err(_) => x as f64,
+    }
+}
+
+/// Iteration times by histogram bucket: (smallest, iterations, sum, largest), ns.
+type ItlRows = Vec<(u64, u64, u64, u64)>;
 
 /// KV utilisation in permille as an iteration's end computes it.
 #[inline]
@@ -183,7 +195,7 @@ impl Book {
                 .record_bucket(min, n * batch, sum as u128 * batch as u128, max);
         }
         for &(p, n) in &self.permille {
-            metrics.kv_permille_hist.record_n(p, n);
+            metrics.kv_permille_hist.record_repeating(p, n);
         }
         for &(start, dur, n, block_ns) in &self.series {
             ts.iterations(
@@ -192,16 +204,16 @@ impl Book {
                 n * batch,
                 running,
                 waiting,
-                block_ns as f64 / kv,
+                f64_of(block_ns) / kv,
             );
         }
         metrics.iterations += j;
         metrics.busy_ns += self.busy_ns as u128;
         metrics.batch_size.record(batch as f64, j as f64);
-        metrics.batch_size_hist.record_n(batch, j);
+        metrics.batch_size_hist.record_repeating(batch, j);
         metrics.kv_utilization.record_sums(
             self.busy_ns as f64,
-            self.kv_block_ns as f64 / kv,
+            f64_of(self.kv_block_ns) / kv,
             self.last_used as f64 / kv,
         );
         metrics.generated_tokens += batch * j;
@@ -344,37 +356,385 @@ impl Cursor {
     }
 }
 
+/// The blocks a walk holds: in use, taken since the run's start, and held unchanged since
+/// `since_ns` (the start of the iteration that last took one).
+struct Held {
+    used: u64,
+    taken: u64,
+    since_ns: u64,
+}
+
+/// What bounds a span ([`Cursor::span`]): the iteration count and the limits of the walk.
+struct SpanBounds {
+    /// Most iterations the run may hold.
+    max_len: u64,
+    /// No iteration of the span may start at or after this (the time-series interval's end,
+    /// the deadline), ns.
+    stop: u64,
+    /// No iteration of the span may end after this, ns.
+    end_by: u64,
+    /// Most blocks the walk may take.
+    cap: u64,
+    /// Blocks in use from which the KV permille is larger than the open group's.
+    next_pm: u64,
+}
+
+/// The open ITL bucket of a walk: from iteration `m`, starting at `t_ns`, the first lasting
+/// `min_ns`; the bucket's top, ns.
+struct ItlGroup {
+    m: u64,
+    t_ns: u64,
+    min_ns: u64,
+    top_ns: u64,
+}
+
+/// Where a span is: the cursor's fields as local variables, and the fixed-point time of
+/// the next iteration on the line of the step time.
+struct SpanState {
+    m: u64,
+    phase: usize,
+    start: u64,
+    dur: u64,
+    prev_dur: u64,
+    last_need: u64,
+    x: u64,
+}
+
+impl SpanState {
+    /// How many iterations from here none of the checks of the walk's full step can stop but
+    /// the blocks taken and the bucket's top (`on_line` iterations left on the line): times
+    /// only grow on a line, so the span ends before the first iteration that might last more
+    /// than the bucket's top, or start too late even if every iteration lasted the top.
+    #[inline(always)]
+    fn reach(&self, on_line: u64, top: u64, bounds: &SpanBounds) -> u64 {
+        let first_start = self.start + self.dur;
+        // An iteration of at most `top` starting before this ends by `end_by`.
+        let Some(latest_start) = bounds.end_by.checked_sub(top) else {
+            return 0;
+        };
+        let stop = bounds.stop.min(latest_start.saturating_add(1));
+        if first_start >= stop {
+            return 0;
+        }
+        // Iteration j of the span starts by first_start + j top: before `stop` for these.
+        let by_time = (stop - 1 - first_start) / top + 1;
+        on_line.min(bounds.max_len - self.m).min(by_time)
+    }
+
+    /// Iterations from here whose time is within `top`: x + j d < (top + 1) 2^24.
+    #[inline(always)]
+    fn within_top(&self, d: u64, top: u64) -> u64 {
+        match (top + 1).checked_mul(DecodeTimes::ONE_NS) {
+            Some(lim) if self.x >= lim => 0,
+            Some(lim) if d > 0 => (lim - 1 - self.x) / d + 1,
+            _ => u64::MAX,
+        }
+    }
+
+    /// Moves to the next iteration, `need` blocks taken by it; `d`, `b`: the line's growth
+    /// and the block cycle's length.
+    #[inline(always)]
+    fn advance(&mut self, need: u64, d: u64, b: usize) {
+        let next_start = self.start + self.dur;
+        (self.prev_dur, self.start) = (self.dur, next_start);
+        self.dur = DecodeTimes::ns_of_at_least_one(self.x);
+        self.x += d;
+        self.last_need = need;
+        self.m += 1;
+        self.phase += 1;
+        if self.phase == b {
+            self.phase = 0;
+        }
+    }
+
+    /// Runs `n` iterations that take no block and close no group: only their times add up.
+    #[inline(always)]
+    fn quiet(&mut self, n: u64, d: u64, b: usize) {
+        let (mut s, mut t, mut p, mut x) = (self.start, self.dur, self.prev_dur, self.x);
+        for _ in 0..n {
+            p = t;
+            s += t;
+            t = DecodeTimes::ns_of_at_least_one(x);
+            x += d;
+        }
+        (self.start, self.dur, self.prev_dur, self.x) = (s, t, p, x);
+        self.last_need = 0;
+        self.m += n;
+        self.phase += n as usize;
+        if self.phase >= b {
+            self.phase -= b;
+        }
+    }
+
+    /// Takes the blocks of the next iteration (`need` > 0) if that keeps the walk within its
+    /// cap and the open KV permille group; returns the block ns held until it starts.
+    #[inline(always)]
+    fn take(&self, need: u64, bounds: &SpanBounds, held: &mut Held) -> Option<u128> {
+        if held.taken + need > bounds.cap || held.used + need >= bounds.next_pm {
+            return None;
+        }
+        let start = self.start + self.dur;
+        let block_ns = held.used as u128 * (start - held.since_ns) as u128;
+        held.since_ns = start;
+        held.used += need;
+        held.taken += need;
+        Some(block_ns)
+    }
+}
+
+impl Cursor {
+    /// Steps through the iterations that follow as long as the walk's full step would only
+    /// take blocks or move to the next ITL bucket there: each iteration that takes a block
+    /// moves the blocks held, one that starts a bucket books the open one into `itl_out`, and
+    /// the quiet ones between only sum their times ([`SpanState`] has the bounds). The
+    /// iteration it stops before goes through the full step. Returns the block ns of the
+    /// blocks held up to the last block taken (from `held.since_ns` as it was).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn span(
+        &mut self,
+        steps: &mut DecodeTimes,
+        counts: &[u32],
+        (mask, b): (u64, usize),
+        bounds: &SpanBounds,
+        held: &mut Held,
+        (itl, itl_out, itl_hist): (&mut ItlGroup, &mut ItlRows, &LatencyHistogram),
+    ) -> u128 {
+        let (x, d, on_line) = steps.line();
+        // From 1 ns on the clamp to 1 ns is moot.
+        if x < DecodeTimes::ONE_NS {
+            return 0;
+        }
+        let mut st = SpanState {
+            m: self.m,
+            phase: self.phase,
+            start: self.start,
+            dur: self.dur,
+            prev_dur: self.prev_dur,
+            last_need: self.last_need,
+            x,
+        };
+        let mut block_ns = 0u128;
+        'legs: loop {
+            let top = itl.top_ns.max(1);
+            let reach = st.reach(on_line - (st.m - self.m), top, bounds);
+            let within = st.within_top(d, top);
+            let mut left = reach.min(within);
+            while left > 0 {
+                let q = quiet_from(mask, st.phase, b).min(left);
+                if q > 0 {
+                    st.quiet(q, d, b);
+                    left -= q;
+                    if left == 0 {
+                        break;
+                    }
+                }
+                // An iteration that takes blocks.
+                let need = counts[st.phase] as u64;
+                let Some(kv) = st.take(need, bounds, held) else {
+                    break 'legs;
+                };
+                block_ns += kv;
+                st.advance(need, d, b);
+                left -= 1;
+            }
+            // The leg ended where the next iteration leaves the bucket (and nothing else is
+            // in the way): it opens the next bucket, as the full step would, and a leg
+            // follows; anything else is left to the full step.
+            if within >= reach {
+                break;
+            }
+            let start = st.start + st.dur;
+            let dur = DecodeTimes::ns_of_at_least_one(st.x);
+            if start >= bounds.stop || start + dur > bounds.end_by {
+                break;
+            }
+            let need = counts[st.phase] as u64;
+            if need > 0 {
+                let Some(kv) = st.take(need, bounds, held) else {
+                    break;
+                };
+                block_ns += kv;
+            }
+            itl_out.push((itl.min_ns, st.m - itl.m, start - itl.t_ns, st.dur));
+            *itl = ItlGroup {
+                m: st.m,
+                t_ns: start,
+                min_ns: dur,
+                top_ns: itl_hist.bucket_top_ns(dur),
+            };
+            st.advance(need, d, b);
+        }
+        let k = st.m - self.m;
+        if k > 0 {
+            steps.skip(k, st.x);
+            (self.start, self.dur, self.prev_dur) = (st.start, st.dur, st.prev_dur);
+            (self.m, self.phase, self.last_need) = (st.m, st.phase, st.last_need);
+        }
+        block_ns
+    }
+}
+
+/// The groups a walk is filling (time-series interval, ITL bucket, KV permille), each from
+/// the iteration index and start time it began at, and the block ns summed so far.
+struct Groups {
+    /// The time series' interval, ns.
+    interval_ns: u64,
+    /// Block ns of the iterations walked, the run's and the open interval's.
+    kv_block_ns: u128,
+    series_kv: u128,
+    series_m: u64,
+    series_t: u64,
+    /// End of the open interval, ns.
+    series_to: u64,
+    itl: ItlGroup,
+    pm: u64,
+    pm_m: u64,
+    /// Blocks in use from which the permille is larger than `pm`.
+    next_pm: u64,
+}
+
+impl Groups {
+    /// The groups of a walk from `w`'s iteration 0.
+    fn open(w: &WalkStart, book: &mut Book, itl_hist: &LatencyHistogram) -> Groups {
+        let (pm, next_pm) = book.permille_step(w.used);
+        let interval_ns = w.series_interval_ns.max(1);
+        Groups {
+            interval_ns,
+            kv_block_ns: 0,
+            series_kv: 0,
+            series_m: 0,
+            series_t: w.start_ns,
+            series_to: (w.start_ns / interval_ns + 1).saturating_mul(interval_ns),
+            itl: ItlGroup {
+                m: 0,
+                t_ns: w.start_ns,
+                min_ns: w.dur_ns,
+                top_ns: itl_hist.bucket_top_ns(w.dur_ns),
+            },
+            pm,
+            pm_m: 0,
+            next_pm,
+        }
+    }
+
+    /// The end of the time-series interval holding `t_ns`, ns.
+    fn series_end(&self, t_ns: u64) -> u64 {
+        (t_ns / self.interval_ns + 1).saturating_mul(self.interval_ns)
+    }
+
+    /// Adds the block ns of the blocks held from `held.since_ns` to `t_ns`, and moves
+    /// `since_ns` there.
+    #[inline]
+    fn hold_until(&mut self, held: &mut Held, t_ns: u64) {
+        let block_ns = held.used as u128 * (t_ns - held.since_ns) as u128;
+        self.kv_block_ns += block_ns;
+        self.series_kv += block_ns;
+        held.since_ns = t_ns;
+    }
+
+    /// Iteration `m` starts at `start`, lasts `dur` (the one before lasted `prev_dur`) and
+    /// takes `need` blocks: books the groups it does not belong to and opens its own.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn enter(
+        &mut self,
+        book: &mut Book,
+        held: &mut Held,
+        itl_hist: &LatencyHistogram,
+        m: u64,
+        (start, dur, prev_dur): (u64, u64, u64),
+        need: u64,
+    ) {
+        held.taken += need;
+        if start >= self.series_to {
+            self.hold_until(held, start);
+            book.series.push((
+                self.series_t,
+                start - self.series_t,
+                m - self.series_m,
+                self.series_kv,
+            ));
+            (self.series_m, self.series_t, self.series_kv) = (m, start, 0);
+            self.series_to = self.series_end(start);
+        }
+        if dur > self.itl.top_ns {
+            let itl = &self.itl;
+            book.itl
+                .push((itl.min_ns, m - itl.m, start - itl.t_ns, prev_dur));
+            self.itl = ItlGroup {
+                m,
+                t_ns: start,
+                min_ns: dur,
+                top_ns: itl_hist.bucket_top_ns(dur),
+            };
+        }
+        if need > 0 {
+            self.hold_until(held, start);
+            held.used += need;
+            if held.used >= self.next_pm {
+                let (p, next) = book.permille_step(held.used);
+                if p != self.pm {
+                    book.permille.push((self.pm, m - self.pm_m));
+                    (self.pm, self.pm_m) = (p, m);
+                }
+                self.next_pm = next;
+            }
+        }
+    }
+
+    /// The walk stopped with iteration `c.m - 1` (unbooked) in flight: books the groups up to
+    /// it and the run's sums into `book`; `run_start` is the run's start, ns.
+    fn close(mut self, book: &mut Book, mut held: Held, c: &Cursor, run_start: u64) {
+        let (last, start) = (c.m - 1, c.start);
+        // The blocks the last iteration took are not held by the booked ones.
+        held.used -= c.last_need;
+        self.hold_until(&mut held, start);
+        if last > self.series_m {
+            book.series.push((
+                self.series_t,
+                start - self.series_t,
+                last - self.series_m,
+                self.series_kv,
+            ));
+        }
+        if last > self.itl.m {
+            // The largest of the bucket is the iteration before the last.
+            let itl = &self.itl;
+            book.itl
+                .push((itl.min_ns, last - itl.m, start - itl.t_ns, c.prev_dur));
+        }
+        if last > self.pm_m {
+            book.permille.push((self.pm, last - self.pm_m));
+        }
+        book.iterations = last;
+        book.busy_ns = start - run_start;
+        book.kv_block_ns = self.kv_block_ns;
+        book.last_used = held.used;
+        book.used = held.used + c.last_need;
+    }
+}
+
 impl Replica {
     /// Walks the iterations of a run from iteration 1, extending it while the next iteration
     /// is within `lim`, and books every iteration but the last into `self.book`.
     ///
     /// Between two iterations that start a group (of the time series, an ITL bucket, a KV
-    /// permille), take a block, or change the line of the step time, the walk runs a quiet
-    /// stretch in a tight loop of its own ([`Cursor::quiet`]): nothing to book there.
-    fn walk(
-        &mut self,
-        w: &WalkStart,
-        itl_hist: &crate::metrics::LatencyHistogram,
-        lim: &Limits,
-    ) -> WalkEnd {
+    /// permille) or change the line of the step time, the walk runs a span in a tight loop
+    /// of its own ([`Cursor::span`]), and between two that take a block a quiet stretch
+    /// ([`Cursor::quiet`]): nothing to book there but the blocks taken.
+    fn walk(&mut self, w: &WalkStart, itl_hist: &LatencyHistogram, lim: &Limits) -> WalkEnd {
         let b = self.phase_counts.len();
         let mask = need_mask(&self.phase_counts);
         let batch = self.n_decoding as u64;
         let book = &mut self.book;
         book.clear(self.cfg.kv_blocks);
-        let interval = w.series_interval_ns.max(1);
-        let series_end = |t: u64| (t / interval + 1).saturating_mul(interval);
-        // The groups being filled start at iteration index, start time (and value).
-        let mut used = w.used;
-        let mut taken = 0u64;
-        let mut kv_block_ns = 0u128;
-        let mut stretch_start = w.start_ns;
-        let (mut series_m, mut series_t, mut series_kv) = (0u64, w.start_ns, 0u128);
-        let mut series_to = series_end(w.start_ns);
-        let (mut itl_m, mut itl_t, mut itl_min) = (0u64, w.start_ns, w.dur_ns);
-        let mut itl_top = itl_hist.bucket_top_ns(w.dur_ns);
-        let (mut pm, mut next_pm) = book.permille_step(used);
-        let mut pm_m = 0u64;
+        let mut g = Groups::open(w, book, itl_hist);
+        let mut held = Held {
+            used: w.used,
+            taken: 0,
+            since_ns: w.start_ns,
+        };
         let mut steps = w.step.times(w.ctx0, batch, 1);
         let mut c = Cursor {
             m: 1,
@@ -385,57 +745,52 @@ impl Replica {
             last_need: 0,
         };
         while c.m < w.max_len {
-            // (Not before an iteration that takes a block: large batches take one nearly
-            // every iteration, and a stretch there would be empty.)
-            if mask != 0 && mask >> c.phase & 1 == 0 {
-                let stop = series_to.min(lim.start_before);
-                c.quiet(&mut steps, (mask, b), w.max_len, stop, itl_top, lim.end_by);
+            let stop = g.series_to.min(lim.start_before);
+            if mask != 0 {
+                let bounds = SpanBounds {
+                    max_len: w.max_len,
+                    stop,
+                    end_by: lim.end_by,
+                    cap: lim.cap,
+                    next_pm: g.next_pm,
+                };
+                let kv = c.span(
+                    &mut steps,
+                    &self.phase_counts,
+                    (mask, b),
+                    &bounds,
+                    &mut held,
+                    (&mut g.itl, &mut book.itl, itl_hist),
+                );
+                g.kv_block_ns += kv;
+                g.series_kv += kv;
+                // (Not before an iteration that takes a block: large batches take one nearly
+                // every iteration, and a stretch there would be empty.)
+                if c.m < w.max_len && mask >> c.phase & 1 == 0 {
+                    let top = g.itl.top_ns;
+                    c.quiet(&mut steps, (mask, b), w.max_len, stop, top, lim.end_by);
+                }
                 if c.m == w.max_len {
                     break;
                 }
             }
-            let (m, next_start) = (c.m, c.start + c.dur);
+            let next_start = c.start + c.dur;
             let need = self.phase_counts[c.phase] as u64;
             let next_dur = steps.next_ns();
-            let ok = taken + need <= lim.cap
+            let ok = held.taken + need <= lim.cap
                 && next_start < lim.start_before
                 && next_start + next_dur <= lim.end_by;
             if !ok {
                 break;
             }
-            taken += need;
-            // Iteration m starts at next_start: close the groups it does not belong to.
-            if next_start >= series_to {
-                let block_ns = used as u128 * (next_start - stretch_start) as u128;
-                kv_block_ns += block_ns;
-                series_kv += block_ns;
-                stretch_start = next_start;
-                book.series
-                    .push((series_t, next_start - series_t, m - series_m, series_kv));
-                (series_m, series_t, series_kv) = (m, next_start, 0);
-                series_to = series_end(next_start);
-            }
-            if next_dur > itl_top {
-                book.itl
-                    .push((itl_min, m - itl_m, next_start - itl_t, c.dur));
-                (itl_m, itl_t, itl_min) = (m, next_start, next_dur);
-                itl_top = itl_hist.bucket_top_ns(next_dur);
-            }
-            if need > 0 {
-                let block_ns = used as u128 * (next_start - stretch_start) as u128;
-                kv_block_ns += block_ns;
-                series_kv += block_ns;
-                stretch_start = next_start;
-                used += need;
-                if used >= next_pm {
-                    let (p, next) = book.permille_step(used);
-                    if p != pm {
-                        book.permille.push((pm, m - pm_m));
-                        (pm, pm_m) = (p, m);
-                    }
-                    next_pm = next;
-                }
-            }
+            g.enter(
+                book,
+                &mut held,
+                itl_hist,
+                c.m,
+                (next_start, next_dur, c.dur),
+                need,
+            );
             c.last_need = need;
             c.prev_dur = c.dur;
             (c.start, c.dur) = (next_start, next_dur);
@@ -445,31 +800,10 @@ impl Replica {
                 c.phase = 0;
             }
         }
-        // The last iteration (m - 1, at `start`) is not booked: close the groups there.
-        let (last, start) = (c.m - 1, c.start);
-        let block_ns = (used - c.last_need) as u128 * (start - stretch_start) as u128;
-        kv_block_ns += block_ns;
-        series_kv += block_ns;
-        if last > series_m {
-            book.series
-                .push((series_t, start - series_t, last - series_m, series_kv));
-        }
-        if last > itl_m {
-            // The largest of the bucket is the iteration before the last.
-            book.itl
-                .push((itl_min, last - itl_m, start - itl_t, c.prev_dur));
-        }
-        if last > pm_m {
-            book.permille.push((pm, last - pm_m));
-        }
-        book.iterations = last;
-        book.busy_ns = start - w.start_ns;
-        book.kv_block_ns = kv_block_ns;
-        book.last_used = used - c.last_need;
-        book.used = used;
+        g.close(book, held, &c, w.start_ns);
         WalkEnd {
             len: c.m,
-            last_start_ns: start,
+            last_start_ns: c.start,
             last_dur_ns: c.dur,
         }
     }
@@ -534,7 +868,7 @@ impl Replica {
         slab: &Slab,
         slo: &SloPolicy,
         step: &dyn StepTime,
-        itl: &crate::metrics::LatencyHistogram,
+        itl: &LatencyHistogram,
         horizon: &Horizon,
     ) -> u64 {
         let end0 = now + dur0_ns;
