@@ -1574,14 +1574,7 @@ fn plan_steady(base: &Scenario, origin: &str, progress: &dyn Progress) -> Result
     let (mut candidates, chosen_sizing) = rank_candidates(done, sizings);
     let chosen = chosen_sizing.as_ref().map(|_| 0);
     let near_tie = near_tie(&candidates, measure::rate_unit(base));
-    let (nearest_slo, slo_below_floor) = if chosen.is_none() {
-        (
-            nearest_slo(base, &candidates),
-            floor::slo_below_floor(base, origin, &candidates),
-        )
-    } else {
-        (None, None)
-    };
+    let (nearest_slo, slo_below_floor) = infeasible_notes(base, origin, &candidates, chosen);
 
     // Phase 3: what the chosen plan is measured on beyond the search, and the curves of the
     // cheapest feasible candidates.
@@ -2100,6 +2093,23 @@ fn near_tie(c: &[CandidateResult], unit: &str) -> Option<String> {
 
 /// When no candidate is feasible: the loosest-needed SLOs, scaled from the scenario's, that
 /// the candidate closest to meeting them reaches at light load.
+/// What a plan with no feasible candidate (`chosen` is `None`) says about its SLOs: the
+/// nearest SLOs some candidate meets at light load, and any SLO below one forward pass.
+fn infeasible_notes(
+    base: &Scenario,
+    origin: &str,
+    candidates: &[CandidateResult],
+    chosen: Option<usize>,
+) -> (Option<String>, Option<String>) {
+    if chosen.is_some() {
+        return (None, None);
+    }
+    (
+        nearest_slo(base, candidates),
+        floor::slo_below_floor(base, origin, candidates),
+    )
+}
+
 fn nearest_slo(base: &Scenario, c: &[CandidateResult]) -> Option<String> {
     let s = &base.slo;
     let best = c

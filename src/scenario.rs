@@ -1396,11 +1396,9 @@ pub fn resolve_formats(
         // The checkpoint's own format named explicitly (DeepSeek-V3's block FP8 as `fp8`): the
         // same checkpoint as `auto`, so the same KV (a declaration-less FP8 checkpoint gets a
         // 16-bit KV cache, not the ModelOpt FP8 KV that `fp8` assumes of a converted model).
-        (Some(w), Some(c)) if headline(c) == w => (
-            w,
-            ModuleFormats::of_checkpoint(model, w),
-            declared(c),
-        ),
+        (Some(w), Some(c)) if headline(c) == w => {
+            (w, ModuleFormats::of_checkpoint(model, w), declared(c))
+        }
         (Some(w), _) => (
             w,
             ModuleFormats::of_checkpoint(model, w),
