@@ -627,7 +627,8 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
         .max_num_seqs
         .clone()
         .or(base.scheduler.max_num_seqs.map(|s| vec![s]));
-    let moe = crate::model::load_model(&d.model).is_ok_and(|m| m.moe.is_some());
+    let model = crate::model::load_model(&d.model).ok();
+    let moe = model.as_ref().is_some_and(|m| m.moe.is_some());
     let ks = speculative_space(base);
     let routers = router_space(base);
     let offloads = offload_space(base);
@@ -647,7 +648,11 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
                                     out.push(Candidate {
                                         gpu: g.clone(),
                                         dtype: dt.clone(),
-                                        kv_cache_dtype: kv_format(&d.kv_cache_dtype, dt),
+                                        kv_cache_dtype: kv_format(
+                                            model.as_ref(),
+                                            &d.kv_cache_dtype,
+                                            dt,
+                                        ),
                                         tp,
                                         dp,
                                         ep,
@@ -765,12 +770,21 @@ fn engine_default_seqs(engine: &str, gpu: &str) -> u32 {
     }
 }
 
-/// The KV format a deployment of weights `dtype` runs with under the scenario's
-/// `kv_cache_dtype` setting: the rule every command applies ([`KvDtype::resolve`]). An
-/// unparsable value stays as written (resolving the candidate then names it).
-fn kv_format(setting: &str, dtype: &str) -> String {
-    match (setting.parse::<KvDtype>(), dtype.parse::<WeightDtype>()) {
-        (Ok(k), Ok(w)) => k.resolve(w).to_string(),
+/// The KV format a deployment of `model` with weights `dtype` runs with under the scenario's
+/// `kv_cache_dtype` setting: the rule every command applies
+/// ([`crate::scenario::resolve_formats`]: `auto` follows the weights, or the checkpoint's own
+/// declaration when `dtype` names the checkpoint's format). An unparsable value, or a model
+/// that does not load, stays as written (resolving the candidate then names it).
+fn kv_format(model: Option<&crate::model::ModelSpec>, setting: &str, dtype: &str) -> String {
+    match (
+        setting.parse::<KvDtype>(),
+        dtype.parse::<WeightDtype>(),
+        model,
+    ) {
+        (Ok(k), Ok(w), Some(m)) => crate::scenario::resolve_formats(m, Some(w), k)
+            .2
+            .to_string(),
+        (Ok(k), Ok(w), None) => k.resolve(w).to_string(),
         _ => setting.to_string(),
     }
 }
