@@ -195,10 +195,7 @@ fn weight_bytes_read_per_gpu(dep: &servesim::roofline::Deployment, tokens: f64) 
         return (held, embedding_note.to_string());
     }
     let moe_layers = m.layers_with_mlp(servesim::model::MlpKind::Moe) as f64;
-    let held_experts_per_layer = (experts + f64::from(dep.redundant_experts))
-        * m.expert_params()
-        * dep.formats.experts.bytes()
-        / f64::from(dep.gpus().max(1));
+    let held_experts_per_layer = dep.routed_expert_bytes_per_gpu_per_layer();
     let active = m.expected_active_experts(tokens).clamp(1.0, experts);
     let unread = moe_layers * held_experts_per_layer * (1.0 - active / experts);
     let note = format!(

@@ -216,6 +216,13 @@ impl Deployment {
             * self.kv_dtype.bytes()
     }
 
+    /// Routed-expert weight bytes each GPU holds in one MoE layer: all the layer's experts
+    /// (with EPLB's redundant replicas) in the experts' format, spread over all `tp x dp` GPUs.
+    pub fn routed_expert_bytes_per_gpu_per_layer(&self) -> f64 {
+        let experts = (self.model.num_experts() + self.redundant_experts as u64) as f64;
+        experts * self.model.expert_params() * self.formats.experts.bytes() / self.gpus() as f64
+    }
+
     /// Weight bytes held by each GPU: attention and dense MLPs split by TP (MLA's
     /// down-projections replicated), routed experts (with EPLB's redundant replicas) spread
     /// over all `tp x dp` GPUs, routers replicated in 16 bits, embeddings and LM head
@@ -239,8 +246,7 @@ impl Deployment {
             let linear = lp.qkv + lp.o + lp.gate_up + lp.down;
             m.num_layers as f64 * (linear / tp * f.attention.bytes() + lp.norms * ACT_BYTES)
         } else {
-            let experts = (m.num_experts() + self.redundant_experts as u64) as f64;
-            let moe = experts * m.expert_params() * f.experts.bytes() / self.gpus() as f64
+            let moe = self.routed_expert_bytes_per_gpu_per_layer()
                 + m.shared_expert_params() * f.dense.bytes() / tp
                 + m.router_params() * ACT_BYTES;
             let dense = m.dense_mlp_params() * f.dense.bytes() / tp;
