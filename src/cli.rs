@@ -81,9 +81,10 @@ pub struct DeploymentArgs {
     /// Redundant expert replicas per MoE layer placed by the load balancer (EPLB).
     #[arg(long = "num-redundant-experts", default_value_t = 0)]
     pub redundant_experts: u32,
-    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the checkpoint's own
-    /// formats from its quantization_config).
-    #[arg(long, default_value = "bf16")]
+    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the default, as in a
+    /// scenario and vLLM's `--dtype auto`: the checkpoint's own formats from its
+    /// quantization_config, 16-bit where it declares none).
+    #[arg(long, default_value = "auto")]
     pub dtype: String,
     /// KV-cache format: auto or fp8.
     #[arg(long = "kv-cache-dtype", default_value = "auto")]
@@ -395,9 +396,10 @@ pub struct FitEngineArgs {
     /// Redundant expert replicas per MoE layer placed by the load balancer (EPLB).
     #[arg(long = "num-redundant-experts", default_value_t = 0)]
     pub redundant_experts: u32,
-    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the checkpoint's own
-    /// formats from its quantization_config).
-    #[arg(long, default_value = "bf16")]
+    /// Weight format: bf16, fp16, fp8, fp4 (NVFP4), mxfp4, or auto (the default, as in a
+    /// scenario and vLLM's `--dtype auto`: the checkpoint's own formats from its
+    /// quantization_config, 16-bit where it declares none).
+    #[arg(long, default_value = "auto")]
     pub dtype: String,
     /// KV-cache format: auto or fp8.
     #[arg(long = "kv-cache-dtype", default_value = "auto")]

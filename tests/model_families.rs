@@ -498,3 +498,32 @@ fn naming_a_checkpoints_own_format_keeps_its_kv_declaration() {
         KvDtype::Fp8
     );
 }
+
+/// `estimate`, `bench` and `fit-engine` default to `--dtype auto`, as a scenario does: a
+/// checkpoint published in FP8 is estimated as published, and a 16-bit model as before.
+#[test]
+fn the_command_lines_dtype_defaults_to_the_checkpoints_own() {
+    let estimate = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args([
+                "estimate", "--gpu", "h200-sxm", "--tp", "8", "--format", "json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        estimate(&["--model", "deepseek-v3"]),
+        estimate(&["--model", "deepseek-v3", "--dtype", "fp8"])
+    );
+    assert_eq!(
+        estimate(&["--model", "llama-3.1-8b"]),
+        estimate(&["--model", "llama-3.1-8b", "--dtype", "bf16"])
+    );
+}
