@@ -14,7 +14,11 @@
 #      of attention data parallel (dp = n);
 #   4. the H200 : H100 throughput ratio, predicted against measured, on the rows both GPUs ran
 #      with the same load: the MoE rows, and the dense Llama-3.1-405B TP8 rows as a control;
-#   5. TensorRT-LLM's per-sequence host cost at its prior (2 us) instead of the fitted 33.8 us.
+#   5. TensorRT-LLM's per-sequence host cost at its prior (2 us) instead of the fitted 33.8 us;
+#   6. the FP8 attention-DP rows of both GPUs grouped by the simulated mean batch per rank (each
+#      row re-run with `servesim run`, whose throughput is checked against `validate`'s);
+#   7. the other capacity policy of trtllm-bench (MAX_UTILIZATION: admission on the KV in use,
+#      preemption on overflow) instead of its default GUARANTEED_NO_EVICT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
@@ -167,3 +171,50 @@ args=()
 for f in "${moe[@]}"; do repoint "$ref/$f.csv" "$tmp/ps2.toml" "$tmp/$f-ps2.csv"; args+=(--reference "$tmp/$f-ps2.csv"); done
 $bin validate --no-cv "${args[@]}" --format csv > "$tmp/moe-ps2.csv" 2>/dev/null
 summary "$tmp/moe-ps2.csv" | grep " all "
+
+echo "== 6. the same per-rank batch on both GPUs: FP8 attention-DP rows, simulated mean decode batch per rank"
+# Each row is re-run as a scenario (`servesim run`, the deployment and load `validate` builds)
+# to read the simulated mean batch per attention-DP rank; its throughput must equal the
+# prediction `validate` printed (a second path to the same figure, checked here).
+python3 - "$bin" "$tmp/committed.csv" "$tmp" <<'EOF'
+import csv, glob, json, statistics as st, subprocess, sys
+bin_, committed, tmp = sys.argv[1:]
+refs = {r["id"]: r for f in glob.glob("calibration/reference/trtllm-*.csv") for r in csv.DictReader(open(f))}
+pred = {r["id"]: r for r in csv.DictReader(open(committed))}
+bands = {}
+for id_, c in sorted(pred.items()):
+    r = refs[id_]
+    if r["gpu"] not in ("h100-sxm", "h200-sxm") or r["dtype"] != "fp8" or r["dp"] in ("", "1"):
+        continue
+    if r["model"] == "deepseek-r1":
+        continue
+    path = f"{tmp}/row-{id_}.toml"
+    with open(path, "w") as out:
+        out.write(f'name = "{id_}"\n[deployment]\nmodel = "{r["model"]}"\ngpu = "{r["gpu"]}"\n'
+                  f'tp = {r["tp"]}\ndp = {r["dp"]}\nep = {r["ep"] or 1}\ndtype = "fp8"\n'
+                  f'kv_cache_dtype = "{r["kv_cache_dtype"] or "auto"}"\nengine = "trtllm"\n'
+                  f'[workload]\nnum_requests = {r["num_requests"]}\n[workload.arrival]\nkind = "offline"\n'
+                  f'[workload.input]\nkind = "fixed"\ntokens = {r["input_len"]}\n'
+                  f'[workload.output]\nkind = "fixed"\ntokens = {r["output_len"]}\n')
+    s = json.loads(subprocess.run([bin_, "run", path, "--format", "json"], check=True,
+                                  capture_output=True, text=True).stdout)
+    if abs(s["output_throughput"] / float(c["predicted"]) - 1) > 1e-6:
+        sys.exit(f"{id_}: run gives {s['output_throughput']:.0f} tokens/s, validate {float(c['predicted']):.0f}")
+    per_rank = s["mean_batch_size"] / int(r["dp"])
+    print(f"    {id_:34s} {r['gpu']:9s} batch per rank {per_rank:7.1f}  signed {float(c['signed_error']) * 100:+6.1f}%")
+    band = "under 100" if per_rank < 100 else "100-250" if per_rank < 250 else "250 and more"
+    bands.setdefault((band, r["gpu"]), []).append(float(c["signed_error"]))
+for (band, gpu), es in sorted(bands.items()):
+    print(f"    batch per rank {band:12s} {gpu:9s} rows {len(es):2d}  median signed {st.median(es) * 100:+6.1f}%")
+EOF
+
+echo "== 7. the capacity policy: admission on the KV in use, preemption on overflow (MAX_UTILIZATION)"
+# trtllm-bench's default is GUARANTEED_NO_EVICT (`--scheduler_policy`, throughput.py); the
+# other policy, as the simulator's reserve_output_kv = false runs it.
+sed "s/^reserve_output_kv = .*/reserve_output_kv = false/" calibration/engines/trtllm.toml > "$tmp/maxutil.toml"
+args=()
+for f in "${moe[@]}"; do repoint "$ref/$f.csv" "$tmp/maxutil.toml" "$tmp/$f-maxutil.csv"; args+=(--reference "$tmp/$f-maxutil.csv"); done
+$bin validate --no-cv "${args[@]}" --format csv > "$tmp/moe-maxutil.csv" 2>/dev/null
+summary "$tmp/moe-maxutil.csv" | grep " all "
+echo "  (the committed GUARANTEED_NO_EVICT)"
+summary "$tmp/committed.csv" | grep " all "
