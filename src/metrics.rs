@@ -346,6 +346,8 @@ pub struct Metrics {
     pub completed: u64,
     /// Requests rejected at arrival (admission control, too long for the model).
     pub rejected: u64,
+    /// Of `rejected`, those whose prompt + output exceed the deployment's max_model_len.
+    pub rejected_too_long: u64,
     /// Requests whose client gave up waiting for the first token.
     pub timed_out: u64,
     /// Preemptions (recompute).

@@ -65,6 +65,10 @@ pub struct Candidate {
     pub gpu: String,
     /// Weight format.
     pub dtype: String,
+    /// The formats `auto` resolves to for this model, as reports name them (`fp8`, `mxfp4
+    /// experts + bf16`); `None` when `dtype` names a format itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formats: Option<String>,
     /// KV format the candidate runs with: the scenario's `kv_cache_dtype` under the one rule
     /// ([`KvDtype::resolve`]: `auto` follows the weights), as `run` resolves it.
     pub kv_cache_dtype: String,
@@ -585,7 +589,7 @@ impl PlanResult {
                 "{} x {} {} {} seqs{}{}",
                 c.replicas,
                 k.gpu,
-                k.dtype,
+                k.weights_label(),
                 k.parallelism(),
                 k.max_num_seqs,
                 match k.num_speculative_tokens {
@@ -648,6 +652,7 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
                                     out.push(Candidate {
                                         gpu: g.clone(),
                                         dtype: dt.clone(),
+                                        formats: auto_formats(model.as_ref(), dt),
                                         kv_cache_dtype: kv_format(
                                             model.as_ref(),
                                             &d.kv_cache_dtype,
@@ -776,17 +781,30 @@ fn engine_default_seqs(engine: &str, gpu: &str) -> u32 {
 /// declaration when `dtype` names the checkpoint's format). An unparsable value, or a model
 /// that does not load, stays as written (resolving the candidate then names it).
 fn kv_format(model: Option<&crate::model::ModelSpec>, setting: &str, dtype: &str) -> String {
+    let auto = dtype.eq_ignore_ascii_case("auto");
     match (
         setting.parse::<KvDtype>(),
         dtype.parse::<WeightDtype>(),
         model,
     ) {
+        (Ok(k), _, Some(m)) if auto => crate::scenario::resolve_formats(m, None, k).2.to_string(),
         (Ok(k), Ok(w), Some(m)) => crate::scenario::resolve_formats(m, Some(w), k)
             .2
             .to_string(),
         (Ok(k), Ok(w), None) => k.resolve(w).to_string(),
         _ => setting.to_string(),
     }
+}
+
+/// What `auto` weights resolve to for `model` (its checkpoint's own formats, as `run` reports
+/// them); `None` for a named format or a model that does not load.
+fn auto_formats(model: Option<&crate::model::ModelSpec>, dtype: &str) -> Option<String> {
+    let m = model.filter(|_| dtype.eq_ignore_ascii_case("auto"))?;
+    Some(
+        crate::scenario::resolve_formats(m, None, KvDtype::Auto)
+            .1
+            .label(),
+    )
 }
 
 /// The base scenario with one replica of candidate `c`, every step `scale` times the model's.
@@ -863,6 +881,11 @@ fn checked_search_space(base: &Scenario, origin: &str) -> Result<Scenario> {
     }
     if let Some(dtypes) = &mut p.dtypes {
         for (i, d) in dtypes.iter_mut().enumerate() {
+            // `auto` stays `auto` (the checkpoint's own formats), as `deployment.dtype` does.
+            if d.trim().eq_ignore_ascii_case("auto") {
+                *d = "auto".into();
+                continue;
+            }
             let w: WeightDtype = d
                 .parse()
                 .map_err(|e: String| Error::config(origin, format!("plan.dtypes[{i}]"), e))?;
@@ -1073,10 +1096,15 @@ impl Candidate {
         format!(
             "{} {} {} seqs {}{spec}{router}{cpu}",
             self.gpu,
-            self.dtype,
+            self.weights_label(),
             self.parallelism(),
             self.max_num_seqs
         )
+    }
+
+    /// The weight format as reports name it: the resolved formats of `auto`, else `dtype`.
+    pub fn weights_label(&self) -> &str {
+        self.formats.as_deref().unwrap_or(&self.dtype)
     }
 
     /// `TP8`, or `TP8 DP2 EP16` with data or expert parallelism.
@@ -1500,7 +1528,12 @@ fn plan_target(base: &Scenario, origin: &str) -> Result<f64> {
         .or(base.workload.mean_rate_per_s())
     {
         Some(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err(Error::config(
+        Some(r) => Err(Error::config(
+            origin,
+            "plan.target_rate_per_s",
+            format!("must be finite and > 0 req/s, got {r}"),
+        )),
+        None => Err(Error::config(
             origin,
             "plan.target_rate_per_s",
             "needs a target load: set plan.target_rate_per_s or a workload arrival rate",

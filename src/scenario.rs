@@ -171,7 +171,7 @@ fn unit_scale() -> f64 {
     1.0
 }
 fn default_dtype() -> String {
-    "bf16".into()
+    "auto".into()
 }
 fn default_kv() -> String {
     "auto".into()
@@ -1670,7 +1670,9 @@ impl Scenario {
 /// can bound), and above 1, where a value reads as a fraction meant as a percentile
 /// (`0.99` for p99); the error names the key and says what to write.
 fn check_percentile(origin: &str, key: &str, p: f64) -> Result<()> {
-    if p.is_finite() && p > 0.0 && p <= 1.0 {
+    // A fraction below 1 reads as a percentile meant x 100 (0.99 for p99); 1 itself would be
+    // p100, the maximum, which no percentile key accepts.
+    if p.is_finite() && p > 0.0 && p < 1.0 {
         return Err(Error::config(
             origin,
             key,
@@ -1679,6 +1681,14 @@ fn check_percentile(origin: &str, key: &str, p: f64) -> Result<()> {
                 100.0 * p,
                 100.0 * p
             ),
+        ));
+    }
+    if p == 1.0 {
+        return Err(Error::config(
+            origin,
+            key,
+            "1 is p1 or, as a fraction, p100 (the maximum, which no run can bound): percentiles \
+             are in (0, 100) exclusive; write 99 for p99",
         ));
     }
     if !(p > 0.0 && p < 100.0) {

@@ -306,7 +306,12 @@ fn positive(origin: &str, key: &str, v: f64) -> Result<()> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(Error::config(origin, key, format!("must be > 0, got {v}")))
+        let what = if v.is_infinite() { "finite" } else { "> 0" };
+        Err(Error::config(
+            origin,
+            key,
+            format!("must be {what}, got {v}"),
+        ))
     }
 }
 

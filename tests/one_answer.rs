@@ -305,6 +305,46 @@ fn the_plans_candidate_and_its_rerun_have_the_same_kv_format_and_capacity() {
     assert_eq!(r["kv_capacity_tokens"], c["kv_capacity_tokens"]);
 }
 
+/// `plan.dtypes = ["auto"]` plans the checkpoint's own formats, as `estimate --dtype auto` and
+/// `run` resolve them (it used to plan gpt-oss as a BF16 model of 3.3x the size); the table
+/// names the formats, plan.json keeps `auto` for the re-run with the formats beside it.
+#[test]
+fn a_plans_auto_dtype_is_the_checkpoints_own_formats() {
+    let (code, out, err, p) = plan(&[
+        CODE,
+        "--set",
+        "deployment.model=\"gpt-oss-20b\"",
+        "--set",
+        "plan.gpus=[\"h100-sxm\"]",
+        "--set",
+        "plan.dtypes=[\"auto\"]",
+        "--set",
+        "plan.tp=[1]",
+        "--set",
+        "plan.max_num_seqs=[64]",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let c = &p.unwrap()["candidates"][0];
+    // Re-created with `run` as a user would write it: the deployment's dtype left `auto`.
+    let r = run_json(
+        CODE,
+        &[
+            "deployment.model=\"gpt-oss-20b\"",
+            "deployment.gpu=\"h100-sxm\"",
+            "deployment.dtype=\"auto\"",
+            "deployment.tp=1",
+            "scheduler.max_num_seqs=64",
+            "workload.num_requests=20",
+        ],
+    );
+    assert_eq!(c["candidate"]["dtype"], "auto");
+    assert_eq!(c["candidate"]["formats"], r["weight_dtype"]);
+    assert_eq!(r["weight_dtype"], "mxfp4 experts + bf16");
+    assert_eq!(c["candidate"]["kv_cache_dtype"], r["kv_cache_dtype"]);
+    assert_eq!(c["kv_capacity_tokens"], r["kv_capacity_tokens"]);
+    assert!(out.contains("mxfp4 experts + bf16"), "{out}");
+}
+
 // --- 3. estimate and run (and bench) agree on the KV capacity ---------------------------
 
 #[test]

@@ -281,8 +281,12 @@ fn check_parallelism_everywhere(p: &Value, text: &str, report: &std::path::Path)
         p["recommendation"]
     );
     let replicas = chosen["replicas"].as_u64().unwrap();
+    let fleet = match replicas {
+        1 => "1 replica".to_string(),
+        n => format!("{n} replicas"),
+    };
     assert!(
-        text.contains(&format!("replicas of {name})")),
+        text.contains(&format!("({fleet} of {name})")),
         "the headline names {name}:\n{text}"
     );
     for c in cands.iter().take(15) {

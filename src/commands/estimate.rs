@@ -105,6 +105,14 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         Some(x) => spec_estimate(x, &dep, &resolved.scheduler, args, origin)?,
         None => None,
     };
+    if args.decode_batch == 0 && args.prefill_tokens == 0 {
+        return Err(servesim::Error::config(
+            origin,
+            "--decode-batch",
+            "the iteration is empty: give --decode-batch of at least 1 or --prefill-tokens",
+        )
+        .into());
+    }
     let mut batch = BatchShape::decode(args.decode_batch, args.context);
     if args.prefill_tokens > 0 {
         batch.add_prefill(args.prefill_tokens, 0, true);

@@ -589,12 +589,15 @@ pub fn plan_week(
             simulate_period(base, origin, c, scale, load, caps?, sp?)
         })
         .collect::<Result<Vec<_>>>()?;
-    // The cheapest autoscaled fleet that meets the attainment target, else the best one.
+    // The cheapest autoscaled fleet that meets the attainment target, else the best one. Costs
+    // compare to the cent, so that a tie keeps the plan's ranking (its headline's candidate
+    // first) instead of a difference of float rounding in the replica-hours.
+    let cents = |w: &WeekCandidate| (w.autoscaled_cost_usd * 100.0).round();
     let chosen = candidates
         .iter()
         .enumerate()
         .filter(|(_, w)| w.slo_attainment >= attainment_target)
-        .min_by(|a, b| a.1.autoscaled_cost_usd.total_cmp(&b.1.autoscaled_cost_usd))
+        .min_by(|a, b| cents(a.1).total_cmp(&cents(b.1)))
         .or_else(|| {
             candidates
                 .iter()

@@ -154,7 +154,7 @@ fn below_table_lines(t: &mut String, p: &PlanResult, shown: usize) {
             t,
             "  {} {} {} seqs {}: {}",
             k.gpu,
-            k.dtype,
+            k.weights_label(),
             k.parallelism(),
             seqs.iter()
                 .map(|s| s.to_string())
@@ -251,14 +251,23 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
         Status::Pruned => format!(">={}", c.replicas),
         Status::Infeasible => "-".into(),
     };
+    // A candidate that cannot run at all (it does not fit, or does not resolve) has no
+    // capacity to show; its note says why.
+    let cannot_run = c.status == Status::Infeasible && c.capacity_rate_per_replica <= 0.0;
     let max = match c.status {
         Status::Pruned => "-".to_string(),
+        _ if cannot_run => "-".to_string(),
         _ => format!("{:.2}", c.max_rate_per_replica),
+    };
+    let cap = if cannot_run {
+        "-".to_string()
+    } else {
+        format!("{:.2}", c.capacity_rate_per_replica)
     };
     [
         (i + 1).to_string(),
         c.candidate.gpu.clone(),
-        c.candidate.dtype.clone(),
+        c.candidate.weights_label().to_string(),
         // With data or expert parallelism, the deployment's label (`TP2 DP4 EP8`), as
         // plan.json, the report's page and plots name it (the column is `parallelism` then).
         match (c.candidate.dp, c.candidate.ep) {
@@ -270,7 +279,7 @@ fn table_row(i: usize, c: &CandidateResult) -> [String; 13] {
             None => c.candidate.max_num_seqs.to_string(),
             Some(k) => format!("{} K{k}", c.candidate.max_num_seqs),
         },
-        format!("{:.2}", c.capacity_rate_per_replica),
+        cap,
         max,
         c.binding
             .as_ref()
@@ -589,15 +598,15 @@ fn write_chosen_text(
     });
     let _ = writeln!(
         t,
-        "\n{heading}: {} x {} ({} replicas of {}), {} weights, {} KV, max_num_seqs {}{}",
+        "\n{heading}: {} x {} ({} of {}), {} weights, {} KV, max_num_seqs {}{}",
         c.gpus,
         c.candidate.gpu,
-        c.replicas,
+        replicas_word(c.replicas),
         match (c.candidate.dp, c.candidate.ep) {
             (1, 1) => format!("TP {}", c.candidate.tp),
             _ => c.candidate.parallelism(),
         },
-        c.candidate.dtype,
+        c.candidate.weights_label(),
         c.candidate.kv_cache_dtype,
         c.candidate.max_num_seqs,
         match c.candidate.num_speculative_tokens {
@@ -884,10 +893,10 @@ fn write_week_text(t: &mut String, sc: &Scenario, w: &crate::plan::week::WeekPla
         let sp = &c.static_period;
         let _ = writeln!(
             t,
-            "{} {}: static fleet {} replicas ${:.0}, {} over the period (p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, SLO attainment {:.3}%); hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
+            "{} {}: static fleet {} ${:.0}, {} over the period (p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, SLO attainment {:.3}%); hour-by-hour {} replicas ${:.0}; autoscaled ${:.0} ({:+.0}% against static, {:.1} replica-hours, cold start {:.0} s), SLO attainment {:.3}% (worst hour {}: {:.2}%), {} requests failed",
             if Some(i) == w.chosen { "  CHOSEN" } else { "        " },
             c.candidate.label(),
-            c.static_replicas,
+            replicas_word(c.static_replicas),
             c.static_cost_usd,
             if sp.meets_slos { "meets every SLO" } else { "MISSES the SLOs" },
             sp.p99_ttft_ms,
@@ -965,7 +974,7 @@ fn chosen_charts(sc: &Scenario, c: &CandidateResult) -> Vec<(&'static str, Chart
     let title = format!(
         "{} {} {} seqs {} (1 replica)",
         c.candidate.gpu,
-        c.candidate.dtype,
+        c.candidate.weights_label(),
         c.candidate.parallelism(),
         c.candidate.max_num_seqs
     );
@@ -1374,5 +1383,14 @@ fn speculation_lines(t: &mut String, p: &PlanResult) {
                 v.deployment
             );
         }
+    }
+}
+
+/// `1 replica`, `4 replicas`.
+fn replicas_word(n: u32) -> String {
+    if n == 1 {
+        "1 replica".into()
+    } else {
+        format!("{n} replicas")
     }
 }

@@ -121,6 +121,9 @@ impl Resolved {
             &mut result.summary,
         );
         result.summary.warnings = gen.warnings().to_vec();
+        if let Some(w) = too_long_warning(&out.metrics) {
+            result.summary.warnings.push(w);
+        }
         if self.sim.scheduler.offload.is_some()
             && out.prefix_cache_tokens.iter().all(|t| t.prompt == 0)
         {
@@ -451,6 +454,20 @@ fn speculation_summary(
 }
 
 /// `a / b`, 0 when `b` is 0.
+/// A warning when requests were turned away for their length: the run's figures then describe
+/// only the requests that fit, which a user who set the lengths may not expect.
+fn too_long_warning(m: &crate::metrics::Metrics) -> Option<String> {
+    (m.rejected_too_long > 0).then(|| {
+        format!(
+            "{} of {} requests ({:.1}%) were rejected at arrival: their prompt + output tokens \
+             exceed max_model_len; raise scheduler.max_model_len or shorten the workload's lengths",
+            m.rejected_too_long,
+            m.arrived,
+            100.0 * ratio(m.rejected_too_long, m.arrived)
+        )
+    })
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0

@@ -454,6 +454,7 @@ impl<'a, 't> Cluster<'a, 't> {
                         > t
                 }));
         if reject {
+            self.metrics.rejected_too_long += u64::from(too_long);
             self.metrics
                 .record_unserved(Outcome::Rejected, start_ns, input, now);
             return;

@@ -440,7 +440,7 @@ fn candidate_label(c: &crate::plan::Candidate) -> String {
     format!(
         "{} {} {} seqs{}{router}{cpu}",
         c.gpu,
-        c.dtype,
+        c.weights_label(),
         c.parallelism(),
         c.max_num_seqs
     )
@@ -455,7 +455,7 @@ fn candidate_rows(plan: &PlanResult) -> Vec<CandidateRow> {
         .map(|c| CandidateRow {
             label: candidate_label(&c.candidate),
             gpu: c.candidate.gpu.clone(),
-            dtype: c.candidate.dtype.clone(),
+            dtype: c.candidate.weights_label().to_string(),
             // GPUs per replica (TP x DP), as the workbook multiplies by replicas.
             tp: c.candidate.gpus(),
             max_num_seqs: c.candidate.max_num_seqs,

@@ -287,7 +287,7 @@ fn row_cells(i: usize, c: &crate::plan::CandidateResult) -> Vec<(&'static str, S
         ("rank", num(Some((i + 1) as f64), 0)),
         ("status", text(status)),
         ("gpu", text(&c.candidate.gpu)),
-        ("dtype", text(&c.candidate.dtype)),
+        ("dtype", text(c.candidate.weights_label())),
         ("tp", num(Some(c.candidate.tp as f64), 0)),
         (
             "seqs",
@@ -537,7 +537,7 @@ fn chosen_card(
             (1, 1) => format!("TP {}", c.candidate.tp),
             _ => c.candidate.parallelism(),
         },
-        escape(&c.candidate.dtype),
+        escape(c.candidate.weights_label()),
         escape(if c.candidate.kv_cache_dtype == "auto" { "16-bit" } else { &c.candidate.kv_cache_dtype }),
         c.candidate.max_num_seqs
     );
