@@ -284,8 +284,9 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// A reference file (repeatable; default: the embedded reference files, the fit set
-    /// calibration/reference/serving-measurements.csv and the held-out
-    /// calibration/reference/trtllm-1.0-offline-70b-405b.csv).
+    /// calibration/reference/serving-measurements.csv and vllm-blog-2026-fp8-kv-h100.csv, and the
+    /// held-out trtllm-1.0-offline-70b-405b.csv and the inference-sim-vllm-0.15.1-*-h100.csv
+    /// files).
     #[arg(long = "reference")]
     pub reference: Vec<PathBuf>,
     /// Only rows of this engine profile.

@@ -172,12 +172,13 @@ fn docs_validation_md_carries_the_other_releases_table() {
 #[test]
 fn out_of_sample_regression_guards() {
     // Measured (committed cross-validation, `servesim validate`): offline throughput 4.1%,
-    // TTFT 15.9%, E2E 10.3%, ITL 10.6% (docs/validation.md). Issue #26 asks 8/12/8/8%: the
-    // offline line holds; the online ones are regression guards around the measured figures.
+    // TTFT 14.0%, E2E 22.1%, ITL 22.3% (docs/validation.md; 15.9/10.3/10.6% before the held-out
+    // CodeLlama-34B and Mixtral-8x7B TP2 rows joined). Issue #26 asks 8/12/8/8%: the offline
+    // line holds; the online ones are regression guards around the measured figures.
     assert!(committed_median(Headline::OfflineThroughput) <= 0.08);
     assert!(committed_median(Headline::Ttft) <= 0.20);
-    assert!(committed_median(Headline::E2e) <= 0.14);
-    assert!(committed_median(Headline::PerToken) <= 0.14);
+    assert!(committed_median(Headline::E2e) <= 0.26);
+    assert!(committed_median(Headline::PerToken) <= 0.26);
 }
 
 #[test]
@@ -221,6 +222,52 @@ fn held_out_trtllm_70b_405b_rows_fidelity() {
     assert!(e.median_abs_error <= 0.08, "{e:#?}");
     assert!(e.mean_signed_error.abs() <= 0.05, "{e:#?}");
     assert!(e.worst_abs_error <= 0.25, "{e:#?}");
+}
+
+/// The held-out vLLM 0.15.1 CodeLlama-34B TP2 and Mixtral-8x7B TP2 rows (the V-A rows' campaign,
+/// calibration/reference/README.md): embedded as held-out files (in no fit), each row's derived
+/// per-token time is its own (E2E - TTFT) / (counted tokens - 1), and the per-token errors stay
+/// where they were measured (held out: CodeLlama median 20.8%, Mixtral 31.1%, both too slow;
+/// docs/validation.md, Known gaps), a regression guard, not a target.
+#[test]
+fn held_out_inference_sim_vllm_rows() {
+    let fit = fit_rows().unwrap();
+    for (file, group, median) in [
+        (
+            "calibration/reference/inference-sim-vllm-0.15.1-codellama-34b-tp2-h100.csv",
+            "vllm 0.15.1 codellama-34b TP2 h100-sxm",
+            0.25,
+        ),
+        (
+            "calibration/reference/inference-sim-vllm-0.15.1-mixtral-8x7b-tp2-h100.csv",
+            "vllm 0.15.1 mixtral-8x7b TP2 h100-sxm",
+            0.36,
+        ),
+    ] {
+        assert!(cv::HELD_OUT_FILES.iter().any(|(p, _)| *p == file), "{file}");
+        let rows = read_reference(std::path::Path::new(file)).unwrap();
+        assert_eq!(rows.len(), 5, "{file}");
+        assert!(
+            !fit.iter().any(|r| r.group() == group),
+            "{group} is in a fit"
+        );
+        for r in &rows {
+            assert_eq!(r.group(), group);
+            let get = |m: Metric| r.measured.iter().find(|(k, _)| *k == m).unwrap().1;
+            let counted = r.output_len_counted.unwrap();
+            let itl = (get(Metric::E2eMeanMs) - get(Metric::TtftMeanMs)) / (counted - 1.0);
+            assert!(
+                (itl - get(Metric::ItlDerivedMs)).abs() < 0.01,
+                "{} {itl}",
+                r.id
+            );
+        }
+        let comps = compare(&rows, None).unwrap();
+        let s = summarize(&comps);
+        let e = find(&s, LoadKind::Online, Metric::ItlDerivedMs);
+        assert_eq!(e.rows, 5, "{file}");
+        assert!(e.median_abs_error <= median, "{file}: {e:#?}");
+    }
 }
 
 /// The held-out TensorRT-LLM 0.14.0 rows (docs/validation.md, "Held out: an older release"):

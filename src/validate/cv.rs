@@ -31,10 +31,24 @@ pub const FIT_FILES: &[(&str, &str)] = &[
 ];
 
 /// Reference files of the profiles' engine releases that no fit uses (embedded): (path, text).
-pub const HELD_OUT_FILES: &[(&str, &str)] = &[(
-    "calibration/reference/trtllm-1.0-offline-70b-405b.csv",
-    include_str!("../../calibration/reference/trtllm-1.0-offline-70b-405b.csv"),
-)];
+pub const HELD_OUT_FILES: &[(&str, &str)] = &[
+    (
+        "calibration/reference/trtllm-1.0-offline-70b-405b.csv",
+        include_str!("../../calibration/reference/trtllm-1.0-offline-70b-405b.csv"),
+    ),
+    (
+        "calibration/reference/inference-sim-vllm-0.15.1-codellama-34b-tp2-h100.csv",
+        include_str!(
+            "../../calibration/reference/inference-sim-vllm-0.15.1-codellama-34b-tp2-h100.csv"
+        ),
+    ),
+    (
+        "calibration/reference/inference-sim-vllm-0.15.1-mixtral-8x7b-tp2-h100.csv",
+        include_str!(
+            "../../calibration/reference/inference-sim-vllm-0.15.1-mixtral-8x7b-tp2-h100.csv"
+        ),
+    ),
+];
 
 /// Rows of embedded files.
 fn rows_of(files: &[(&str, &str)]) -> Result<Vec<ReferenceRow>> {
