@@ -117,12 +117,19 @@ pub struct MoeCurve {
     /// The grouped GEMMs' math rate as a fraction of the dense GEMM curve's (they gather rows
     /// per expert and pad each expert's rows to the kernel's tile).
     pub grouped_flops_fraction: f64,
+    /// Time each wave of the grouped GEMMs' output tiles adds over the GPU's SMs, seconds: a
+    /// tile fills its K pipeline from HBM before its first MMA, so a grouped GEMM of many small
+    /// experts (few rows and a narrow N each: many tiles, little work per tile) pays it once per
+    /// wave ([`crate::roofline::kernels::tile_waves`]). 0 (the default): no such term.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tile_wave_s: f64,
 }
 
 impl Default for MoeCurve {
     fn default() -> Self {
         MoeCurve {
             grouped_flops_fraction: 1.0,
+            tile_wave_s: 0.0,
         }
     }
 }
@@ -390,7 +397,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 20] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 21] {
         [
             (
                 "datasheet.memory_bytes",
@@ -477,6 +484,7 @@ impl GpuProfile {
                 1e-2,
                 1.0,
             ),
+            ("moe.tile_wave_s", self.moe.tile_wave_s, 0.0, 1e-4),
         ]
     }
 

@@ -145,6 +145,25 @@ pub fn expand_rows_s(gpu: &GpuProfile, tokens: f64, work: &ExpertWork) -> f64 {
     small_op_s(gpu, expand) + prologue
 }
 
+/// Output-tile width of the grouped GEMMs, columns: BLOCK_SIZE_N 128, the most common choice of
+/// vLLM's tuned Triton fused_moe configs for Hopper (vllm/model_executor/layers/fused_moe/
+/// configs/, e.g. `E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json` at 2-256 tokens).
+const MOE_TILE_N: f64 = 128.0;
+
+/// Waves of output tiles one grouped GEMM of `active` experts, `rows` rows each and `n`
+/// columns, runs over the GPU's SMs. Each expert's rows are padded to the tile height
+/// (`moe_align_block_size`); the height follows the rows per expert, a power of two from 16 to
+/// 128 (BLOCK_SIZE_M 16 -> 32 -> 64 -> 128 as the batch grows: vLLM's tuned configs and the
+/// default of vLLM pull 34846), the width is [`MOE_TILE_N`].
+pub fn tile_waves(gpu: &GpuProfile, active: f64, rows: f64, n: f64) -> f64 {
+    if active <= 0.0 || rows <= 0.0 {
+        return 0.0;
+    }
+    let height = rows.max(1.0).log2().ceil().exp2().clamp(16.0, 128.0);
+    let tiles = active * (rows / height).ceil() * (n / MOE_TILE_N).ceil();
+    (tiles / f64::from(gpu.datasheet.sm_count.max(1))).ceil()
+}
+
 /// The fused-MoE chain of [`fused_moe_s`] for any split of the experts: `routed_tokens` tokens
 /// are routed (top-k over `experts` logits) on this GPU, `work` says what its grouped GEMMs
 /// compute. Returns (grouped GEMM time, its weight-streaming part, routing and permutation
@@ -174,6 +193,9 @@ pub fn fused_moe_work_s(
         let (t, st) = gemm_math_s(&grouped, per_expert, k, n, work.weight_bytes, work.math);
         time += fixed + (t - fixed) * active;
         stream += st * active;
+        if gpu.moe.tile_wave_s > 0.0 {
+            time += tile_waves(gpu, active, per_expert, n) * gpu.moe.tile_wave_s;
+        }
     }
     let pairs = work.pairs;
     let tokens = routed_tokens;
