@@ -15,7 +15,7 @@
 //! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
 //!    `attention.decode_bandwidth_fraction`; (`prefill_attention` rows):
 //!    `attention.prefill_flops_fraction`, `attention.prefill_half_rate_tokens`;
-//! 4. fused MoE (`fused_moe` rows, after the GEMM curve): `moe.tile_wave_s`;
+//! 4. fused MoE (`fused_moe` rows, Triton kernel, after the GEMM curve): `moe.tile_wave_s`;
 //! 5. launch (`empty_kernel` rows): `small_ops.launch_s`;
 //! 6. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
 //!    `allreduce.bus_bandwidth_bytes_per_s`.
@@ -682,9 +682,10 @@ impl Fitting {
     }
 
     /// Fused MoE: the time each wave of the grouped GEMMs' output tiles adds
-    /// (`moe.tile_wave_s`, [`crate::roofline::kernels::tile_waves`]). The grouped GEMMs run the
-    /// dense curve at `moe.grouped_flops_fraction`, which stays at the base profile's value: one
-    /// number per kernel class, and the rows of a config with many small experts set it.
+    /// (`moe.tile_wave_s`, [`crate::roofline::kernels::tile_waves`]) for the Triton class, the
+    /// kernel the `fused_moe` rows time. The grouped GEMMs run the dense curve at
+    /// `moe.grouped_flops_fraction`, which stays at the base profile's value, and so does the
+    /// CUTLASS class's curve (`[moe.cutlass]`): no row here times that kernel.
     fn moe_stage(&mut self, rows: &[&Measurement]) {
         if rows.is_empty() {
             return;
