@@ -39,10 +39,16 @@ fn a_cutlass_fraction_out_of_range_is_named() {
     assert!(e.contains("moe.cutlass.grouped_flops_fraction"), "{e}");
 }
 
-fn mixtral_tp2_20rps(gpu: &str) -> servesim::summary::RunSummary {
+/// `servesim run` of scenarios/validation/mixtral-tp2-20rps.toml on `gpu` (a name or a
+/// profile's path), written to `dir`: the JSON report.
+fn mixtral_tp2_20rps(dir: &std::path::Path, gpu: &str) -> serde_json::Value {
     let text = std::fs::read_to_string("scenarios/validation/mixtral-tp2-20rps.toml").unwrap();
     let text = text.replace("gpu = \"h100-sxm\"", &format!("gpu = {gpu:?}"));
-    common::run_toml(&text)
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) = common::servesim(&["run", path.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
 }
 
 /// Issue #26: vLLM 0.15.1 served Mixtral-8x7B FP16 at TP 2 on H100 SXM at 20 req/s (100-token
@@ -54,21 +60,23 @@ fn mixtral_tp2_20rps(gpu: &str) -> servesim::summary::RunSummary {
 /// refit) saturates, so the check can fail.
 #[test]
 fn vllm_mixtral_tp2_keeps_up_at_20_req_s_on_the_triton_curve() {
-    let s = mixtral_tp2_20rps("h100-sxm");
-    let st = s.steady_state.as_ref().unwrap();
-    assert!(st.queue.stationary, "{st:?}");
-    assert!(st.sustainable, "{st:?}");
-    assert!((s.mean_itl_ms / 22.2 - 1.0).abs() < 0.10, "{}", s.mean_itl_ms);
+    let dir = tempfile::tempdir().unwrap();
+    let s = mixtral_tp2_20rps(dir.path(), "h100-sxm");
+    let st = &s["steady_state"];
+    assert_eq!(st["queue"]["stationary"], true, "{st}");
+    assert_eq!(st["sustainable"], true, "{st}");
+    let itl = s["mean_itl_ms"].as_f64().unwrap();
+    assert!((itl / 22.2 - 1.0).abs() < 0.10, "{itl}");
 
     let mut g = GpuProfile::load("h100-sxm").unwrap();
     let c = g.moe.kernel(MoeKernel::Cutlass);
     g.moe.grouped_flops_fraction = c.grouped_flops_fraction;
     g.moe.tile_wave_s = c.tile_wave_s;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("h100-one-curve.toml");
-    std::fs::write(&path, toml::to_string(&g).unwrap()).unwrap();
-    let slow = mixtral_tp2_20rps(path.to_str().unwrap());
-    let st = slow.steady_state.as_ref().unwrap();
-    assert!(!st.queue.stationary, "{st:?}");
-    assert!(slow.mean_itl_ms > 1.3 * s.mean_itl_ms, "{}", slow.mean_itl_ms);
+    let gpu = dir.path().join("h100-one-curve.toml");
+    std::fs::write(&gpu, toml::to_string(&g).unwrap()).unwrap();
+    let slow = mixtral_tp2_20rps(dir.path(), gpu.to_str().unwrap());
+    let st = &slow["steady_state"];
+    assert_eq!(st["queue"]["stationary"], false, "{st}");
+    let slow_itl = slow["mean_itl_ms"].as_f64().unwrap();
+    assert!(slow_itl > 1.3 * itl, "{slow_itl} {itl}");
 }
