@@ -1131,7 +1131,10 @@ mod tests {
             dep.engine.moe.kernel = kernel;
             StepTimeModel::new(dep, 4096).unwrap().breakdown(&b).gemm_s
         };
-        let (triton, cutlass) = (gemm(&dep, MoeKernel::Triton), gemm(&dep, MoeKernel::Cutlass));
+        let (triton, cutlass) = (
+            gemm(&dep, MoeKernel::Triton),
+            gemm(&dep, MoeKernel::Cutlass),
+        );
         // A quarter of the math rate for the experts' GEMMs of a 4,096-token prefill.
         assert!(cutlass > 1.5 * triton, "{cutlass} {triton}");
         // Without a curve of its own, the CUTLASS class runs the Triton one.

@@ -21,7 +21,10 @@ fn each_engine_names_the_moe_kernel_it_runs() {
     // fitted on Triton kernel rows, the CUTLASS class keeps its borrowed prior.
     for gpu in ["h100-sxm", "h100-pcie", "h200-sxm", "a100-sxm-80gb", "b200"] {
         let g = GpuProfile::load(gpu).unwrap();
-        let (t, c) = (g.moe.kernel(MoeKernel::Triton), g.moe.kernel(MoeKernel::Cutlass));
+        let (t, c) = (
+            g.moe.kernel(MoeKernel::Triton),
+            g.moe.kernel(MoeKernel::Cutlass),
+        );
         assert!(g.moe.cutlass.is_some(), "{gpu}");
         assert_eq!(t.grouped_flops_fraction, 1.0, "{gpu}");
         assert!(t.tile_wave_s > 0.0, "{gpu}");
