@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, Entry, Kind};
 use crate::error::{Error, Result};
+use crate::gpu::MoeKernel;
 
 mod speculation;
 pub use speculation::{DraftMemory, SpeculativeDefaults};
@@ -325,22 +326,25 @@ pub struct EngineProfile {
     /// draft counted by the memory profile, K lookahead slots, no limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeDefaults>,
-    /// The engine's fused-MoE kernel chain (absent: the grouped GEMMs gather their rows).
+    /// The engine's fused-MoE kernel class (absent: Triton fused_moe).
     #[serde(default, skip_serializing_if = "MoeKernels::is_default")]
     pub moe: MoeKernels,
 }
 
-/// The engine's fused-MoE kernel chain, beyond what every fused MoE runs (routing, alignment,
-/// the grouped GEMMs, activation, the weighted sum back into token order).
+/// The engine's fused-MoE kernel: which implementation of the grouped expert GEMMs it runs,
+/// and with it the chain of kernels around them beyond what every fused MoE runs (routing,
+/// alignment, the grouped GEMMs, activation, the weighted sum back into token order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeKernels {
-    /// Each routed token is copied into expert order (quantized to the GEMMs' input format)
-    /// by a kernel of its own before the grouped GEMMs, with a three-kernel sort prologue
-    /// above 256 tokens: TensorRT-LLM's CUTLASS MoE (`roofline::kernels::expand_rows_s`).
-    /// `false`: the grouped GEMMs gather the rows themselves (vLLM's Triton fused_moe).
+    /// The kernel class (`triton`, the default: vLLM's Triton fused_moe, which gathers the
+    /// rows inside the grouped GEMMs; `cutlass`: TensorRT-LLM's CUTLASS MoE, whose rows are
+    /// copied into expert order, quantized to the GEMMs' input format, by a kernel of their
+    /// own, with a three-kernel sort prologue above 256 tokens:
+    /// `roofline::kernels::expand_rows_s`). The GPU profile's `[moe]` curve of that class
+    /// applies ([`crate::gpu::MoeCurve::kernel`]).
     #[serde(default)]
-    pub expand_rows: bool,
+    pub kernel: MoeKernel,
 }
 
 impl MoeKernels {

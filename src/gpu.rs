@@ -110,19 +110,75 @@ pub struct AllReduceCurve {
     pub custom_max_bytes: f64,
 }
 
-/// Grouped expert GEMMs of mixture-of-experts layers (fused-MoE kernels).
+/// Which fused-MoE kernel an engine runs: the implementation of its grouped expert GEMMs,
+/// each with its own curve in a GPU profile's `[moe]` section ([`MoeCurve::kernel`]) and its
+/// own chain of kernels around them (`roofline::kernels::fused_moe_work_s`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeKernel {
+    /// vLLM's Triton `fused_moe` (SGLang runs its copy): the grouped GEMMs gather each
+    /// expert's rows themselves, in output tiles of BLOCK_SIZE_M x BLOCK_SIZE_N.
+    #[default]
+    Triton,
+    /// A CUTLASS grouped GEMM MoE (TensorRT-LLM's `CutlassMoeFCRunner`): the routed rows are
+    /// first copied into expert order by a kernel of their own (`expandInputRowsKernel`).
+    Cutlass,
+}
+
+/// One fused-MoE kernel class's curve: how its grouped GEMMs run against the dense GEMM curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeKernelCurve {
+    /// The grouped GEMMs' math rate as a fraction of the dense GEMM curve's (they gather rows
+    /// per expert and pad each expert's rows to the kernel's tile), dimensionless.
+    pub grouped_flops_fraction: f64,
+    /// Time each wave of the grouped GEMMs' output tiles adds over the GPU's SMs, seconds
+    /// ([`crate::roofline::kernels::tile_waves`]); 0 (the default): no such term.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tile_wave_s: f64,
+}
+
+/// Grouped expert GEMMs of mixture-of-experts layers (fused-MoE kernels), one curve per
+/// [`MoeKernel`] class: the section's own keys are the Triton class's, `[moe.cutlass]` the
+/// CUTLASS class's. Each class's figures come from kernel rows of that kernel only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeCurve {
-    /// The grouped GEMMs' math rate as a fraction of the dense GEMM curve's (they gather rows
-    /// per expert and pad each expert's rows to the kernel's tile).
+    /// Triton class: the grouped GEMMs' math rate as a fraction of the dense GEMM curve's
+    /// (they gather rows per expert and pad each expert's rows to the kernel's tile).
     pub grouped_flops_fraction: f64,
+    /// Triton class: time each wave of the grouped GEMMs' output tiles adds over the GPU's
+    /// SMs, seconds: a tile fills its K pipeline from HBM before its first MMA, so a grouped
+    /// GEMM of many small experts (few rows and a narrow N each: many tiles, little work per
+    /// tile) pays it once per wave ([`crate::roofline::kernels::tile_waves`]). 0 (the
+    /// default): no such term.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tile_wave_s: f64,
+    /// CUTLASS class (`[moe.cutlass]`); absent: the Triton class's figures stand in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutlass: Option<MoeKernelCurve>,
 }
 
 impl Default for MoeCurve {
     fn default() -> Self {
         MoeCurve {
             grouped_flops_fraction: 1.0,
+            tile_wave_s: 0.0,
+            cutlass: None,
+        }
+    }
+}
+
+impl MoeCurve {
+    /// The curve of one kernel class.
+    pub fn kernel(&self, kernel: MoeKernel) -> MoeKernelCurve {
+        let triton = MoeKernelCurve {
+            grouped_flops_fraction: self.grouped_flops_fraction,
+            tile_wave_s: self.tile_wave_s,
+        };
+        match kernel {
+            MoeKernel::Triton => triton,
+            MoeKernel::Cutlass => self.cutlass.unwrap_or(triton),
         }
     }
 }
@@ -307,6 +363,10 @@ impl GpuProfile {
                 "moe.grouped_flops_fraction",
                 self.moe.grouped_flops_fraction,
             ),
+            (
+                "moe.cutlass.grouped_flops_fraction",
+                self.moe.kernel(MoeKernel::Cutlass).grouped_flops_fraction,
+            ),
         ];
         for (key, v) in fractions {
             if !(v.is_finite() && v > 0.0 && v <= 1.0) {
@@ -390,7 +450,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 20] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 23] {
         [
             (
                 "datasheet.memory_bytes",
@@ -476,6 +536,19 @@ impl GpuProfile {
                 self.moe.grouped_flops_fraction,
                 1e-2,
                 1.0,
+            ),
+            ("moe.tile_wave_s", self.moe.tile_wave_s, 0.0, 1e-4),
+            (
+                "moe.cutlass.grouped_flops_fraction",
+                self.moe.kernel(MoeKernel::Cutlass).grouped_flops_fraction,
+                1e-2,
+                1.0,
+            ),
+            (
+                "moe.cutlass.tile_wave_s",
+                self.moe.kernel(MoeKernel::Cutlass).tile_wave_s,
+                0.0,
+                1e-4,
             ),
         ]
     }

@@ -274,7 +274,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
-                expand_rows: dep.engine.moe.expand_rows,
+                kernel: dep.engine.moe.kernel,
             };
             (all, work)
         } else {
@@ -289,7 +289,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
-                expand_rows: dep.engine.moe.expand_rows,
+                kernel: dep.engine.moe.kernel,
             };
             (tokens, work)
         };
@@ -839,6 +839,7 @@ impl StepTime for StepTimeModel {
 mod tests {
     use super::*;
     use crate::engine::EngineProfile;
+    use crate::gpu::{MoeKernel, MoeKernelCurve};
     use crate::model::load_model;
     use crate::precision::WeightDtype;
 
@@ -1084,11 +1085,16 @@ mod tests {
         let vllm = model("qwen3-30b-a3b", "h100-sxm", 1);
         let mut dep = vllm.dep.clone();
         dep.engine = EngineProfile::load("trtllm").unwrap();
-        let with = dep.engine.moe.expand_rows;
-        assert!(with, "the trtllm profile runs the CUTLASS MoE chain");
-        dep.engine.moe.expand_rows = false;
+        assert_eq!(
+            dep.engine.moe.kernel,
+            MoeKernel::Cutlass,
+            "the trtllm profile runs the CUTLASS MoE chain"
+        );
+        // One curve for both classes, so that only the chain differs.
+        dep.gpu.moe.cutlass = None;
+        dep.engine.moe.kernel = MoeKernel::Triton;
         let without = StepTimeModel::new(dep.clone(), 4096).unwrap();
-        dep.engine.moe.expand_rows = true;
+        dep.engine.moe.kernel = MoeKernel::Cutlass;
         let expand = StepTimeModel::new(dep, 4096).unwrap();
         for tokens in [64u32, 4096] {
             let mut b = BatchShape::default();
@@ -1107,6 +1113,33 @@ mod tests {
             let bytes = 48.0 * tokens as f64 * 2048.0 * 2.0 * 9.0;
             assert!(extra > bytes / expand.dep.gpu.memory.stream_bandwidth_bytes_per_s);
         }
+    }
+
+    #[test]
+    fn each_moe_kernel_class_runs_its_own_gpu_curve() {
+        let mut dep = model("qwen3-30b-a3b", "h100-sxm", 1).dep;
+        dep.gpu.moe.grouped_flops_fraction = 1.0;
+        dep.gpu.moe.tile_wave_s = 0.0;
+        dep.gpu.moe.cutlass = Some(MoeKernelCurve {
+            grouped_flops_fraction: 0.25,
+            tile_wave_s: 0.0,
+        });
+        let mut b = BatchShape::default();
+        b.add_prefill(4096, 0, true);
+        let gemm = |dep: &Deployment, kernel| {
+            let mut dep = dep.clone();
+            dep.engine.moe.kernel = kernel;
+            StepTimeModel::new(dep, 4096).unwrap().breakdown(&b).gemm_s
+        };
+        let (triton, cutlass) = (
+            gemm(&dep, MoeKernel::Triton),
+            gemm(&dep, MoeKernel::Cutlass),
+        );
+        // A quarter of the math rate for the experts' GEMMs of a 4,096-token prefill.
+        assert!(cutlass > 1.5 * triton, "{cutlass} {triton}");
+        // Without a curve of its own, the CUTLASS class runs the Triton one.
+        dep.gpu.moe.cutlass = None;
+        assert_eq!(gemm(&dep, MoeKernel::Cutlass), triton);
     }
 
     #[test]

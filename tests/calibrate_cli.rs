@@ -194,6 +194,11 @@ fn fit_and_validate_run_on_the_reference_rows() {
             committed.moe.grouped_flops_fraction,
         ),
         (
+            "moe.tile_wave_s",
+            fitted.moe.tile_wave_s,
+            committed.moe.tile_wave_s,
+        ),
+        (
             "allreduce.latency_s",
             fitted.allreduce.latency_s,
             committed.allreduce.latency_s,

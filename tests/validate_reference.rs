@@ -354,8 +354,10 @@ fn summaries_are_consistent_with_comparisons() {
 /// 2026"): every one of the 176 rows (TP and attention-DP + EP deployments, NVFP4, MXFP4 and
 /// FP8, B200/H200/H100) simulates to a finite, positive, deterministic prediction, and the
 /// error stays where it was measured. Issue #28's target is a median of 15%; the model does
-/// not reach it (measured 25.9%, mean signed error +21.0%, out of sample: no parameter is set
-/// from these rows), so this is a regression guard, not the target.
+/// not reach it (measured 23.9%, mean signed error +15.6%, out of sample: no parameter is set
+/// from these rows), so this is a regression guard, not the target. TensorRT-LLM runs the
+/// CUTLASS MoE class (`[moe.cutlass]` of the GPU profiles), which the Triton kernel rows of
+/// the fused-MoE fit do not move (docs/calibration.md, "Fused MoE: one curve per kernel class").
 #[test]
 fn held_out_moe_rows_of_2026() {
     let files = [
@@ -383,7 +385,7 @@ fn held_out_moe_rows_of_2026() {
     let s = summarize(&comps);
     let e = find(&s, LoadKind::Offline, Metric::OutputTokensPerS);
     assert_eq!(e.rows, 176);
-    // Measured: median 25.9%, mean signed error +21.0%.
+    // Measured: median 23.9%, mean signed error +15.6%.
     assert!(e.median_abs_error <= 0.27, "{e:#?}");
     assert!((0.0..=0.23).contains(&e.mean_signed_error), "{e:#?}");
 }

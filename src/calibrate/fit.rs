@@ -15,7 +15,7 @@
 //! 3. attention (`paged_decode_attention` rows): `attention.fixed_s`,
 //!    `attention.decode_bandwidth_fraction`; (`prefill_attention` rows):
 //!    `attention.prefill_flops_fraction`, `attention.prefill_half_rate_tokens`;
-//! 4. fused MoE (`fused_moe` rows, after the GEMM curve): `moe.grouped_flops_fraction`;
+//! 4. fused MoE (`fused_moe` rows, Triton kernel, after the GEMM curve): `moe.tile_wave_s`;
 //! 5. launch (`empty_kernel` rows): `small_ops.launch_s`;
 //! 6. all-reduce (`allreduce` rows with tp > 1): `allreduce.latency_s`,
 //!    `allreduce.bus_bandwidth_bytes_per_s`.
@@ -681,19 +681,20 @@ impl Fitting {
         self.stage("prefill attention", &params, rows);
     }
 
-    /// Fused MoE: the share of peak FLOP/s the grouped GEMMs reach.
+    /// Fused MoE: the time each wave of the grouped GEMMs' output tiles adds
+    /// (`moe.tile_wave_s`, [`crate::roofline::kernels::tile_waves`]) for the Triton class, the
+    /// kernel the `fused_moe` rows time. The grouped GEMMs run the dense curve at
+    /// `moe.grouped_flops_fraction`, which stays at the base profile's value, and so does the
+    /// CUTLASS class's curve (`[moe.cutlass]`): no row here times that kernel.
     fn moe_stage(&mut self, rows: &[&Measurement]) {
         if rows.is_empty() {
             return;
         }
-        // Start inside the bounds: from the upper bound the simplex would see a flat valley.
-        self.gpu.moe.grouped_flops_fraction = self.gpu.moe.grouped_flops_fraction.min(0.5);
-        let params = [param!(
-            "moe.grouped_flops_fraction",
-            0.01,
-            1.0,
-            moe.grouped_flops_fraction
-        )];
+        // Start inside the bounds (the log-space simplex cannot start from 0).
+        if self.gpu.moe.tile_wave_s <= 0.0 {
+            self.gpu.moe.tile_wave_s = 1e-6;
+        }
+        let params = [param!("moe.tile_wave_s", 1e-9, 1e-4, moe.tile_wave_s)];
         self.stage("fused moe", &params, rows);
     }
 
@@ -741,6 +742,7 @@ fn value_of(g: &GpuProfile, key: &str) -> f64 {
         "gemm.fp8_half_rate_tokens" => g.gemm.fp8_half_rate_tokens.unwrap_or(f64::NAN),
         "attention.prefill_flops_fraction" => g.attention.prefill_flops_fraction,
         "moe.grouped_flops_fraction" => g.moe.grouped_flops_fraction,
+        "moe.tile_wave_s" => g.moe.tile_wave_s,
         "attention.prefill_half_rate_tokens" => g.attention.prefill_half_rate_tokens,
         "attention.fixed_s" => g.attention.fixed_s,
         "attention.decode_bandwidth_fraction" => g.attention.decode_bandwidth_fraction,

@@ -2,7 +2,7 @@
 //! at a time so that calibration (`servesim fit`, `validate-kernels`) checks exactly the
 //! formulas the simulator uses.
 
-use crate::gpu::GpuProfile;
+use crate::gpu::{GpuProfile, MoeKernel};
 use crate::precision::GemmMath;
 
 use super::ACT_BYTES;
@@ -53,15 +53,16 @@ pub fn gemm_math_s(
 
 pub use crate::model::expected_active_experts;
 
-/// One layer's mixture-of-experts block as fused-MoE kernels run it (vLLM's fused_moe,
-/// TensorRT-LLM's CUTLASS MoE): top-k routing of the router's logits, alignment of the
+/// One layer's mixture-of-experts block as vLLM's Triton fused_moe runs it (the kernel the
+/// `fused_moe` measurement rows time; [`fused_moe_work_s`] runs any kernel class): top-k routing of the router's logits, alignment of the
 /// tokens to the experts, the two grouped expert GEMMs (gate+up of `hidden x 2 inter`, down of
 /// `inter x hidden` per expert, weights in `weight_bytes`, on FP8 tensor cores when `fp8`),
 /// the activation and the weighted sum back into token order. `tokens` tokens each visit
 /// `top_k` of `experts`; every active expert's weights are read once, and its
 /// `tokens x top_k / active` tokens run at the GEMM curve's rate for that many rows times
-/// `moe.grouped_flops_fraction` (one fixed time per grouped GEMM). Returns (grouped GEMM time, its weight-streaming part,
-/// routing and permutation time), seconds.
+/// `moe.grouped_flops_fraction`, one fixed time per grouped GEMM and `moe.tile_wave_s` per
+/// wave of output tiles. Returns (grouped GEMM time, its weight-streaming part, routing and
+/// permutation time), seconds.
 #[allow(clippy::too_many_arguments)]
 pub fn fused_moe_s(
     gpu: &GpuProfile,
@@ -86,7 +87,8 @@ pub fn fused_moe_s(
         inter,
         weight_bytes,
         math,
-        expand_rows: false,
+        // The fused_moe kernel rows are timings of vLLM's (or SGLang's) Triton kernel.
+        kernel: MoeKernel::Triton,
     };
     fused_moe_work_s(gpu, tokens, experts, &groups)
 }
@@ -109,10 +111,11 @@ pub struct ExpertWork {
     pub weight_bytes: f64,
     /// Tensor-core math of the grouped GEMMs.
     pub math: GemmMath,
-    /// Whether the engine's MoE copies each routed token into expert order before the grouped
-    /// GEMMs (TensorRT-LLM's CUTLASS MoE; see [`expand_rows_s`]) rather than gathering the
-    /// rows inside the GEMM (vLLM's Triton fused_moe).
-    pub expand_rows: bool,
+    /// The engine's fused-MoE kernel class: its GPU curve (`[moe]` of the GPU profile) and
+    /// its chain: CUTLASS copies each routed token into expert order before the grouped GEMMs
+    /// (TensorRT-LLM's CUTLASS MoE; see [`expand_rows_s`]), Triton gathers the rows inside the
+    /// GEMM (vLLM's Triton fused_moe).
+    pub kernel: MoeKernel,
 }
 
 /// Bytes per element of the activations the grouped GEMMs read for this math: BF16 2, FP8 1,
@@ -145,6 +148,25 @@ pub fn expand_rows_s(gpu: &GpuProfile, tokens: f64, work: &ExpertWork) -> f64 {
     small_op_s(gpu, expand) + prologue
 }
 
+/// Output-tile width of the grouped GEMMs, columns: BLOCK_SIZE_N 128, the most common choice of
+/// vLLM's tuned Triton fused_moe configs for Hopper (vllm/model_executor/layers/fused_moe/
+/// configs/, e.g. `E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json` at 2-256 tokens).
+const MOE_TILE_N: f64 = 128.0;
+
+/// Waves of output tiles one grouped GEMM of `active` experts, `rows` rows each and `n`
+/// columns, runs over the GPU's SMs. Each expert's rows are padded to the tile height
+/// (`moe_align_block_size`); the height follows the rows per expert, a power of two from 16 to
+/// 128 (BLOCK_SIZE_M 16 -> 32 -> 64 -> 128 as the batch grows: vLLM's tuned configs and the
+/// default of vLLM pull 34846), the width is [`MOE_TILE_N`].
+pub fn tile_waves(gpu: &GpuProfile, active: f64, rows: f64, n: f64) -> f64 {
+    if active <= 0.0 || rows <= 0.0 {
+        return 0.0;
+    }
+    let height = rows.max(1.0).log2().ceil().exp2().clamp(16.0, 128.0);
+    let tiles = active * (rows / height).ceil() * (n / MOE_TILE_N).ceil();
+    (tiles / f64::from(gpu.datasheet.sm_count.max(1))).ceil()
+}
+
 /// The fused-MoE chain of [`fused_moe_s`] for any split of the experts: `routed_tokens` tokens
 /// are routed (top-k over `experts` logits) on this GPU, `work` says what its grouped GEMMs
 /// compute. Returns (grouped GEMM time, its weight-streaming part, routing and permutation
@@ -161,9 +183,11 @@ pub fn fused_moe_work_s(
     let active = work.active.max(1.0);
     let per_expert = work.pairs / active;
     let fixed = gpu.gemm.fixed_s;
-    // The grouped kernels run the dense curve at a fraction of its math rate.
+    // The grouped kernels run the dense curve at a fraction of its math rate, their kernel
+    // class's (a CUTLASS grouped GEMM and vLLM's Triton kernel are different code).
+    let curve = gpu.moe.kernel(work.kernel);
     let mut grouped = gpu.clone();
-    let f = gpu.moe.grouped_flops_fraction;
+    let f = curve.grouped_flops_fraction;
     grouped.gemm.bf16_flops_per_s *= f;
     grouped.gemm.fp8_flops_per_s *= f;
     grouped.gemm.fp4_flops_per_s *= f;
@@ -174,6 +198,9 @@ pub fn fused_moe_work_s(
         let (t, st) = gemm_math_s(&grouped, per_expert, k, n, work.weight_bytes, work.math);
         time += fixed + (t - fixed) * active;
         stream += st * active;
+        if curve.tile_wave_s > 0.0 {
+            time += tile_waves(gpu, active, per_expert, n) * curve.tile_wave_s;
+        }
     }
     let pairs = work.pairs;
     let tokens = routed_tokens;
@@ -190,10 +217,9 @@ pub fn fused_moe_work_s(
     .iter()
     .map(|&b| small_op_s(gpu, b))
     .sum::<f64>();
-    let expand = if work.expand_rows {
-        expand_rows_s(gpu, tokens, work)
-    } else {
-        0.0
+    let expand = match work.kernel {
+        MoeKernel::Cutlass => expand_rows_s(gpu, tokens, work),
+        MoeKernel::Triton => 0.0,
     };
     (time, stream, routing + expand)
 }
