@@ -63,6 +63,14 @@ pub struct GemmCurve {
     /// `half_rate_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_half_rate_tokens: Option<f64>,
+    /// Whether `fixed_s` was fitted on GEMM rows timed by CUDA-graph replay (triton's
+    /// `do_bench_cudagraph`, which times a captured graph of back-to-back calls): such a fixed
+    /// time holds no host launch, so kernels queued back to back in a step overlap none of it.
+    /// Absent or false: the fixed time is taken to include the launch latency
+    /// (`small_ops.launch_s`), which the queued chain takes off (docs/model.md, "kernel
+    /// queueing").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_s_graph_replayed: bool,
 }
 
 /// Attention kernels.

@@ -208,7 +208,9 @@ impl StepTimeModel {
             queued_gpu: {
                 let mut g = dep.gpu.clone();
                 let hidden = g.small_ops.launch_s;
-                g.gemm.fixed_s = (g.gemm.fixed_s - hidden).max(0.0);
+                if !g.gemm.fixed_s_graph_replayed {
+                    g.gemm.fixed_s = (g.gemm.fixed_s - hidden).max(0.0);
+                }
                 g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
                 g
@@ -982,6 +984,35 @@ mod tests {
         assert_eq!(m.padded_query_tokens(&BatchShape::decode(3, 500), 5), 20);
         // A plain decode pads as before.
         assert_eq!(m.padded_query_tokens(&BatchShape::decode(3, 500), 1), 4);
+    }
+
+    #[test]
+    fn graph_replayed_gemm_fixed_times_keep_the_launch_and_mla_runs_its_own_kernels() {
+        // Llama: 4 weight GEMMs per layer; a fixed time fitted on graph-replayed rows keeps
+        // the launch latency the queued chain would otherwise take off each of them.
+        let mut dep = model("llama-3.1-8b", "h100-sxm", 1).dep;
+        let b = BatchShape::decode(1, 500);
+        let gemm = |d: &Deployment| {
+            StepTimeModel::new(d.clone(), 64)
+                .unwrap()
+                .breakdown(&b)
+                .gemm_s
+        };
+        let queued = gemm(&dep);
+        dep.gpu.gemm.fixed_s_graph_replayed = true;
+        let graphed = gemm(&dep);
+        let per_gemm = (graphed - queued) / (4.0 * dep.model.num_layers as f64);
+        assert!(
+            (per_gemm - dep.gpu.small_ops.launch_s).abs() < 1e-12,
+            "{per_gemm}"
+        );
+        // MLA with a query LoRA: fused down-projection, query up-projection, the KV
+        // up-projection's key and value halves (two batched GEMMs in absorbed decode) and O;
+        // 4 small kernels plus the two latent RMSNorms.
+        let ds = model("deepseek-r1", "h100-sxm", 8);
+        let dense = &ds.layer_costs[0];
+        assert_eq!(ds.dep.attention_gemms().len(), 5);
+        assert_eq!(dense.small_kernels, 6.0);
     }
 
     #[test]

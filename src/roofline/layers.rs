@@ -73,9 +73,13 @@ pub(super) struct AttentionShape {
 
 impl Deployment {
     /// The attention GEMMs of one layer on one GPU: QKV and O, or MLA's fused down-projection
-    /// (replicated), query up-projection, KV up-projection (absorbed into the query and the
-    /// output in decode: the same weights and FLOPs) and O.
-    fn attention_gemms(&self) -> Vec<Gemm> {
+    /// (replicated), query up-projection, the KV up-projection's two halves and O. Absorbed
+    /// decode runs the halves as two batched GEMMs, one per head: the key half `W_UK` on the
+    /// query before the attention and the value half `W_UV` on its output after it (the
+    /// TensorRT-LLM DeepSeek-R1 blog's "UK_BGEMM" and "UV_GEMM", modules 4 and 7; vLLM's MLA
+    /// `W_UK_T` and `W_UV` bmm's); the same weights and FLOPs as the one KV up-projection
+    /// GEMM of an unabsorbed prefill, one fixed time more.
+    pub(super) fn attention_gemms(&self) -> Vec<Gemm> {
         let m = &self.model;
         let tp = self.tp as f64;
         let h = m.hidden_size as f64;
@@ -98,8 +102,9 @@ impl Deployment {
                 g.push(gemm(a.q_lora_rank.map_or(h, |r| r as f64), heads * qk));
                 g.push(gemm(
                     a.kv_lora_rank as f64,
-                    heads * (a.qk_nope_head_dim + a.v_head_dim) as f64,
+                    heads * a.qk_nope_head_dim as f64,
                 ));
+                g.push(gemm(a.kv_lora_rank as f64, heads * a.v_head_dim as f64));
                 g.push(gemm(heads * a.v_head_dim as f64, h));
                 g
             }
@@ -156,8 +161,15 @@ impl Deployment {
             // Serving engines fuse the residual add into RMSNorm (vLLM fused_add_rms_norm,
             // TensorRT-LLM's fused residual norm): 2 such kernels (read 2h, write 2h), rotary
             // on q and k (read+write), SiLU-and-mul (read 2f, write f; for routed experts it
-            // is part of the fused-MoE chain); 16-bit activations.
-            let small_kernels = if moe && f == 0.0 { 3.0 } else { 4.0 };
+            // is part of the fused-MoE chain); 16-bit activations. MLA normalizes its latents
+            // (kv_a_layernorm, and q_a_layernorm with a query LoRA) with RMSNorms of their
+            // own: a kernel each (their bytes are in the KV width; the TensorRT-LLM
+            // DeepSeek-R1 blog's module 2).
+            let mla_norms = m
+                .mla
+                .as_ref()
+                .map_or(0.0, |a| 1.0 + a.q_lora_rank.map_or(0.0, |_| 1.0));
+            let small_kernels = if moe && f == 0.0 { 3.0 } else { 4.0 } + mla_norms;
             let cost = LayerCost {
                 count: count as f64,
                 gemms,
