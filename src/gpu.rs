@@ -141,7 +141,7 @@ pub struct MoeKernelCurve {
     /// per expert and pad each expert's rows to the kernel's tile), dimensionless.
     pub grouped_flops_fraction: f64,
     /// Time each wave of the grouped GEMMs' output tiles adds over the GPU's SMs, seconds
-    /// ([`crate::roofline::kernels::tile_waves`]); 0 (the default): no such term.
+    /// (`tile_waves` of the step model's kernels); 0 (the default): no such term.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tile_wave_s: f64,
 }
@@ -158,7 +158,7 @@ pub struct MoeCurve {
     /// Triton class: time each wave of the grouped GEMMs' output tiles adds over the GPU's
     /// SMs, seconds: a tile fills its K pipeline from HBM before its first MMA, so a grouped
     /// GEMM of many small experts (few rows and a narrow N each: many tiles, little work per
-    /// tile) pays it once per wave ([`crate::roofline::kernels::tile_waves`]). 0 (the
+    /// tile) pays it once per wave (`tile_waves` of the step model's kernels). 0 (the
     /// default): no such term.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tile_wave_s: f64,
