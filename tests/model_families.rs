@@ -504,19 +504,13 @@ fn naming_a_checkpoints_own_format_keeps_its_kv_declaration() {
 #[test]
 fn the_command_lines_dtype_defaults_to_the_checkpoints_own() {
     let estimate = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
-            .args([
-                "estimate", "--gpu", "h200-sxm", "--tp", "8", "--format", "json",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let mut args = vec![
+            "estimate", "--gpu", "h200-sxm", "--tp", "8", "--format", "json",
+        ];
+        args.extend(extra);
+        let (code, out, err) = servesim(&args);
+        assert_eq!(code, 0, "{err}");
+        out
     };
     assert_eq!(
         estimate(&["--model", "deepseek-v3"]),
