@@ -341,3 +341,28 @@ fn ten_million_requests() {
     );
     assert_complete(&v, 10_000_000);
 }
+
+/// A burst (every request at one instant) has no steady state to judge: the table says so
+/// instead of "0 output tok/s, queue stationary", and the verdict still names the misses.
+#[test]
+fn a_burst_run_says_its_steady_state_cannot_be_judged() {
+    let out = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args([
+            "run",
+            "--set",
+            "workload.arrival.rate_per_s=1e12",
+            "--set",
+            "workload.num_requests=1000",
+        ])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
+        .output()
+        .expect("the servesim binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let steady = text
+        .split("Steady state")
+        .nth(1)
+        .expect("a steady-state section");
+    assert!(steady.contains("all arrived at one instant"), "{steady}");
+    assert!(!steady.contains("queue stationary\n"), "{steady}");
+}

@@ -468,7 +468,16 @@ fn write_steady_state(w: &mut impl Write, st: &SteadyState) -> Result<()> {
         "Steady state ({} requests; those arriving {:.0}-{:.0} s judged; {} warm-up requests cut by MSER-5, drain excluded{sample}):",
         st.requests, st.window_start_s, st.window_end_s, st.warmup_requests
     )?;
-    writeln!(w, "  {}", steady_line(st))?;
+    if st.window_end_s - st.window_start_s < 1e-3 {
+        // Arrivals at one instant (a burst): no rate or queue trend exists over a window of no
+        // length, so the steady-state line would read "0 tok/s, queue stationary".
+        writeln!(
+            w,
+            "  the judged requests all arrived at one instant (a burst): no throughput or queue trend can be judged over it; the whole-run figures above describe the run"
+        )?;
+    } else {
+        writeln!(w, "  {}", steady_line(st))?;
+    }
     writeln!(
         w,
         "  TTFT p50/p99 {:.1}/{:.1} ms, TPOT p50/p99 {:.2}/{:.2} ms, {:.2} req/s completed in the window",
