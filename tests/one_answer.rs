@@ -515,12 +515,7 @@ fn an_slo_below_one_forward_pass_is_called_below_the_physical_floor() {
         .unwrap()
         .contains("one forward pass"));
     // Second method: the best p99 TTFT any candidate reached at light load is above it.
-    let best = p["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["light_load"]["ttft_ms"].as_f64())
-        .fold(f64::INFINITY, f64::min);
+    let best = best_light_load(&p, "ttft_ms");
     assert!(
         2.0 < floor && floor <= best,
         "floor {floor} ms, best light-load TTFT {best} ms"
@@ -531,12 +526,7 @@ fn an_slo_below_one_forward_pass_is_called_below_the_physical_floor() {
     let (code, out, _, p) = plan(&args);
     assert_eq!(code, 1);
     let floor = floor_of(&out, "TPOT");
-    let best = p.unwrap()["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["light_load"]["tpot_ms"].as_f64())
-        .fold(f64::INFINITY, f64::min);
+    let best = best_light_load(&p.unwrap(), "tpot_ms");
     assert!(
         1.0 < floor && floor <= best,
         "floor {floor} ms, best light-load TPOT {best} ms"
@@ -548,6 +538,17 @@ fn an_slo_below_one_forward_pass_is_called_below_the_physical_floor() {
     assert_eq!(code, 1);
     assert!(!out.contains("physical floor"), "{out}");
     assert!(p.unwrap().get("slo_below_floor").is_none());
+}
+
+/// The lowest light-load latency (`key`: `ttft_ms`, `tpot_ms`) any candidate of plan.json `p`
+/// reached, ms.
+fn best_light_load(p: &Value, key: &str) -> f64 {
+    p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["light_load"][key].as_f64())
+        .fold(f64::INFINITY, f64::min)
 }
 
 // --- plan --seed ------------------------------------------------------------------------

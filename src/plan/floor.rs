@@ -61,23 +61,34 @@ pub(super) fn slo_below_floor(
         return None;
     }
     let f = floors(base, origin, candidates);
+    // (SLO, its percentile, name, floor, what the floor is, why it binds every request).
+    let checks = [
+        (
+            s.ttft_ms,
+            s.ttft_percentile,
+            "TTFT",
+            &f.prefill,
+            "one forward pass of a single prompt token alone (batch 1, reading every weight once)",
+            "every request's first token needs at least one such pass, so no fleet, load or setting of this search can meet it",
+        ),
+        (
+            s.tpot_ms,
+            s.tpot_percentile,
+            "TPOT",
+            &f.decode,
+            "one decode step of a single sequence alone (batch 1)",
+            "every output token after the first needs at least one such step",
+        ),
+    ];
     let mut lines = Vec::new();
-    if let (Some(slo), Some((ns, label))) = (s.ttft_ms, &f.prefill) {
-        let floor_ms = *ns as f64 / 1e6;
-        if slo < floor_ms {
-            lines.push(format!(
-                "the p{} TTFT SLO of {slo} ms is below the physical floor of {floor_ms:.2} ms: one forward pass of a single prompt token alone (batch 1, reading every weight once) on the fastest candidate, {label}; every request's first token needs at least one such pass, so no fleet, load or setting of this search can meet it",
-                s.ttft_percentile
-            ));
-        }
-    }
-    if let (Some(slo), Some((ns, label))) = (s.tpot_ms, &f.decode) {
-        let floor_ms = *ns as f64 / 1e6;
-        if slo < floor_ms {
-            lines.push(format!(
-                "the p{} TPOT SLO of {slo} ms is below the physical floor of {floor_ms:.2} ms: one decode step of a single sequence alone (batch 1) on the fastest candidate, {label}; every output token after the first needs at least one such step",
-                s.tpot_percentile
-            ));
+    for (slo, pct, name, floor, what, why) in checks {
+        if let (Some(slo), Some((ns, label))) = (slo, floor) {
+            let floor_ms = *ns as f64 / 1e6;
+            if slo < floor_ms {
+                lines.push(format!(
+                    "the p{pct} {name} SLO of {slo} ms is below the physical floor of {floor_ms:.2} ms: {what} on the fastest candidate, {label}; {why}"
+                ));
+            }
         }
     }
     (!lines.is_empty()).then(|| lines.join("\n"))
