@@ -185,6 +185,18 @@ impl SchedulerDefaults {
             .unwrap_or(tokens)
     }
 
+    /// Whether the engine prepares iteration n+1 while the GPU runs iteration n, in a run that
+    /// speculates (`speculating`) or not: `async_scheduling`, or for speculation
+    /// `speculative_async_scheduling` when the profile sets it.
+    pub fn overlaps(&self, speculating: bool) -> bool {
+        if speculating {
+            self.speculative_async_scheduling
+                .unwrap_or(self.async_scheduling)
+        } else {
+            self.async_scheduling
+        }
+    }
+
     /// Applies the large-GPU defaults when `gpu` qualifies.
     pub fn for_gpu(&mut self, gpu: &crate::gpu::GpuProfile) {
         if let Some(l) = &self.large_gpu {

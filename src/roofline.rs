@@ -718,13 +718,7 @@ impl StepTimeModel {
         let host = self.host_time(b);
         let exposed = self.dep.engine.host.per_iteration_exposed_s;
         let sched = &self.dep.engine.scheduler;
-        let overlapped = if q == 1 {
-            sched.async_scheduling
-        } else {
-            sched
-                .speculative_async_scheduling
-                .unwrap_or(sched.async_scheduling)
-        };
+        let overlapped = sched.overlaps(q > 1);
         let (gpu_extra, host_line) = if overlapped {
             (exposed, launch + host + exposed)
         } else {

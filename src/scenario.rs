@@ -213,6 +213,10 @@ pub struct SchedulerOverrides {
     pub batching: Option<Batching>,
     /// Reserve KV for the whole output at admission (TensorRT-LLM's guaranteed-no-evict).
     pub reserve_output_kv: Option<bool>,
+    /// Asynchronous (overlap) scheduling on or off (vLLM `--async-scheduling` /
+    /// `--no-async-scheduling`, SGLang `--disable-overlap-schedule`, TensorRT-LLM
+    /// `disable_overlap_scheduler`).
+    pub async_scheduling: Option<bool>,
 }
 
 /// SLOs: each a threshold at a percentile, plus how the run enforces them.
@@ -1253,6 +1257,7 @@ pub fn resolve_deployment(
             spec_kv_slots: slots,
             offload: offload::resolve(d, prefix, &memory, origin)?,
             spec_max_batch_seqs: spec.map_or(0, |x| x.max_batch_seqs(&deployment.engine)),
+            plans_ahead: es.overlaps(spec.is_some()),
         },
         deployment,
         memory,
@@ -1280,7 +1285,7 @@ struct ChosenLimits {
 
 impl ChosenLimits {
     /// Chooses the limits, checks them, and writes `gpu_memory_utilization`, `max_num_seqs`,
-    /// `max_num_batched_tokens` and `block_size` into the engine's defaults `es`.
+    /// `max_num_batched_tokens`, `block_size` and `async_scheduling` into the engine's defaults `es`.
     fn apply(
         es: &mut crate::engine::SchedulerDefaults,
         s: &SchedulerOverrides,
@@ -1312,6 +1317,9 @@ impl ChosenLimits {
         es.max_num_batched_tokens = max_batched;
         es.block_size = block_size;
         let reserve_output = s.reserve_output_kv.unwrap_or(es.reserve_output_kv);
+        if let Some(on) = s.async_scheduling {
+            es.async_scheduling = on;
+        }
         Ok(ChosenLimits {
             max_num_seqs,
             max_batched,

@@ -69,6 +69,12 @@ pub struct SchedulerConfig {
     /// priced: the step-time model prices the same rule.
     #[serde(skip)]
     pub spec_max_batch_seqs: u32,
+    /// The engine plans iteration k+1 while iteration k runs (vLLM's asynchronous
+    /// scheduling, SGLang's and TensorRT-LLM's overlap schedulers): a request queued after
+    /// iteration k started joins iteration k+2 at the earliest, unless k+1 would otherwise be
+    /// empty (docs/simulation.md, "Planning ahead"). Set from the engine profile.
+    #[serde(skip)]
+    pub plans_ahead: bool,
 }
 
 fn is_zero_u32(v: &u32) -> bool {

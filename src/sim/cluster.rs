@@ -461,7 +461,7 @@ impl<'a, 't> Cluster<'a, 't> {
         }
         let id = self.slab.insert(req);
         self.client.outstanding += 1;
-        pool.fleet.slots[r].replica.enqueue(&mut self.slab, id);
+        pool.fleet.slots[r].replica.enqueue(&mut self.slab, id, now);
         self.start(FIRST_POOL, r);
         self.client.outstanding -= self.take_departed(FIRST_POOL);
     }

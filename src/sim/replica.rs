@@ -54,6 +54,10 @@ pub struct Replica {
     busy: bool,
     cur_start_ns: u64,
     cur_end_ns: u64,
+    /// Planning ahead (`SchedulerConfig::plans_ahead`): the iteration that just ended started
+    /// at this time, and the next one was planned then, without the requests queued since;
+    /// `u64::MAX` when the next plan sees the whole queue (the replica was idle).
+    planned_at_ns: u64,
     cur_decodes: u32,
     cur_chunks: Vec<Chunk>,
     waiting: VecDeque<u32>,
@@ -152,6 +156,7 @@ impl Replica {
             busy: false,
             cur_start_ns: 0,
             cur_end_ns: 0,
+            planned_at_ns: u64::MAX,
             cur_decodes: 0,
             cur_chunks: Vec::new(),
             waiting: VecDeque::new(),
@@ -528,16 +533,19 @@ impl Replica {
         needed_block
     }
 
-    /// Queues a newly arrived request.
-    pub fn enqueue(&mut self, slab: &mut Slab, id: u32) {
-        self.pending_prefill_tokens += slab.get(id).prefill_len as u64;
+    /// Queues a newly arrived (or retried) request at `now_ns`.
+    pub fn enqueue(&mut self, slab: &mut Slab, id: u32, now_ns: u64) {
+        let r = slab.get_mut(id);
+        r.queued_ns = now_ns;
+        self.pending_prefill_tokens += r.prefill_len as u64;
         self.waiting.push_back(id);
     }
 
     /// Predicted time from `now` to the first token of a new request with `prompt` tokens:
-    /// the rest of the current iteration plus the iterations needed to prefill everything
-    /// queued ahead of it at the current decode load. A prediction beyond the clock is
-    /// `u64::MAX` (it only meets a TTFT threshold, which it misses).
+    /// the rest of the current iteration, the one already planned after it when the engine
+    /// plans ahead, plus the iterations needed to prefill everything queued ahead of it at
+    /// the current decode load. A prediction beyond the clock is `u64::MAX` (it only meets a
+    /// TTFT threshold, which it misses).
     pub fn predict_ttft_ns(&self, now: u64, prompt: u32, step: &dyn StepTime) -> u64 {
         let rest = if self.busy {
             self.cur_end_ns.saturating_sub(now)
@@ -550,7 +558,8 @@ impl Replica {
             .saturating_sub(self.n_decoding))
         .max(1);
         let pending = self.pending_prefill_tokens + prompt as u64;
-        let iters = div_ceil(pending, per_iter as u64);
+        let planned = u64::from(self.busy && self.cfg.plans_ahead);
+        let iters = div_ceil(pending, per_iter as u64) + planned;
         let mut shape = self.decode_shape(self.n_decoding);
         let chunk = (pending.min(per_iter as u64)) as u32;
         shape.add_prefill(chunk, 0, true);
@@ -741,11 +750,25 @@ impl Replica {
         let decodes = self.schedule_decodes(slab, metrics, now);
         let budget = self.cfg.max_num_batched_tokens.saturating_sub(decodes);
         let budget = self.schedule_partial_prefills(budget, slab, metrics, now);
-        self.admit_waiting(budget, slab, metrics, now, slo);
+        // Planning ahead, this iteration was planned when the last one started: it has only
+        // the requests queued by then, unless it would otherwise be empty (the engine idled).
+        let planned_at = std::mem::replace(&mut self.planned_at_ns, u64::MAX);
+        let visible_until = if decodes == 0 && self.cur_chunks.is_empty() {
+            u64::MAX
+        } else {
+            planned_at
+        };
+        let held_back = self.admit_waiting(budget, visible_until, slab, metrics, now, slo);
         if decodes == 0 && self.cur_chunks.is_empty() {
             self.pending_load_blocks = 0;
             return None;
         }
+        // A request held back joins the next iteration: no run past this one.
+        let one = Horizon {
+            max_iterations: 1,
+            ..*horizon
+        };
+        let horizon = if held_back { &one } else { horizon };
         self.start_iteration(now, decodes, slab, metrics, slo, step, horizon)
     }
 
@@ -820,16 +843,19 @@ impl Replica {
         budget
     }
 
-    /// Step 3: waiting requests are admitted first come, first served while the seats, the
-    /// `budget` and the KV blocks last (static batching: only into an empty replica).
+    /// Step 3: waiting requests queued by `visible_until_ns` are admitted first come, first
+    /// served while the seats, the `budget` and the KV blocks last (static batching: only
+    /// into an empty replica). Returns whether the head of the queue was held back only
+    /// because it was queued later.
     fn admit_waiting(
         &mut self,
         mut budget: u32,
+        visible_until_ns: u64,
         slab: &mut Slab,
         metrics: &mut Metrics,
         now: u64,
         slo: &SloPolicy,
-    ) {
+    ) -> bool {
         let may_admit = !self.cfg.static_batching || self.running == 0;
         let seat_cap = self.cfg.max_num_seqs;
         while may_admit && self.running < seat_cap && (budget > 0 || self.cfg.static_batching) {
@@ -840,11 +866,15 @@ impl Replica {
                 self.purge_timeouts(slab, metrics, now, slo);
                 continue;
             }
+            if slab.get(id).queued_ns > visible_until_ns {
+                return true;
+            }
             match self.admit_head(id, budget, slab, metrics, now) {
                 Some(chunk) => budget -= chunk,
                 None => break,
             }
         }
+        false
     }
 
     /// Admits request `id`, the head of the queue, with its first chunk within `budget`
@@ -1054,6 +1084,9 @@ impl Replica {
         }
         debug_assert_eq!(self.cur_end_ns, now);
         self.busy = false;
+        if self.cfg.plans_ahead {
+            self.planned_at_ns = self.cur_start_ns;
+        }
         let iter = self.iter;
         let b = self.block();
         let dur = now - self.cur_start_ns;

@@ -32,6 +32,9 @@ pub struct Req {
     pub last_token_ns: u64,
     /// First time the request was scheduled, ns.
     pub first_scheduled_ns: u64,
+    /// When it last joined a replica's waiting queue (arrival or retry), ns; a preempted
+    /// request keeps its time.
+    pub queued_ns: u64,
     /// Prompt tokens.
     pub input: u32,
     /// Output tokens to generate.
@@ -94,6 +97,7 @@ impl Req {
             first_token_ns: NO_TIME,
             last_token_ns: NO_TIME,
             first_scheduled_ns: NO_TIME,
+            queued_ns: start_ns,
             input,
             output,
             generated: 0,

@@ -328,6 +328,7 @@ mod tests {
             spec_kv_slots: 0,
             offload: None,
             spec_max_batch_seqs: 0,
+            plans_ahead: false,
         };
         let mut slab = Slab::default();
         prompts
@@ -347,7 +348,7 @@ mod tests {
                         last_turn: false,
                     };
                     let id = slab.insert(Req::waiting(&spec, 0));
-                    replica.enqueue(&mut slab, id);
+                    replica.enqueue(&mut slab, id, 0);
                 }
                 Slot {
                     replica,

@@ -107,7 +107,9 @@ impl Cluster<'_, '_> {
                     r.next = NONE;
                     let pool = &mut self.pools[FIRST_POOL];
                     let to = choose(&pool.fleet, &mut pool.router, self.slab.get(id));
-                    pool.fleet.slots[to].replica.enqueue(&mut self.slab, id);
+                    pool.fleet.slots[to]
+                        .replica
+                        .enqueue(&mut self.slab, id, now);
                     self.start(FIRST_POOL, to);
                 }
                 OnFailure::Fail => {

@@ -180,6 +180,7 @@ fn scheduler(dep: &Deployment, fraction: f64) -> SchedulerConfig {
         reserve_output_kv: e.reserve_output_kv,
         spec_kv_slots: 0,
         spec_max_batch_seqs: 0,
+        plans_ahead: false,
         offload: None,
     }
 }

@@ -37,6 +37,7 @@ fn config(kv_blocks: u64, budget: u32) -> SchedulerConfig {
         spec_kv_slots: 0,
         offload: None,
         spec_max_batch_seqs: 0,
+        plans_ahead: false,
     }
 }
 
@@ -79,7 +80,7 @@ impl Bench {
             last_turn: false,
         };
         let id = self.slab.insert(Req::waiting(&spec, self.now));
-        self.replica.enqueue(&mut self.slab, id);
+        self.replica.enqueue(&mut self.slab, id, self.now);
         id
     }
 
@@ -314,7 +315,7 @@ impl Bench {
             last_turn: false,
         };
         let id = self.slab.insert(Req::waiting(&spec, self.now));
-        self.replica.enqueue(&mut self.slab, id);
+        self.replica.enqueue(&mut self.slab, id, self.now);
         id
     }
 
@@ -362,4 +363,34 @@ fn a_cpu_tier_hit_is_loaded_for_its_transfer_time_instead_of_computed() {
     assert_eq!(dur, 1_000_000 + 1_000 * 16 + cpu / 16 * 1_000_000);
     b.drain();
     b.replica.check_kv(&b.slab).expect("INV-3 and INV-10");
+}
+
+/// Planning ahead (`SchedulerConfig::plans_ahead`, vLLM's asynchronous scheduling): the
+/// iteration after k is planned when k starts, so a request queued while k runs waits for
+/// the iteration after that one; into an idle replica, or one that would otherwise idle, it
+/// goes at once.
+#[test]
+fn planning_ahead_a_request_queued_during_an_iteration_skips_the_one_already_planned() {
+    let mut cfg = config(10_000, 1_000);
+    cfg.plans_ahead = true;
+    let mut b = Bench::new(cfg);
+    let a = b.add(10, 50, (0, 0));
+    assert_eq!(b.step().0, vec![(a, 10)], "an idle replica admits at once");
+    let late = b.add(10, 5, (0, 0));
+    assert_eq!(b.step(), (vec![], 1), "planned before `late` was queued");
+    assert_eq!(b.step(), (vec![(late, 10)], 1));
+    // Without planning ahead it joins the next iteration.
+    let mut b = Bench::new(config(10_000, 1_000));
+    b.add(10, 50, (0, 0));
+    b.step();
+    let late = b.add(10, 5, (0, 0));
+    assert_eq!(b.step(), (vec![(late, 10)], 1));
+    // Planning ahead, an iteration with nothing else to run takes what arrived.
+    let mut cfg = config(10_000, 1_000);
+    cfg.plans_ahead = true;
+    let mut b = Bench::new(cfg);
+    b.add(10, 1, (0, 0));
+    b.step();
+    let late = b.add(10, 5, (0, 0));
+    assert_eq!(b.step(), (vec![(late, 10)], 0));
 }
