@@ -244,6 +244,15 @@ pub struct BenchArgs {
     /// Prefix caching on or off (default: the engine profile's).
     #[arg(long = "enable-prefix-caching", num_args = 0..=1, default_missing_value = "true")]
     pub enable_prefix_caching: Option<bool>,
+    /// Asynchronous scheduling on or off (default: the engine profile's, on for every
+    /// profile): vLLM's `--async-scheduling` / `--no-async-scheduling`. On, the engine plans the
+    /// next iteration while the GPU runs this one: host time hides under the GPU, and a request
+    /// arriving mid-iteration joins the iteration after the planned one.
+    #[arg(long = "async-scheduling", num_args = 0..=1, default_missing_value = "true")]
+    pub async_scheduling: Option<bool>,
+    /// Asynchronous scheduling off (vLLM's `--no-async-scheduling`).
+    #[arg(long = "no-async-scheduling", conflicts_with = "async_scheduling")]
+    pub no_async_scheduling: bool,
     /// SLOs for goodput, as vLLM's `--goodput`: `ttft:MS tpot:MS e2el:MS`.
     #[arg(long, num_args = 1.., value_name = "KEY:MS")]
     pub goodput: Vec<String>,

@@ -259,3 +259,16 @@ hash_block_tokens = 64
     assert!(!text.contains("every SLO"), "{text}");
     assert!(text.contains("verdict: HOLDS: no SLO set"), "{text}");
 }
+
+/// vLLM's `--async-scheduling` / `--no-async-scheduling`: the profile's default is on (the
+/// same bytes as no flag); off, the host time adds to the GPU's (longer per-token times) and a
+/// request arriving mid-iteration joins the next one (shorter waits for the first token).
+#[test]
+fn async_scheduling_flags_select_the_scheduler() {
+    let default = bench(&[]);
+    assert_eq!(bench(&["--async-scheduling"]), default);
+    let off = bench(&["--no-async-scheduling"]);
+    assert_eq!(bench(&["--async-scheduling", "false"]), off);
+    assert!(num(&off, "mean_tpot_ms") > num(&default, "mean_tpot_ms"));
+    assert!(num(&off, "mean_ttft_ms") < num(&default, "mean_ttft_ms"));
+}

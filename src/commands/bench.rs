@@ -164,6 +164,10 @@ fn scheduler_table(a: &BenchArgs) -> toml::Table {
         "enable_prefix_caching",
         a.enable_prefix_caching.map(V::Boolean),
     );
+    let async_scheduling = a
+        .async_scheduling
+        .or(a.no_async_scheduling.then_some(false));
+    put("async_scheduling", async_scheduling.map(V::Boolean));
     put(
         "gpu_memory_utilization",
         d.gpu_memory_utilization.map(V::Float),
