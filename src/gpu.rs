@@ -71,6 +71,13 @@ pub struct GemmCurve {
     /// queueing").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fixed_s_graph_replayed: bool,
+    /// Rate at which FP4 GEMMs (FP4 operands on both sides: NVFP4, MXFP4 x MXFP4) stream
+    /// their weights, as a fraction of `memory.stream_bandwidth_bytes_per_s`, dimensionless;
+    /// absent: 1 (as fast as any stream). Published B200 NVFP4 kernels read their weights well
+    /// below the rate BF16 and MXFP8 GEMMs of the same shapes reach (docs/model.md, "FP4
+    /// weight streaming").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_stream_bandwidth_fraction: Option<f64>,
 }
 
 /// Attention kernels.
@@ -374,6 +381,10 @@ impl GpuProfile {
             (
                 "moe.cutlass.grouped_flops_fraction",
                 self.moe.kernel(MoeKernel::Cutlass).grouped_flops_fraction,
+            ),
+            (
+                "gemm.fp4_stream_bandwidth_fraction",
+                self.gemm.fp4_stream_bandwidth_fraction.unwrap_or(1.0),
             ),
         ];
         for (key, v) in fractions {

@@ -47,8 +47,21 @@ pub fn gemm_math_s(
     let bytes = weights * weight_bytes + tokens * (k + n) * ACT_BYTES;
     let flops = 2.0 * tokens * weights;
     let rate = peak * tokens / (tokens + half);
-    let mem = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
+    let mem = bytes / gemm_stream_bandwidth(gpu, math);
     (gpu.gemm.fixed_s + mem.max(flops / rate), mem)
+}
+
+/// The bandwidth a GEMM of this math streams its operands at, bytes/s: the GPU's stream
+/// bandwidth, times `gemm.fp4_stream_bandwidth_fraction` for FP4 GEMMs on a GPU with FP4
+/// tensor cores (their block-scaled kernels read weights more slowly than BF16 and FP8 ones).
+pub fn gemm_stream_bandwidth(gpu: &GpuProfile, math: GemmMath) -> f64 {
+    let bw = gpu.memory.stream_bandwidth_bytes_per_s;
+    match math {
+        GemmMath::Fp4 if gpu.supports_fp4() => {
+            bw * gpu.gemm.fp4_stream_bandwidth_fraction.unwrap_or(1.0)
+        }
+        _ => bw,
+    }
 }
 
 pub use crate::model::expected_active_experts;
@@ -306,4 +319,52 @@ pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom_max_byte
 /// Launch latency of an empty kernel, seconds.
 pub fn empty_kernel_s(gpu: &GpuProfile) -> f64 {
     gpu.small_ops.launch_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `gemm.fp4_stream_bandwidth_fraction` slows the weight streaming of FP4 GEMMs only: a
+    /// memory-bound FP4 GEMM's streaming part grows by 1 / fraction, a BF16 or FP8 one (and
+    /// an FP4 one on a GPU without FP4 tensor cores, which dequantizes to BF16) is unchanged,
+    /// and a compute-bound FP4 GEMM is unchanged.
+    #[test]
+    fn fp4_stream_fraction_slows_only_fp4_weight_streaming() {
+        let base = GpuProfile::load("b200").unwrap();
+        let mut full = base.clone();
+        full.gemm.fp4_stream_bandwidth_fraction = None;
+        let mut half = base.clone();
+        half.gemm.fp4_stream_bandwidth_fraction = Some(0.5);
+        let (k, n) = (7168.0, 4096.0);
+        let (_, s_full) = gemm_math_s(&full, 8.0, k, n, 0.5625, GemmMath::Fp4);
+        let (t_half, s_half) = gemm_math_s(&half, 8.0, k, n, 0.5625, GemmMath::Fp4);
+        assert!((s_half / s_full - 2.0).abs() < 1e-12, "{s_half} {s_full}");
+        assert!(
+            (t_half - base.gemm.fixed_s - s_half).abs() < 1e-15,
+            "memory-bound"
+        );
+        for math in [GemmMath::Bf16, GemmMath::Fp8] {
+            assert_eq!(
+                gemm_math_s(&full, 8.0, k, n, 1.0, math),
+                gemm_math_s(&half, 8.0, k, n, 1.0, math)
+            );
+        }
+        // Compute-bound: 16,384 tokens.
+        let big = |g: &GpuProfile| gemm_math_s(g, 16384.0, k, n, 0.5625, GemmMath::Fp4).0;
+        assert_eq!(big(&full), big(&half));
+        // Hopper has no FP4 tensor cores: the key does not apply.
+        let mut h100 = GpuProfile::load("h100-sxm").unwrap();
+        let before = gemm_math_s(&h100, 8.0, k, n, 0.5625, GemmMath::Fp4);
+        h100.gemm.fp4_stream_bandwidth_fraction = Some(0.5);
+        assert_eq!(gemm_math_s(&h100, 8.0, k, n, 0.5625, GemmMath::Fp4), before);
+        // The committed B200 profile carries the published figure; out-of-range values are
+        // rejected naming the key.
+        assert_eq!(base.gemm.fp4_stream_bandwidth_fraction, Some(0.36));
+        for bad in [0.0, 1.5, f64::NAN] {
+            half.gemm.fp4_stream_bandwidth_fraction = Some(bad);
+            let e = half.validate("b200.toml").unwrap_err().to_string();
+            assert!(e.contains("gemm.fp4_stream_bandwidth_fraction"), "{e}");
+        }
+    }
 }
