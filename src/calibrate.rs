@@ -814,6 +814,7 @@ mod tests {
             engine: EngineProfile::load("vllm").unwrap(),
             tp: 16,
             dp: 1,
+            pp: 1,
             ep: 1,
             redundant_experts: 0,
             weight_dtype: WeightDtype::Bf16,

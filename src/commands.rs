@@ -135,6 +135,7 @@ pub fn deployment_config(
             gpu: a.gpu.clone(),
             tp: a.tp,
             dp: a.dp,
+            pp: 1,
             ep: if a.enable_expert_parallel {
                 a.tp.saturating_mul(a.dp)
             } else {

@@ -80,6 +80,10 @@ pub struct Candidate {
     /// Expert-parallel size.
     #[serde(skip_serializing_if = "is_one")]
     pub ep: u32,
+    /// Pipeline-parallel stages: the scenario's `deployment.pp`, not searched (GPUs per
+    /// replica: `tp x dp x pp`).
+    #[serde(skip_serializing_if = "is_one")]
+    pub pp: u32,
     /// max_num_seqs (per data-parallel rank).
     pub max_num_seqs: u32,
     /// Speculative decoding's K (0: off); `None` when the scenario has no `[speculative]`.
@@ -661,6 +665,7 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
                                         tp,
                                         dp,
                                         ep,
+                                        pp: d.pp,
                                         max_num_seqs: s,
                                         num_speculative_tokens: k,
                                         router: r.clone(),
@@ -816,6 +821,7 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
     s.deployment.tp = c.tp;
     s.deployment.dp = c.dp;
     s.deployment.ep = c.ep;
+    s.deployment.pp = c.pp;
     s.deployment.replicas = 1;
     s.deployment.step_time_scale = base.deployment.step_time_scale * scale;
     // A colocated candidate, whatever mode the base scenario runs in.
@@ -1107,18 +1113,21 @@ impl Candidate {
         self.formats.as_deref().unwrap_or(&self.dtype)
     }
 
-    /// `TP8`, or `TP8 DP2 EP16` with data or expert parallelism.
+    /// `TP8`, `TP1 PP2` with pipeline stages, or `TP8 DP2 EP16` with data or expert
+    /// parallelism.
     pub fn parallelism(&self) -> String {
-        if self.dp == 1 && self.ep == 1 {
+        if self.pp > 1 {
+            format!("TP{} PP{}", self.tp, self.pp)
+        } else if self.dp == 1 && self.ep == 1 {
             format!("TP{}", self.tp)
         } else {
             format!("TP{} DP{} EP{}", self.tp, self.dp, self.ep)
         }
     }
 
-    /// GPUs of one replica: `tp x dp`.
+    /// GPUs of one replica: `tp x dp x pp`.
     pub fn gpus(&self) -> u32 {
-        self.tp.saturating_mul(self.dp)
+        self.tp.saturating_mul(self.dp).saturating_mul(self.pp)
     }
 
     /// The candidate without its router, as a key: one replica measures the same whatever

@@ -38,7 +38,8 @@ pub struct StepBreakdown {
     pub lm_head_s: f64,
     /// Decode and prefill attention.
     pub attention_s: f64,
-    /// Tensor-parallel all-reduces.
+    /// Tensor-parallel all-reduces, plus with pipeline parallelism the `pp - 1` sends of a
+    /// micro-batch's hidden states between stages.
     pub allreduce_s: f64,
     /// MoE layers' token exchange: the expert-parallel all-to-all (dispatch and combine) or,
     /// with attention data parallelism and no expert parallelism, the all-gather and
@@ -366,6 +367,11 @@ impl StepTimeModel {
             out.small += c.count * small;
             out.allreduce += c.count * layer_ar;
             out.expert_comm += c.count * comm;
+        }
+        if self.dep.pp > 1 {
+            // A micro-batch's hidden states cross pp - 1 stage boundaries on their way
+            // through the model (docs/model.md, "Pipeline parallelism").
+            out.allreduce += (self.dep.pp - 1) as f64 * self.dep.stage_transfer_s(tokens);
         }
         out
     }
@@ -847,6 +853,7 @@ mod tests {
             engine: EngineProfile::load("vllm").unwrap(),
             tp,
             dp: 1,
+            pp: 1,
             ep: 1,
             redundant_experts: 0,
             weight_dtype: WeightDtype::Bf16,

@@ -95,6 +95,12 @@ pub struct DeploymentConfig {
     /// `--dp-size --enable-dp-attention`); a replica has `tp x dp` GPUs.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub dp: u32,
+    /// Pipeline-parallel stages of a replica (vLLM `--pipeline-parallel-size`, TensorRT-LLM
+    /// `pp_size`): each stage holds `num_layers / pp` layers on its own `tp` GPUs, so a replica
+    /// has `tp x pp` GPUs, and `pp` micro-batches are in flight (docs/model.md, "Pipeline
+    /// parallelism"). 1: none.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub pp: u32,
     /// Expert-parallel size of the MoE layers (vLLM `--enable-expert-parallel` is `tp x dp`,
     /// SGLang `--ep-size`); 1 splits every expert over the replica's GPUs instead.
     #[serde(default = "one", skip_serializing_if = "is_one")]
@@ -771,10 +777,12 @@ impl Scenario {
                 p.sim.decode.gpus_per_replica,
                 p.sim.decode.router,
             ),
-            None => (d.replicas, d.tp.saturating_mul(d.dp), d.router),
+            None => (d.replicas, deployment.replica_gpus(), d.router),
         };
+        self.check_pipeline_features(origin)?;
         let sim = SimConfig {
             replicas,
+            pipeline_stages: d.pp,
             gpus_per_replica,
             router,
             scheduler,
@@ -804,6 +812,32 @@ impl Scenario {
         })
     }
 
+    /// Pipeline parallelism (`deployment.pp > 1`) runs without an autoscaler, faults,
+    /// speculative decoding and KV offloading (not modelled with pipeline stages).
+    fn check_pipeline_features(&self, origin: &str) -> Result<()> {
+        if self.deployment.pp == 1 {
+            return Ok(());
+        }
+        for (key, set) in [
+            ("autoscale", self.autoscale.is_some()),
+            ("faults", self.faults.is_some()),
+            ("speculative", self.speculative.is_some()),
+            (
+                "deployment.kv_offloading_size_gib",
+                self.deployment.kv_offloading_size_gib.is_some(),
+            ),
+        ] {
+            if set {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    "is not modelled with deployment.pp > 1 (pipeline parallelism)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The prefill and decode pools of a disaggregated deployment (`None` when colocated),
     /// after checking that nothing set is unmodelled in its mode.
     fn resolve_pools(
@@ -823,6 +857,7 @@ impl Scenario {
                     ("autoscale", self.autoscale.is_some()),
                     ("faults", self.faults.is_some()),
                     ("deployment.dp", d.dp != 1),
+                    ("deployment.pp", d.pp != 1),
                     ("deployment.ep", d.ep != 1),
                     ("deployment.redundant_experts", d.redundant_experts != 0),
                 ] {
@@ -963,7 +998,11 @@ fn check_deployment_shape(d: &DeploymentConfig, origin: &str) -> Result<()> {
     if d.tp == 0 {
         return Err(err("deployment.tp", "must be >= 1, got 0".into()));
     }
-    for (key, v) in [("deployment.dp", d.dp), ("deployment.ep", d.ep)] {
+    for (key, v) in [
+        ("deployment.dp", d.dp),
+        ("deployment.ep", d.ep),
+        ("deployment.pp", d.pp),
+    ] {
         if !(1..=4096).contains(&v) {
             return Err(err(key, format!("must be in 1..=4096, got {v}")));
         }
@@ -977,11 +1016,42 @@ fn check_deployment_shape(d: &DeploymentConfig, origin: &str) -> Result<()> {
             ),
         ));
     }
+    check_pipeline_shape(d, origin)?;
     if d.replicas == 0 || d.replicas > 100_000 {
         return Err(err(
             "deployment.replicas",
             format!("must be in 1..=100000, got {}", d.replicas),
         ));
+    }
+    Ok(())
+}
+
+/// Checks what pipeline parallelism (`deployment.pp > 1`) runs with: at most 4096 GPUs per
+/// replica, and neither attention data parallelism nor expert parallelism (not modelled with
+/// pipeline stages).
+fn check_pipeline_shape(d: &DeploymentConfig, origin: &str) -> Result<()> {
+    if d.pp == 1 {
+        return Ok(());
+    }
+    let err = |key: &str, reason: String| Error::config(origin, key, reason);
+    let gpus = d.tp as u64 * d.dp as u64 * d.pp as u64;
+    if gpus > 4096 {
+        return Err(err(
+            "deployment.pp",
+            format!("tp x dp x pp = {gpus} GPUs per replica; at most 4096"),
+        ));
+    }
+    for (key, set) in [
+        ("deployment.dp", d.dp != 1),
+        ("deployment.ep", d.ep != 1),
+        ("deployment.redundant_experts", d.redundant_experts != 0),
+    ] {
+        if set {
+            return Err(err(
+                key,
+                "is not modelled with deployment.pp > 1 (pipeline parallelism)".into(),
+            ));
+        }
     }
     Ok(())
 }
@@ -1206,6 +1276,7 @@ pub fn resolve_deployment(
         engine,
         tp: d.tp,
         dp: d.dp,
+        pp: d.pp,
         ep: d.ep,
         redundant_experts: d.redundant_experts,
         weight_dtype,
@@ -1215,11 +1286,15 @@ pub fn resolve_deployment(
     deployment.validate().map_err(|e| {
         let key = match e.to_string() {
             m if m.contains("expert") => "deployment.ep",
+            m if m.contains("pipeline") => "deployment.pp",
             _ => "deployment.tp",
         };
         Error::config(origin, key, e.to_string())
     })?;
     let max_model_len = requested_model_len(&deployment, s, origin)?;
+    // Pipeline stages: each of the `pp` micro-batches in flight is simulated as a sub-replica
+    // with 1/pp of the replica's KV pool (docs/model.md, "Pipeline parallelism").
+    let stages = d.pp.max(1) as u64;
     let es = &deployment.engine.scheduler;
     let explicit_fraction = s.gpu_memory_utilization.is_some();
     let (draft, slots) = reservation(spec, &deployment, max_num_seqs, explicit_fraction, origin)?;
@@ -1235,7 +1310,7 @@ pub fn resolve_deployment(
         origin,
         s.max_model_len.is_some(),
         max_model_len,
-        memory.kv_tokens.saturating_sub(slots as u64),
+        (memory.kv_tokens / stages).saturating_sub(slots as u64),
         max_batched,
         chunked,
         batching == Batching::Continuous,
@@ -1250,7 +1325,7 @@ pub fn resolve_deployment(
             chunked_prefill: chunked,
             prefix_caching: prefix,
             block_size,
-            kv_blocks: memory.kv_blocks,
+            kv_blocks: memory.kv_blocks / stages,
             max_model_len,
             static_batching: batching == Batching::Static,
             reserve_output_kv: reserve_output,

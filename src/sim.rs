@@ -140,7 +140,12 @@ impl Default for Limits {
 pub struct SimConfig {
     /// Replicas behind the router.
     pub replicas: u32,
-    /// GPUs per replica (the TP degree), for per-GPU figures.
+    /// Pipeline stages of each replica: the simulation runs `replicas x pipeline_stages`
+    /// sub-replicas behind the router, one per micro-batch in flight, each with this
+    /// config's scheduler (1: none; docs/model.md, "Pipeline parallelism").
+    #[serde(skip_serializing_if = "is_one")]
+    pub pipeline_stages: u32,
+    /// GPUs per replica (`tp x dp x pp`), for per-GPU figures.
     pub gpus_per_replica: u32,
     /// Routing policy.
     pub router: RouterKind,
@@ -259,4 +264,8 @@ pub struct DisaggStats {
     /// KV blocks still held by requests on any replica when the run ended (0 when every
     /// request has left: the conservation check).
     pub blocks_held_at_end: u64,
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }

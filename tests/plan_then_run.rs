@@ -652,6 +652,37 @@ fn the_mlperf_v51_h200_server_plan_is_within_15_percent_of_the_published_rate() 
     check_the_printed_line(&p);
 }
 
+/// MLPerf v5.0 Llama-2-70B Server on 8 H100s as NVIDIA ran it (4 x TP1 x PP2, 1,024 sequences
+/// and tokens per micro-batch): the plan's system rate, the 4 replicas of the published system
+/// times the rate one pipeline-parallel replica sustains, is within 15% of the published
+/// 106.21 samples/s (issue #26's Done-when line; docs/validation.md, "The large-batch regime").
+/// The fleet is sized for 100 req/s, just below 4 replicas' sustained rate: at the measured
+/// 106.21 the plan takes 5 and one fewer runs at 100.9% of its capacity, where no run can show
+/// a steady state (unresolved); at 100 the printed 4-replica line holds and 3 miss. A
+/// regression guard of that figure (no parameter is fitted on MLPerf rows), not a proof of it.
+#[test]
+fn the_mlperf_v50_h100_pipeline_server_plan_is_within_15_percent_of_the_published_rate() {
+    let p = plan(
+        Some("scenarios/mlperf/llama2-70b-server-h100-v50.toml"),
+        &["--set", "workload.arrival.rate_per_s=100"],
+    );
+    let i = p["chosen"].as_u64().expect("a plan was chosen") as usize;
+    let c = &p["candidates"][i];
+    assert_eq!(c["candidate"]["pp"].as_u64(), Some(2), "{c}");
+    assert_eq!(
+        c["gpus"].as_u64(),
+        Some(2 * c["replicas"].as_u64().unwrap())
+    );
+    let system_rate = 4.0 * c["max_rate_per_replica"].as_f64().unwrap();
+    let measured = 106.21;
+    assert!(
+        (system_rate / measured - 1.0).abs() <= 0.15,
+        "4 x {} = {system_rate} req/s against {measured}",
+        c["max_rate_per_replica"]
+    );
+    check_the_printed_line(&p);
+}
+
 #[test]
 fn every_shipped_scenario_with_a_plan_is_tested_here() {
     let tested = [
@@ -665,6 +696,7 @@ fn every_shipped_scenario_with_a_plan_is_tested_here() {
         "mlperf/llama2-70b-server-h100.toml",
         "mlperf/llama2-70b-server-h200.toml",
         "mlperf/llama2-70b-server-h200-v51.toml",
+        "mlperf/llama2-70b-server-h100-v50.toml",
         "agent-sessions.toml",
     ];
     // The scenarios and those of their sub-folders (scenarios/mlperf/), named from scenarios/.

@@ -57,6 +57,7 @@ impl Drawn {
             engine: EngineProfile::load(&self.engine).ok()?,
             tp: self.tp,
             dp: 1,
+            pp: 1,
             ep: 1,
             redundant_experts: 0,
             weight_dtype: weights,

@@ -260,6 +260,11 @@ fn row(w: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
 fn write_deployment_line(w: &mut impl Write, r: &Resolved, s: &RunSummary) -> Result<()> {
     let d = &r.deployment;
     match &s.disaggregation {
+        None if d.pp > 1 => writeln!(
+            w,
+            "{} on {} replica(s) x {} {} (TP {} x PP {}: {} micro-batches in flight), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",
+            d.model.name, s.replicas, d.replica_gpus(), d.gpu.name, d.tp, d.pp, d.pp, d.formats.label(), d.kv_dtype, d.engine.name, s.kv_capacity_tokens
+        )?,
         None if d.dp == 1 && d.ep == 1 => writeln!(
             w,
             "{} on {} replica(s) x {} {} (TP {}), {} weights, {} KV, {} engine; KV capacity {} tokens/replica",

@@ -48,7 +48,12 @@ pub fn rate_curve(
     capacity_rate: f64,
     price: f64,
 ) -> Result<(Vec<CurvePoint>, u64)> {
-    let tp = one.deployment.tp.saturating_mul(one.deployment.dp).max(1);
+    let tp = one
+        .deployment
+        .tp
+        .saturating_mul(one.deployment.dp)
+        .saturating_mul(one.deployment.pp)
+        .max(1);
     // The curve is drawn, not judged: each point's run grows at most to twice the first
     // run's length (past saturation it would otherwise always run to the cap).
     let mut one = one.clone();

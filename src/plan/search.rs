@@ -123,13 +123,16 @@ impl Binding {
 }
 
 /// A replica's steady-state capacity: the saturated throughput of a closed loop with
-/// 2 x max_num_seqs x dp + 16 requests outstanding per replica (each attention data-parallel
-/// rank schedules its own max_num_seqs), SLO enforcement off.
+/// 2 x max_num_seqs x dp x pp + 16 requests outstanding per replica (each attention
+/// data-parallel rank and each pipeline micro-batch schedules its own max_num_seqs), SLO
+/// enforcement off.
 pub fn capacity(sc: &Scenario, origin: &str) -> Result<LoadMeasurement> {
     let mut s = sc.clone();
     s.slo = SloConfig::default();
     let seqs = s.scheduler.max_num_seqs.unwrap_or(256);
-    let slots = seqs.saturating_mul(s.deployment.dp.max(1));
+    let slots = seqs
+        .saturating_mul(s.deployment.dp.max(1))
+        .saturating_mul(s.deployment.pp.max(1));
     let per_replica = slots.saturating_mul(2).saturating_add(16);
     let c = per_replica.saturating_mul(s.deployment.replicas.max(1));
     measure(

@@ -602,8 +602,8 @@ fn write_chosen_text(
         c.gpus,
         c.candidate.gpu,
         replicas_word(c.replicas),
-        match (c.candidate.dp, c.candidate.ep) {
-            (1, 1) => format!("TP {}", c.candidate.tp),
+        match (c.candidate.dp, c.candidate.ep, c.candidate.pp) {
+            (1, 1, 1) => format!("TP {}", c.candidate.tp),
             _ => c.candidate.parallelism(),
         },
         c.candidate.weights_label(),

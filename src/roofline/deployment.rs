@@ -100,6 +100,10 @@ pub struct Deployment {
     /// `--enable-dp-attention`): each rank of `tp` GPUs holds its own requests' KV and runs its
     /// own attention; the MoE layers span all `tp x dp` GPUs. 1: none.
     pub dp: u32,
+    /// Pipeline-parallel stages: each stage of `tp x dp` GPUs holds `num_layers / pp` layers
+    /// (their weights and KV), and `pp` micro-batches are in flight, each one's step the whole
+    /// model's on `tp x dp` GPUs plus `pp - 1` activation sends between stages. 1: none.
+    pub pp: u32,
     /// Expert-parallel size: the routed experts are spread over `ep` ranks whole (vLLM
     /// `--enable-expert-parallel` makes it `tp x dp`, SGLang `--ep-size`) and the remaining
     /// `tp x dp / ep` factor splits each expert tensor-parallel. 1: experts split
@@ -122,16 +126,42 @@ impl Deployment {
         self.tp.saturating_mul(self.dp)
     }
 
+    /// GPUs of one replica with all its pipeline stages: `tp x dp x pp`.
+    pub fn replica_gpus(&self) -> u32 {
+        self.gpus().saturating_mul(self.pp)
+    }
+
+    /// Time of one pipeline-stage hand-off of `tokens` tokens, seconds: the hidden states
+    /// (`hidden_size x tokens` at 16 bits) sent peer-to-peer over NVLink at one direction's
+    /// half of the datasheet's total (bidirectional) NVLink bandwidth, after the NVLink
+    /// peer-to-peer latency of a small message (the GPU profile's `allreduce.custom_latency_s`).
+    /// Within one node only: across nodes the send takes the network's rate and latency.
+    pub fn stage_transfer_s(&self, tokens: f64) -> f64 {
+        let bytes = tokens * self.model.hidden_size as f64 * ACT_BYTES;
+        let g = &self.gpu;
+        if self.replica_gpus() <= g.network.gpus_per_node {
+            g.allreduce.custom_latency_s + bytes / (g.datasheet.nvlink_bandwidth_bytes_per_s / 2.0)
+        } else {
+            g.network.internode_latency_s + bytes / g.network.internode_bandwidth_bytes_per_s
+        }
+    }
+
     /// Checks that the parallelism splits the model: TP must divide the attention heads, and
     /// the KV heads must divide by it or be replicated across it; EP must divide the replica's
     /// GPUs and its experts.
     pub fn validate(&self) -> Result<()> {
         let m = &self.model;
         let tp = self.tp as u64;
-        if tp == 0 || self.dp == 0 || self.ep == 0 {
+        if tp == 0 || self.dp == 0 || self.ep == 0 || self.pp == 0 {
             return Err(Error::Infeasible(
-                "tensor-, data- and expert-parallel sizes must be >= 1".into(),
+                "tensor-, data-, pipeline- and expert-parallel sizes must be >= 1".into(),
             ));
+        }
+        if m.num_layers % self.pp as u64 != 0 {
+            return Err(Error::Infeasible(format!(
+                "pipeline-parallel size {} does not divide the {} layers of {}",
+                self.pp, m.num_layers, m.name
+            )));
         }
         if m.num_attention_heads % tp != 0 {
             let fits: Vec<String> = (1..=m.num_attention_heads.min(64))
@@ -261,7 +291,12 @@ impl Deployment {
                 })
                 .sum()
         };
-        layers + (m.embedding_params() + head) / tp * ACT_BYTES
+        if self.pp <= 1 {
+            return layers + (m.embedding_params() + head) / tp * ACT_BYTES;
+        }
+        // The heaviest stage: its share of the layers and the embedding (first stage) or the
+        // LM head (last stage), whichever is larger.
+        layers / self.pp as f64 + m.embedding_params().max(head) / tp * ACT_BYTES
     }
 
     /// The tensor-core math a module in format `d` runs on this GPU.

@@ -136,6 +136,12 @@ fn plan_for(
     let reserved = dep.engine.host.runtime_reserved_bytes + draft.reserved_bytes;
     let kv = budget - weights - act - reserved;
     let (per_token, window_reserved) = kv_per_token(dep, kv, max_num_seqs, block_size, draft);
+    // A pipeline stage keeps the KV of its `num_layers / pp` layers only.
+    let per_token = if dep.pp > 1 {
+        per_token / dep.pp as f64
+    } else {
+        per_token
+    };
     let blocks = if kv - window_reserved > 0.0 {
         ((kv - window_reserved) / (per_token * block_size as f64)).floor() as u64
     } else {

@@ -283,7 +283,11 @@ impl Resolved {
             prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
             gpu_busy_share: if duration > 0.0 {
-                finite(m.busy_ns as f64 / 1e9 / duration / self.sim.replicas.max(1) as f64)
+                {
+                    // Busy time is summed over the sub-replicas of every pipeline stage.
+                    let units = self.sim.replicas.max(1) * self.sim.pipeline_stages.max(1);
+                    finite(m.busy_ns as f64 / 1e9 / duration / units as f64)
+                }
             } else {
                 0.0
             },

@@ -174,11 +174,13 @@ impl<'a, 't> Cluster<'a, 't> {
         offline: bool,
         trace: Option<&'t mut dyn TraceSink>,
     ) -> Self {
+        // Each pipeline stage's micro-batch runs as a sub-replica of its own.
         let initial = cfg
             .autoscale
             .as_ref()
             .map_or(cfg.replicas, |a| a.initial_replicas)
-            .max(1);
+            .max(1)
+            .saturating_mul(cfg.pipeline_stages.max(1));
         let fleet = Fleet::new(
             &cfg.scheduler,
             initial,

@@ -533,8 +533,8 @@ fn chosen_card(
         c.gpus,
         escape(&c.candidate.gpu),
         c.replicas,
-        match (c.candidate.dp, c.candidate.ep) {
-            (1, 1) => format!("TP {}", c.candidate.tp),
+        match (c.candidate.dp, c.candidate.ep, c.candidate.pp) {
+            (1, 1, 1) => format!("TP {}", c.candidate.tp),
             _ => c.candidate.parallelism(),
         },
         escape(c.candidate.weights_label()),

@@ -43,6 +43,7 @@ impl Setup {
             engine,
             tp: 1,
             dp: 1,
+            pp: 1,
             ep: 1,
             redundant_experts: 0,
             weight_dtype: WeightDtype::Bf16,
@@ -53,6 +54,7 @@ impl Setup {
         let host_ns = crate::clock::secs_to_ns(deployment.engine.host.per_request_s);
         let sim = SimConfig {
             replicas: 1,
+            pipeline_stages: 1,
             gpus_per_replica: 1,
             router: RouterKind::default(),
             scheduler: scheduler(&deployment, fraction),

@@ -1,0 +1,110 @@
+//! Pipeline parallelism (`deployment.pp`, docs/model.md "Pipeline parallelism"): a stage holds
+//! 1/pp of the layers' weights and KV per GPU, a replica runs as pp sub-replicas (one per
+//! micro-batch in flight) with 1/pp of its KV pool each, its step is the whole model's plus
+//! pp - 1 stage hand-offs, and reports count tp x pp GPUs per replica while printing the
+//! replicas asked for.
+
+mod common;
+
+use servesim::scenario::{Resolved, Scenario};
+
+/// Llama-2-70B FP8 on H100 at TP 1 with `pp` stages and `replicas` replicas, a small
+/// offline workload of `requests` requests.
+fn text(pp: u32, replicas: u32, requests: u32) -> String {
+    format!(
+        "seed = 3\n[deployment]\nmodel = \"llama-2-70b\"\ngpu = \"h100-sxm\"\ntp = 1\npp = {pp}\n\
+         dtype = \"fp8\"\nkv_cache_dtype = \"fp8\"\nengine = \"trtllm\"\nreplicas = {replicas}\n\
+         [scheduler]\nmax_num_seqs = 64\nmax_num_batched_tokens = 1024\n{}",
+        common::fixed_offline_workload(&format!("num_requests = {requests}"), 200, 20)
+    )
+}
+
+fn resolve(text: &str) -> Resolved {
+    Scenario::parse(text, "test", &[])
+        .and_then(|s| s.resolve("test"))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn a_stage_holds_half_the_weights_and_half_the_kv_per_token_of_the_whole_model() {
+    let one = resolve(&text(1, 1, 10));
+    let two = resolve(&text(2, 1, 10));
+    // Llama-2-70B has untied embeddings and LM head of one size: the heaviest stage (half the
+    // layers and one of the two) holds exactly half of the whole model's weights.
+    let (w1, w2) = (one.memory.weight_bytes, two.memory.weight_bytes);
+    assert!(
+        (w2 / w1 - 0.5).abs() < 1e-12,
+        "{w2} bytes per GPU at PP2 against {w1} at PP1"
+    );
+    let (k1, k2) = (one.memory.kv_bytes_per_token, two.memory.kv_bytes_per_token);
+    assert_eq!(k2, k1 / 2.0, "40 of 80 layers' KV per token on a stage");
+    // What the halved weights free becomes KV: the pool per GPU grows by their bytes.
+    assert!(
+        (two.memory.kv_bytes - one.memory.kv_bytes - (w1 - w2)).abs() < 1.0,
+        "{} vs {}",
+        two.memory.kv_bytes,
+        one.memory.kv_bytes
+    );
+}
+
+#[test]
+fn a_replica_runs_as_one_sub_replica_per_stage_with_its_share_of_the_kv_pool() {
+    let r = resolve(&text(2, 3, 10));
+    assert_eq!(r.sim.replicas, 3, "the replicas asked for");
+    assert_eq!(r.sim.pipeline_stages, 2);
+    assert_eq!(r.sim.gpus_per_replica, 2, "tp 1 x pp 2");
+    assert_eq!(r.gpus(), 6);
+    assert_eq!(r.sim.scheduler.kv_blocks, r.memory.kv_blocks / 2);
+    // The limits apply per micro-batch, as TensorRT-LLM's micro-batch scheduler applies them.
+    assert_eq!(r.sim.scheduler.max_num_seqs, 64);
+    assert_eq!(r.sim.scheduler.max_num_batched_tokens, 1024);
+}
+
+#[test]
+fn a_pipeline_run_counts_tp_x_pp_gpus_and_prints_the_replicas_asked_for() {
+    let pp2 = common::run_toml(&text(2, 1, 256));
+    assert_eq!(pp2.replicas, 1, "the summary prints the replicas asked for");
+    assert_eq!(pp2.num_gpus, 2, "1 replica x tp 1 x pp 2");
+    assert_eq!(pp2.completed, 256);
+    let (code, out, err) = common::servesim(&[
+        "run",
+        "scenarios/mlperf/llama2-70b-server-h100-v50.toml",
+        "--set",
+        "workload.num_requests=300",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("4 replica(s) x 2 h100-sxm (TP 1 x PP 2"),
+        "the deployment line names 4 replicas of 2 GPUs:\n{out}"
+    );
+}
+
+#[test]
+fn the_stage_hand_off_adds_its_bytes_over_nvlink_to_every_step() {
+    use servesim::roofline::StepTimeModel;
+    use servesim::step_time::BatchShape;
+    let one = resolve(&text(1, 1, 10)).deployment;
+    let mut two = one.clone();
+    two.pp = 2;
+    let tokens = 1000u32;
+    // One 1000-token prompt (a prefill runs its exact token count: no graph padding).
+    let b = BatchShape {
+        prefill_tokens: tokens,
+        prefill_seqs: 1,
+        prefill_attention_units: tokens as f64 * tokens as f64 / 2.0,
+        sampled_seqs: 1,
+        ..Default::default()
+    };
+    let s1 = StepTimeModel::new(one, 2048).unwrap().breakdown(&b);
+    let s2 = StepTimeModel::new(two.clone(), 2048).unwrap().breakdown(&b);
+    // 1000 tokens x 8192 x 2 bytes at 450 GB/s, after the 7 us NVLink latency.
+    let expected = two.gpu.allreduce.custom_latency_s
+        + tokens as f64 * 8192.0 * 2.0 / (two.gpu.datasheet.nvlink_bandwidth_bytes_per_s / 2.0);
+    assert!(
+        (s2.allreduce_s - s1.allreduce_s - expected).abs() < 1e-12,
+        "{} - {} vs {expected}",
+        s2.allreduce_s,
+        s1.allreduce_s
+    );
+    assert_eq!(s1.gemm_s, s2.gemm_s, "the whole model's GEMMs either way");
+}
