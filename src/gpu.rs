@@ -361,6 +361,34 @@ impl GpuProfile {
                 return Err(Error::config(origin, key, format!("must be >= 0, got {v}")));
             }
         }
+        self.check_fractions(origin)?;
+        let bw = self.network.internode_bandwidth_bytes_per_s;
+        if !(bw.is_finite() && bw > 0.0) {
+            return Err(Error::config(
+                origin,
+                "network.internode_bandwidth_bytes_per_s",
+                format!("must be > 0, got {bw}"),
+            ));
+        }
+        if !(1..=1024).contains(&self.network.gpus_per_node) {
+            return Err(Error::config(
+                origin,
+                "network.gpus_per_node",
+                format!("must be in 1..=1024, got {}", self.network.gpus_per_node),
+            ));
+        }
+        if self.memory.stream_bandwidth_bytes_per_s > self.datasheet.hbm_bandwidth_bytes_per_s {
+            return Err(Error::config(
+                origin,
+                "memory.stream_bandwidth_bytes_per_s",
+                "exceeds the datasheet HBM bandwidth",
+            ));
+        }
+        self.check_plausible(origin)
+    }
+
+    /// Checks every efficiency fraction of the profile is in (0, 1].
+    fn check_fractions(&self, origin: &str) -> Result<()> {
         let fractions = [
             (
                 "attention.decode_bandwidth_fraction",
@@ -396,29 +424,7 @@ impl GpuProfile {
                 ));
             }
         }
-        let bw = self.network.internode_bandwidth_bytes_per_s;
-        if !(bw.is_finite() && bw > 0.0) {
-            return Err(Error::config(
-                origin,
-                "network.internode_bandwidth_bytes_per_s",
-                format!("must be > 0, got {bw}"),
-            ));
-        }
-        if !(1..=1024).contains(&self.network.gpus_per_node) {
-            return Err(Error::config(
-                origin,
-                "network.gpus_per_node",
-                format!("must be in 1..=1024, got {}", self.network.gpus_per_node),
-            ));
-        }
-        if self.memory.stream_bandwidth_bytes_per_s > self.datasheet.hbm_bandwidth_bytes_per_s {
-            return Err(Error::config(
-                origin,
-                "memory.stream_bandwidth_bytes_per_s",
-                "exceeds the datasheet HBM bandwidth",
-            ));
-        }
-        self.check_plausible(origin)
+        Ok(())
     }
 
     /// Checks every figure the step-time model reads against a range that holds any GPU from a
