@@ -72,7 +72,7 @@ pub struct SchedulerConfig {
     /// The engine plans iteration k+1 while iteration k runs (vLLM's asynchronous
     /// scheduling, SGLang's and TensorRT-LLM's overlap schedulers): a request queued after
     /// iteration k started joins iteration k+2 at the earliest, unless k+1 would otherwise be
-    /// empty (docs/simulation.md, "Planning ahead"). Set from the engine profile.
+    /// empty (docs/scenarios.md, "Planning ahead"). Set from the engine profile.
     #[serde(skip)]
     pub plans_ahead: bool,
 }

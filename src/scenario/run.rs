@@ -282,12 +282,10 @@ impl Resolved {
             generated_tokens: m.generated_tokens,
             prefill_tokens_computed: m.prefill_tokens_computed,
             iterations: m.iterations,
+            // Busy time is summed over the sub-replicas of every pipeline stage.
             gpu_busy_share: if duration > 0.0 {
-                {
-                    // Busy time is summed over the sub-replicas of every pipeline stage.
-                    let units = self.sim.replicas.max(1) * self.sim.pipeline_stages.max(1);
-                    finite(m.busy_ns as f64 / 1e9 / duration / units as f64)
-                }
+                let units = self.sim.replicas.max(1) * self.sim.pipeline_stages.max(1);
+                finite(m.busy_ns as f64 / 1e9 / duration / units as f64)
             } else {
                 0.0
             },
