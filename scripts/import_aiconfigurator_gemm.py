@@ -72,7 +72,9 @@ def main():
     device = rows[0]["device"] if rows else ""
     print(f"# Written by scripts/import_aiconfigurator_gemm.py from ai-dynamo/aiconfigurator at commit")
     print(f"# {commit}, {path}")
-    print(f"# ({framework} {version}, device '{device}'; latency in ms converted to us). BF16 rows with N and K in")
+    versions = ", ".join(sorted({r["version"] for r in rows}))
+    print(f"# ({framework} {version}, the table's version column: {versions}; device '{device}'; latency in")
+    print("# ms converted to us). BF16 rows with N and K in")
     print(f"# {SIZES}, M in {M_GRID[0]}..{M_GRID[-1]} (the 0.14.0 H100 grid); part: {part} (checkerboard over the")
     print(f"# shapes' N and K grid positions: fit = even sum, held-out = odd). {dropped} rows left out: each")
     print("# took over 1.2x as long as the same shape at the grid's first M of at least twice its M (a glitch).")
