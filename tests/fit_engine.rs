@@ -299,12 +299,24 @@ fn a_host_time_that_hides_under_the_gpu_is_reported_not_determined_and_kept_at_i
 
 #[test]
 fn a_fit_on_three_rates_predicts_the_fourth_rates_mean_e2e_within_5_percent() {
-    // Result files of a host-bound engine (TRUTH) at four rates; the fit sees three.
+    // Result files of a host-bound engine (TRUTH) at four rates; each fit sees three. On the
+    // H100 BF16 GEMM curve of vLLM 0.14's kernel rows the 8B step is short enough that the
+    // truth's 50 us per sequence is hidden until batches are large (80 req/s): a fit on the
+    // three lowest rates cannot know it, and must say so rather than predict 80 req/s from a
+    // guess (it did: 6.8% short); a fit that saw the large batches predicts the rate between.
     let dir = tempfile::tempdir().unwrap();
     let (it, seq, req) = TRUTH;
     let truth = engine_with_host(dir.path(), it, seq, req);
     let files = result_files(dir.path(), &truth, &RATES);
-    let (out, p) = fit(dir.path(), &files[..3], "three.toml");
+    let (low, _) = fit(dir.path(), &files[..3], "low.toml");
+    let seq_line = low
+        .lines()
+        .find(|l| l.trim_start().starts_with("host.per_sequence_s ="))
+        .unwrap_or_else(|| panic!("no per-sequence line\n{low}"));
+    assert!(seq_line.contains("not determined by these files"), "{low}");
+
+    let three = [files[0].clone(), files[1].clone(), files[3].clone()];
+    let (out, p) = fit(dir.path(), &three, "three.toml");
     let dep = servesim::validate::ResultDeployment {
         engine: "vllm".into(),
         model: "llama-3.1-8b".into(),
@@ -313,13 +325,13 @@ fn a_fit_on_three_rates_predicts_the_fourth_rates_mean_e2e_within_5_percent() {
         dtype: "bf16".into(),
         kv_cache_dtype: "auto".into(),
     };
-    let fourth = servesim::validate::read_result_file(Path::new(&files[3]), &dep).unwrap();
+    let fourth = servesim::validate::read_result_file(Path::new(&files[2]), &dep).unwrap();
     let c = compare(std::slice::from_ref(&fourth), Some(&p.host)).unwrap();
     let e2e = c.iter().find(|c| c.metric == Metric::E2eMeanMs).unwrap();
     assert!(
         e2e.signed_error.abs() <= 0.05,
         "rate {}: mean E2E {:.1} ms measured, {:.1} predicted\n{out}",
-        RATES[3],
+        RATES[2],
         e2e.measured,
         e2e.predicted
     );
