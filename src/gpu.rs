@@ -154,7 +154,7 @@ pub struct MoeKernelCurve {
     /// The bandwidth the grouped GEMMs stream their weights and activations at, as a fraction
     /// of `memory.stream_bandwidth_bytes_per_s`, dimensionless; 1 (the default): the stream
     /// bandwidth. TensorRT-LLM's CUTLASS MoE on Hopper streams its FP8 experts well below it
-    /// (docs/calibration.md, "The CUTLASS MoE class on H100 and H200").
+    /// (docs/validation.md, "The CUTLASS MoE's streaming rate").
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub stream_fraction: f64,
 }
