@@ -68,14 +68,18 @@ fn main() {
         let base = GpuProfile::load(name).expect("a catalog GPU");
         let sel: Vec<&Row> = all.iter().filter(|r| r.0 == name).collect();
         let committed = base.moe.kernel(MoeKernel::Cutlass).stream_fraction;
-        println!("{name}: {} rows (committed stream_fraction {committed})", sel.len());
+        println!(
+            "{name}: {} rows (committed stream_fraction {committed})",
+            sel.len()
+        );
         for s in [0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0] {
             let mut g = base.clone();
             let mut c = g.moe.kernel(MoeKernel::Cutlass);
             c.stream_fraction = s;
             g.moe.cutlass = Some(c);
             let e: Vec<f64> = sel.iter().map(|r| predict(&g, &r.1) / r.2 - 1.0).collect();
-            let rms = (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
+            let rms =
+                (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
             let signed = median(e.clone());
             let abs = median(e.iter().map(|x| x.abs()).collect());
             println!(
