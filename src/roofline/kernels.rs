@@ -383,6 +383,9 @@ mod tests {
             let mut g = base.clone();
             let mut c = g.moe.kernel(MoeKernel::Cutlass);
             c.stream_fraction = s;
+            // At the dense curve's math rate one row per expert is weight-bound at either
+            // fraction (at the committed 0.52 a one-row GEMM's ramp makes it math-bound).
+            c.grouped_flops_fraction = 1.0;
             g.moe.cutlass = Some(c);
             g
         };
