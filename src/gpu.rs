@@ -151,6 +151,20 @@ pub struct MoeKernelCurve {
     /// (`tile_waves` of the step model's kernels); 0 (the default): no such term.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tile_wave_s: f64,
+    /// The bandwidth the grouped GEMMs stream their weights and activations at, as a fraction
+    /// of `memory.stream_bandwidth_bytes_per_s`, dimensionless; 1 (the default): the stream
+    /// bandwidth. TensorRT-LLM's CUTLASS MoE on Hopper streams its FP8 experts well below it
+    /// (docs/validation.md, "The CUTLASS MoE's streaming rate").
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub stream_fraction: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 /// Grouped expert GEMMs of mixture-of-experts layers (fused-MoE kernels), one curve per
@@ -190,6 +204,7 @@ impl MoeCurve {
         let triton = MoeKernelCurve {
             grouped_flops_fraction: self.grouped_flops_fraction,
             tile_wave_s: self.tile_wave_s,
+            stream_fraction: 1.0,
         };
         match kernel {
             MoeKernel::Triton => triton,
@@ -409,6 +424,10 @@ impl GpuProfile {
             (
                 "moe.cutlass.grouped_flops_fraction",
                 self.moe.kernel(MoeKernel::Cutlass).grouped_flops_fraction,
+            ),
+            (
+                "moe.cutlass.stream_fraction",
+                self.moe.kernel(MoeKernel::Cutlass).stream_fraction,
             ),
             (
                 "gemm.fp4_stream_bandwidth_fraction",

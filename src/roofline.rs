@@ -1155,6 +1155,7 @@ mod tests {
         dep.gpu.moe.cutlass = Some(MoeKernelCurve {
             grouped_flops_fraction: 0.25,
             tile_wave_s: 0.0,
+            stream_fraction: 1.0,
         });
         let mut b = BatchShape::default();
         b.add_prefill(4096, 0, true);

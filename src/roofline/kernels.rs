@@ -196,10 +196,12 @@ pub fn fused_moe_work_s(
     let active = work.active.max(1.0);
     let per_expert = work.pairs / active;
     let fixed = gpu.gemm.fixed_s;
-    // The grouped kernels run the dense curve at a fraction of its math rate, their kernel
-    // class's (a CUTLASS grouped GEMM and vLLM's Triton kernel are different code).
+    // The grouped kernels run the dense curve at a fraction of its math rate and stream at a
+    // fraction of the stream bandwidth, their kernel class's (a CUTLASS grouped GEMM and
+    // vLLM's Triton kernel are different code).
     let curve = gpu.moe.kernel(work.kernel);
     let mut grouped = gpu.clone();
+    grouped.memory.stream_bandwidth_bytes_per_s *= curve.stream_fraction;
     let f = curve.grouped_flops_fraction;
     grouped.gemm.bf16_flops_per_s *= f;
     grouped.gemm.fp8_flops_per_s *= f;
@@ -365,6 +367,63 @@ mod tests {
             half.gemm.fp4_stream_bandwidth_fraction = Some(bad);
             let e = half.validate("b200.toml").unwrap_err().to_string();
             assert!(e.contains("gemm.fp4_stream_bandwidth_fraction"), "{e}");
+        }
+    }
+
+    /// `moe.cutlass.stream_fraction` slows the streaming of the CUTLASS class's grouped GEMMs
+    /// only (a bandwidth-bound kernel's time is bytes over bandwidth): at one token per expert
+    /// the CUTLASS chain's streaming part grows by exactly 1 / fraction, its routing and
+    /// expand kernels do not move, and the Triton class (vLLM, SGLang) is unchanged. The
+    /// committed Hopper profiles carry the fitted figure (docs/validation.md, "The CUTLASS
+    /// MoE's streaming rate"); out-of-range values are rejected naming the key.
+    #[test]
+    fn cutlass_stream_fraction_slows_only_cutlass_grouped_streaming() {
+        let base = GpuProfile::load("h100-sxm").unwrap();
+        let with = |s: f64| {
+            let mut g = base.clone();
+            let mut c = g.moe.kernel(MoeKernel::Cutlass);
+            c.stream_fraction = s;
+            // At the dense curve's math rate one row per expert is weight-bound at either
+            // fraction (at the committed 0.52 a one-row GEMM's ramp makes it math-bound).
+            c.grouped_flops_fraction = 1.0;
+            g.moe.cutlass = Some(c);
+            g
+        };
+        let (full, half) = (with(1.0), with(0.5));
+        // Qwen3-235B-A22B's experts at EP 8: 16 experts of 4096 x 1536 on the GPU, 16 tokens
+        // of top-8 routing: about one row per active expert, weight-bound.
+        let work = |kernel| ExpertWork {
+            active: 16.0,
+            top_k: 8.0,
+            pairs: 16.0,
+            hidden: 4096.0,
+            inter: 1536.0,
+            weight_bytes: 1.0,
+            math: GemmMath::Fp8,
+            kernel,
+        };
+        let cut = work(MoeKernel::Cutlass);
+        let (t_full, s_full, r_full) = fused_moe_work_s(&full, 16.0, 128.0, &cut);
+        let (t_half, s_half, r_half) = fused_moe_work_s(&half, 16.0, 128.0, &cut);
+        assert!((s_half / s_full - 2.0).abs() < 1e-12, "{s_half} {s_full}");
+        assert!(
+            (t_half - t_full - (s_half - s_full)).abs() < 1e-15,
+            "weight-bound: the time grows by the streaming part"
+        );
+        assert_eq!(r_full, r_half);
+        let tri = work(MoeKernel::Triton);
+        assert_eq!(
+            fused_moe_work_s(&full, 16.0, 128.0, &tri),
+            fused_moe_work_s(&half, 16.0, 128.0, &tri)
+        );
+        for name in ["h100-sxm", "h200-sxm"] {
+            let g = GpuProfile::load(name).unwrap();
+            assert_eq!(g.moe.kernel(MoeKernel::Cutlass).stream_fraction, 0.60);
+            assert_eq!(g.moe.kernel(MoeKernel::Triton).stream_fraction, 1.0);
+        }
+        for bad in [0.0, 1.5, f64::NAN] {
+            let e = with(bad).validate("h100-sxm.toml").unwrap_err().to_string();
+            assert!(e.contains("moe.cutlass.stream_fraction"), "{e}");
         }
     }
 }

@@ -1,0 +1,92 @@
+//! Checks the CUTLASS fused-MoE class of the H100 and H200 profiles against TensorRT-LLM's own
+//! MoE timings (calibration/reference/trtllm-1.2-cutlass-moe-fp8-aiconfigurator.csv, written by
+//! scripts/import_aiconfigurator_moe.py) with the step model's own formula
+//! (`kernels::fused_moe_work_s`, the class TensorRT-LLM runs), and scans
+//! `moe.cutlass.stream_fraction` on the H100 rows (the fit set) with the H200 rows held out.
+//!
+//!     cargo run --release --example cutlass_moe_rows [-- ROWS.csv]
+//!
+//! Prints, per GPU and stream fraction: rows, rms log error, median signed and median absolute
+//! error (predicted / measured - 1).
+use servesim::gpu::{GpuProfile, MoeKernel};
+use servesim::precision::GemmMath;
+use servesim::roofline::kernels::{self, ExpertWork};
+
+/// One timed MoE forward: (GPU, tokens, hidden, intermediate, top-k, experts, MoE TP, MoE EP,
+/// seconds).
+type Row = (String, [f64; 7], f64);
+
+fn rows(path: &str) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| -> f64 {
+            f[i].parse()
+                .unwrap_or_else(|e| panic!("{path}: '{line}': {e}"))
+        };
+        let shape = [num(1), num(2), num(3), num(4), num(5), num(6), num(7)];
+        out.push((f[0].to_string(), shape, num(8) * 1e-3));
+    }
+    out
+}
+
+/// The model's time for one row: the GPU holds experts / ep experts, each sliced tp ways; all
+/// `tokens` are routed on it and their pairs spread evenly over the expert-parallel ranks.
+fn predict(gpu: &GpuProfile, x: &[f64; 7]) -> f64 {
+    let [tokens, hidden, inter, top_k, experts, tp, ep] = *x;
+    let work = ExpertWork {
+        active: (kernels::expected_active_experts(tokens, experts, top_k) / ep).max(1.0),
+        top_k,
+        pairs: tokens * top_k / ep,
+        hidden,
+        inter: inter / tp,
+        weight_bytes: 1.0,
+        math: GemmMath::Fp8,
+        kernel: MoeKernel::Cutlass,
+    };
+    let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
+    gemm + routing
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    let path = std::env::args().nth(1).unwrap_or_else(|| {
+        "calibration/reference/trtllm-1.2-cutlass-moe-fp8-aiconfigurator.csv".into()
+    });
+    let all = rows(&path);
+    for name in ["h100-sxm", "h200-sxm"] {
+        let base = GpuProfile::load(name).expect("a catalog GPU");
+        let sel: Vec<&Row> = all.iter().filter(|r| r.0 == name).collect();
+        let committed = base.moe.kernel(MoeKernel::Cutlass).stream_fraction;
+        println!(
+            "{name}: {} rows (committed stream_fraction {committed})",
+            sel.len()
+        );
+        for s in [0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0] {
+            let mut g = base.clone();
+            let mut c = g.moe.kernel(MoeKernel::Cutlass);
+            c.stream_fraction = s;
+            g.moe.cutlass = Some(c);
+            let e: Vec<f64> = sel.iter().map(|r| predict(&g, &r.1) / r.2 - 1.0).collect();
+            let rms =
+                (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
+            let signed = median(e.clone());
+            let abs = median(e.iter().map(|x| x.abs()).collect());
+            println!(
+                "  stream_fraction {s:.2}: rms log error {rms:.3}, median {:+.1}%, median |error| {:.1}%",
+                signed * 100.0,
+                abs * 100.0
+            );
+        }
+    }
+}
