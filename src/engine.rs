@@ -341,6 +341,38 @@ pub struct EngineProfile {
     /// The engine's fused-MoE kernel class (absent: Triton fused_moe).
     #[serde(default, skip_serializing_if = "MoeKernels::is_default")]
     pub moe: MoeKernels,
+    /// The engine's attention kernels where they differ by KV-cache format (absent: FP8
+    /// attention at the FP8 tensor rate over half the bytes).
+    #[serde(default, skip_serializing_if = "AttentionKernels::is_default")]
+    pub attention: AttentionKernels,
+}
+
+/// The attention kernel an engine runs over an FP8 KV cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fp8KvKernel {
+    /// FP8 attention at the GPU's FP8 tensor rate, reading the FP8 cache's bytes.
+    #[default]
+    Native,
+    /// vLLM's FlashAttention-3 fork with two-level FP32 accumulation of the FP8 products
+    /// (vllm-project/flash-attention pull 104): the GPU profile's `[attention.fa3_fp8]`
+    /// figures apply ([`crate::gpu::Fa3Fp8Attention`]); a GPU without them runs `native`.
+    Fa3TwoLevel,
+}
+
+/// The engine's attention kernel classes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionKernels {
+    /// Kernel over an FP8 KV cache (`native`, the default, or `fa3-two-level`).
+    #[serde(default)]
+    pub fp8_kv_kernel: Fp8KvKernel,
+}
+
+impl AttentionKernels {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The engine's fused-MoE kernel: which implementation of the grouped expert GEMMs it runs,

@@ -94,6 +94,24 @@ pub struct AttentionCurve {
     /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
     #[serde(default)]
     pub prefill_half_rate_tokens: f64,
+    /// FlashAttention-3's FP8 path with two-level accumulation on this GPU, for engines whose
+    /// `attention.fp8_kv_kernel` is `fa3-two-level` (absent: FP8 at the FP8 tensor rate over
+    /// half the bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fa3_fp8: Option<Fa3Fp8Attention>,
+}
+
+/// FlashAttention-3's FP8 attention (vLLM's fork, two-level FP32 accumulation) relative to
+/// its BF16 path on the same GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fa3Fp8Attention {
+    /// Prefill attention rate over an FP8 cache as a multiple of the BF16 rate (the FP8
+    /// tensor cores' 2x is lost to the accumulation flushes), dimensionless.
+    pub prefill_rate_vs_bf16: f64,
+    /// Decode attention's HBM time per FP8 cache byte as a multiple of a BF16 byte's (1: the
+    /// FP8 path streams at the BF16 path's bandwidth), dimensionless.
+    pub decode_time_per_byte_vs_bf16: f64,
 }
 
 /// Small memory-bound kernels (norms, rotary, activation, residual add).
@@ -399,7 +417,34 @@ impl GpuProfile {
                 "exceeds the datasheet HBM bandwidth",
             ));
         }
+        self.check_fa3_fp8(origin)?;
         self.check_plausible(origin)
+    }
+
+    /// `attention.fa3_fp8`: both ratios finite and within [0.25, 4].
+    fn check_fa3_fp8(&self, origin: &str) -> Result<()> {
+        let Some(f) = &self.attention.fa3_fp8 else {
+            return Ok(());
+        };
+        for (key, v) in [
+            (
+                "attention.fa3_fp8.prefill_rate_vs_bf16",
+                f.prefill_rate_vs_bf16,
+            ),
+            (
+                "attention.fa3_fp8.decode_time_per_byte_vs_bf16",
+                f.decode_time_per_byte_vs_bf16,
+            ),
+        ] {
+            if !(v.is_finite() && (0.25..=4.0).contains(&v)) {
+                return Err(Error::config(
+                    origin,
+                    key,
+                    format!("must be in [0.25, 4], got {v}"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks every efficiency fraction of the profile is in (0, 1].

@@ -102,8 +102,14 @@ pub struct StepTimeModel {
     /// runs ahead of the GPU). When the host cannot run ahead (no graph, short kernels),
     /// [`StepTimeModel::cpu_launch_time`] bounds the step by the launches instead.
     queued_gpu: GpuProfile,
-    /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware).
+    /// GEMM rate the attention math runs at (FP8 with an FP8 KV cache on FP8 hardware;
+    /// the BF16 rate times `attention.fa3_fp8.prefill_rate_vs_bf16` for FlashAttention-3's
+    /// two-level FP8 path).
     attention_rate: f64,
+    /// Decode attention's HBM time per KV byte relative to the BF16 path's (1, or
+    /// `attention.fa3_fp8.decode_time_per_byte_vs_bf16` for FlashAttention-3's two-level FP8
+    /// path), dimensionless.
+    decode_kv_time_per_byte: f64,
     kernels_per_layer: f64,
     /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
     /// bytes (0: always NCCL).
@@ -192,6 +198,12 @@ impl StepTimeModel {
                 },
             }
         });
+        // FlashAttention-3's two-level FP8 path: where the engine runs it over an FP8 cache
+        // and the GPU profile carries its figures.
+        let fa3_fp8 = dep.gpu.attention.fa3_fp8.filter(|_| {
+            dep.kv_dtype == KvDtype::Fp8
+                && dep.engine.attention.fp8_kv_kernel == crate::engine::Fp8KvKernel::Fa3TwoLevel
+        });
         let mut model = StepTimeModel {
             layers: m.num_layers as f64,
             layer_costs: dep.layer_costs(),
@@ -216,11 +228,14 @@ impl StepTimeModel {
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
                 g
             },
-            attention_rate: if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() {
-                dep.gpu.gemm.fp8_flops_per_s
-            } else {
-                dep.gpu.gemm.bf16_flops_per_s
+            attention_rate: match fa3_fp8 {
+                Some(f) => dep.gpu.gemm.bf16_flops_per_s * f.prefill_rate_vs_bf16,
+                None if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() => {
+                    dep.gpu.gemm.fp8_flops_per_s
+                }
+                None => dep.gpu.gemm.bf16_flops_per_s,
             },
+            decode_kv_time_per_byte: fa3_fp8.map_or(1.0, |f| f.decode_time_per_byte_vs_bf16),
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine
@@ -478,7 +493,7 @@ impl StepTimeModel {
                 g,
                 dec,
                 dec_hbm,
-                self.kv_bytes_per_ctx_token_layer,
+                self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte,
                 self.q_width,
             ) + kernels::prefill_attention_at_rate_s(
                 g,
@@ -698,7 +713,7 @@ impl StepTimeModel {
                         g,
                         read,
                         read,
-                        self.kv_bytes_per_ctx_token_layer,
+                        self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte,
                         self.q_width * q as f64,
                     );
             }
@@ -709,7 +724,10 @@ impl StepTimeModel {
         let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
         let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
         let repeat = self.decode_l2_repeat_tokens(b);
-        let mut mem_slope = self.context_layers * self.kv_bytes_per_ctx_token_layer / bw / self.dp;
+        let mut mem_slope =
+            self.context_layers * self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte
+                / bw
+                / self.dp;
         let mut flop_slope = self.context_layers * 4.0 * self.q_width / rate / self.dp;
         if q != 1 {
             flop_slope *= q as f64;
