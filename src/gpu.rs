@@ -99,6 +99,12 @@ pub struct AttentionCurve {
     /// half the bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fa3_fp8: Option<Fa3Fp8Attention>,
+    /// Whether `fixed_s` was read off kernel times of CUDA-graph replay (triton's
+    /// `do_bench_cudagraph`): such a fixed time holds no host launch, so the queued chain of a
+    /// step does not take `small_ops.launch_s` off it. Absent or false: it is taken off
+    /// (docs/model.md, "kernel queueing").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_s_graph_replayed: bool,
 }
 
 /// FlashAttention-3's FP8 attention (vLLM's fork, two-level FP32 accumulation) relative to

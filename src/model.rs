@@ -96,6 +96,12 @@ pub struct CheckpointFormats {
     /// (an `exclude_modules` / `ignore` entry naming `self_attn`); absent: `other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<WeightDtype>,
+    /// The attention's output projection, where the checkpoint quantizes it apart from the
+    /// other attention projections (an exclude list naming a layer's other `self_attn`
+    /// projections but not its `o_proj`: ModelOpt's DeepSeek recipe with `--enable_wo_quant`);
+    /// absent: as `attention`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_out: Option<WeightDtype>,
     /// The multi-token-prediction layers, where the checkpoint leaves them out of its
     /// quantization (an entry naming layer `num_hidden_layers`, the first MTP layer); absent:
     /// `other`.
@@ -170,6 +176,11 @@ pub struct ModelSpec {
     /// them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointFormats>,
+    /// Other published checkpoints of the model, by their Hugging Face id, with the formats
+    /// their quantization config gives each module (`deployment.checkpoint` runs one; each
+    /// entry's source is beside it in the catalog file).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub published_checkpoints: std::collections::BTreeMap<String, CheckpointFormats>,
     /// Multi-token-prediction layers the checkpoint ships beside its `num_layers` (Hugging
     /// Face `num_nextn_predict_layers`: 1 for DeepSeek-V3/R1 and GLM-4.5; 0 or absent: none).
     /// Engines load them only for `method = "mtp"` speculative decoding.

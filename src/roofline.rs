@@ -224,7 +224,9 @@ impl StepTimeModel {
                 if !g.gemm.fixed_s_graph_replayed {
                     g.gemm.fixed_s = (g.gemm.fixed_s - hidden).max(0.0);
                 }
-                g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
+                if !g.attention.fixed_s_graph_replayed {
+                    g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
+                }
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
                 g
             },

@@ -113,6 +113,12 @@ pub struct DeploymentConfig {
     /// formats, module by module, from its `quantization_config`; bf16 when it has none).
     #[serde(default = "default_dtype")]
     pub dtype: String,
+    /// A published checkpoint of the model other than its own, by its Hugging Face id
+    /// (`nvidia/DeepSeek-R1-0528-NVFP4-v2`), among those the model declares
+    /// (`published_checkpoints`): its modules run in the formats it stores them in, as `auto`
+    /// runs the model's own. Absent: the model's own checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
     /// KV-cache format: auto, fp8.
     #[serde(default = "default_kv")]
     pub kv_cache_dtype: String,
@@ -1245,6 +1251,7 @@ pub fn resolve_deployment(
     let mut engine = EngineProfile::load(&d.engine).map_err(at("deployment.engine"))?;
     let gpu = GpuProfile::load(&d.gpu).map_err(at("deployment.gpu"))?;
     let model = load_model(&d.model).map_err(at("deployment.model"))?;
+    let model = with_checkpoint(model, d.checkpoint.as_deref(), explicit_dtype, origin)?;
     let (weight_dtype, formats, kv_dtype) = resolve_formats(&model, explicit_dtype, kv_setting);
     engine.scheduler.for_gpu(&gpu);
     if let Some(lengths) = mean_lengths {
@@ -1438,6 +1445,43 @@ fn deployment_memory(
     })
 }
 
+/// The model with `checkpoint` (a published checkpoint it declares, by Hugging Face id) as
+/// its own checkpoint; the model as it is without one. Errors (naming `origin` and
+/// `deployment.checkpoint`): a checkpoint the model does not declare, or an explicit `dtype`
+/// other than the one the checkpoint stores its experts (or, for a dense model, its layers) in.
+pub fn with_checkpoint(
+    mut model: crate::model::ModelSpec,
+    checkpoint: Option<&str>,
+    explicit: Option<WeightDtype>,
+    origin: &str,
+) -> Result<crate::model::ModelSpec> {
+    let Some(name) = checkpoint else {
+        return Ok(model);
+    };
+    let err = |reason: String| Error::config(origin, "deployment.checkpoint", reason);
+    let Some(c) = model.published_checkpoints.get(name).cloned() else {
+        let known: Vec<&str> = model.published_checkpoints.keys().map(|k| k.as_str()).collect();
+        return Err(err(format!(
+            "'{name}' is not a checkpoint model '{}' declares ({})",
+            model.name,
+            if known.is_empty() {
+                "it declares none; use deployment.dtype".to_string()
+            } else {
+                format!("known: {}", known.join(", "))
+            }
+        )));
+    };
+    let headline = if model.moe.is_some() { c.experts } else { c.other };
+    if let Some(w) = explicit.filter(|w| *w != headline) {
+        return Err(err(format!(
+            "'{name}' stores its weights in {headline}, but deployment.dtype is {w}: set \
+             dtype = \"auto\" or \"{headline}\""
+        )));
+    }
+    model.checkpoint = Some(c);
+    Ok(model)
+}
+
 /// The weight formats a deployment runs and its KV format: an explicit `dtype` names a
 /// checkpoint of that format, whose modules run as the published checkpoints of the format
 /// leave them ([`ModuleFormats::of_checkpoint`]: NVFP4 keeps MLA attention and the MTP layers
@@ -1453,11 +1497,15 @@ pub fn resolve_formats(
     explicit: Option<WeightDtype>,
     kv_setting: KvDtype,
 ) -> (WeightDtype, ModuleFormats, KvDtype) {
-    let own = |c: &crate::model::CheckpointFormats| ModuleFormats {
-        attention: c.attention.unwrap_or(c.other),
-        dense: c.other,
-        experts: c.experts,
-        mtp: c.mtp.unwrap_or(c.other),
+    let own = |c: &crate::model::CheckpointFormats| {
+        let attention = c.attention.unwrap_or(c.other);
+        ModuleFormats {
+            attention,
+            attention_out: c.attention_out.unwrap_or(attention),
+            dense: c.other,
+            experts: c.experts,
+            mtp: c.mtp.unwrap_or(c.other),
+        }
     };
     // The format the checkpoint is known by: its experts' for an MoE model, else the rest's.
     let headline = |c: &crate::model::CheckpointFormats| {

@@ -164,6 +164,11 @@ pub struct ReferenceRow {
     pub model: String,
     /// Weight format.
     pub dtype: String,
+    /// The checkpoint measured, by Hugging Face id (`checkpoint` column), if given; a row runs
+    /// it when its catalog model declares it (`published_checkpoints`), else the format of
+    /// `dtype`. Not written out with the row.
+    #[serde(skip)]
+    pub checkpoint: Option<String>,
     /// KV format.
     pub kv_cache_dtype: String,
     /// GPU profile name.
@@ -384,6 +389,7 @@ impl<'a> Cells<'a> {
             engine_version: self.field("engine_version").map(str::to_string),
             model: self.text("model")?,
             dtype: self.field("dtype").unwrap_or("bf16").to_string(),
+            checkpoint: self.field("checkpoint").map(str::to_string),
             kv_cache_dtype: self.field("kv_cache_dtype").unwrap_or("auto").to_string(),
             gpu: self.text("gpu")?,
             tp: self.req("tp")? as u32,
@@ -462,6 +468,16 @@ impl ReferenceRow {
         }
     }
 
+    /// The row's `checkpoint` when its catalog model declares it (`published_checkpoints`):
+    /// the row then runs that checkpoint's module formats.
+    fn declared_checkpoint(&self) -> Option<String> {
+        let c = self.checkpoint.as_ref()?;
+        crate::model::load_model(&self.model)
+            .ok()
+            .filter(|m| m.published_checkpoints.contains_key(c))
+            .map(|_| c.clone())
+    }
+
     /// The configuration the row measured, the unit of cross-validation: engine and its
     /// release (the first word of `engine_version`), model, TP degree and GPU (e.g.
     /// `vllm 0.15.1 llama-2-7b TP1 h100-sxm`). Rows of
@@ -506,6 +522,9 @@ impl ReferenceRow {
             dep.insert("ep".into(), V::Integer(self.ep as i64));
         }
         dep.insert("dtype".into(), V::String(self.checkpoint_dtype()));
+        if let Some(c) = self.declared_checkpoint() {
+            dep.insert("checkpoint".into(), V::String(c));
+        }
         dep.insert(
             "kv_cache_dtype".into(),
             V::String(self.kv_cache_dtype.clone()),

@@ -291,6 +291,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<ModelSpec> {
         local_attention: read_local_attention(&cfg, &family, num_layers)?,
         attention_sinks: family.attention_sinks,
         checkpoint: read_quantization(&cfg)?,
+        published_checkpoints: Default::default(),
         num_nextn_predict_layers: cfg.u64("num_nextn_predict_layers")?.unwrap_or(0),
     };
     if let Some(m) = &spec.mla {
@@ -663,6 +664,10 @@ fn read_quantization(cfg: &Cfg<'_>) -> Result<Option<CheckpointFormats>> {
             .any(|(i, _)| !m[i + mtp_layer.len()..].starts_with(|c: char| c.is_ascii_digit()))
     };
     let kept = |yes: bool| yes.then_some(WeightDtype::Bf16);
+    // Which attention projections an entry leaves out: ModelOpt names them per module
+    // (`model.layers.N.self_attn.q_a_proj`, `...o_proj`; quantize_to_nvfp4.py renames
+    // DeepSeek's `wo` to `o_proj`) or the whole attention (`model.layers.N.self_attn*`).
+    let (attention_excluded, out_excluded) = attention_exclusions(&excluded);
     let kv = s("kv_cache_quant_algo")
         .filter(|a| a.contains("fp8"))
         .map(|_| KvDtype::Fp8)
@@ -678,10 +683,37 @@ fn read_quantization(cfg: &Cfg<'_>) -> Result<Option<CheckpointFormats>> {
         } else {
             format
         },
-        attention: kept(excluded.iter().any(|m| m.contains("self_attn"))),
+        attention: kept(attention_excluded),
+        attention_out: (out_excluded != attention_excluded).then_some(if out_excluded {
+            WeightDtype::Bf16
+        } else {
+            format
+        }),
         mtp: kept(excluded.iter().any(names_mtp)),
         kv_cache: kv,
     }))
+}
+
+/// Whether a list of unquantized modules leaves out the attention's projections other than O,
+/// and its output projection O: an entry naming one projection of a layer's `self_attn`
+/// (`...self_attn.kv_b_proj`, `...self_attn.o_proj`) leaves out that one; an entry naming the
+/// attention without a projection (`...self_attn*`) leaves out all of them.
+fn attention_exclusions(excluded: &[String]) -> (bool, bool) {
+    let (mut projections, mut out) = (false, false);
+    for m in excluded {
+        let Some(i) = m.find("self_attn") else {
+            continue;
+        };
+        let rest = &m[i + "self_attn".len()..];
+        if rest.contains("o_proj") {
+            out = true;
+        } else if rest.contains("proj") {
+            projections = true;
+        } else {
+            (projections, out) = (true, true);
+        }
+    }
+    (projections, out)
 }
 
 /// A parameter count as the field writes it: `7.6B`, `70B`, `494M`.
@@ -697,7 +729,31 @@ fn size_label(params: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::size_label;
+    use super::{attention_exclusions, size_label};
+
+    #[test]
+    fn attention_exclusions_tell_the_output_projection_apart() {
+        let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // ModelOpt's DeepSeek recipe: the whole attention out (nvidia/DeepSeek-R1-FP4).
+        assert_eq!(
+            attention_exclusions(&list(&["model.layers.0.self_attn*", "lm_head"])),
+            (true, true)
+        );
+        // With --enable_wo_quant (the -v2 checkpoints): every projection but O listed.
+        let v2 = list(&[
+            "model.layers.3.self_attn.q_a_proj",
+            "model.layers.3.self_attn.q_b_proj",
+            "model.layers.3.self_attn.kv_a_proj_with_mqa",
+            "model.layers.3.self_attn.kv_b_proj",
+            "lm_head",
+        ]);
+        assert_eq!(attention_exclusions(&v2), (true, false));
+        assert_eq!(
+            attention_exclusions(&list(&["model.layers.3.self_attn.o_proj"])),
+            (false, true)
+        );
+        assert_eq!(attention_exclusions(&list(&["lm_head"])), (false, false));
+    }
 
     #[test]
     fn sizes() {

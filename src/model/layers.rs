@@ -139,6 +139,15 @@ impl ModelSpec {
         }
     }
 
+    /// Parameters of one layer's attention output projection (O; MLA's `o_proj`), part of
+    /// [`ModelSpec::attention_split_params`].
+    pub fn attention_out_params(&self) -> f64 {
+        match &self.mla {
+            Some(m) => self.num_attention_heads as f64 * m.v_head_dim as f64 * self.hidden_size as f64,
+            None => self.layer_params().o,
+        }
+    }
+
     /// Attention parameters of one layer.
     pub fn attention_params(&self) -> f64 {
         self.attention_replicated_params() + self.attention_split_params()

@@ -14,8 +14,13 @@ use crate::precision::{GemmMath, KvDtype, WeightDtype};
 /// the LM head's storage are 16-bit whatever these say; routers are 16-bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ModuleFormats {
-    /// Attention projections (QKV and O, or MLA's projections).
+    /// Attention projections (QKV, or MLA's down- and up-projections), and the output
+    /// projection unless `attention_out` says otherwise.
     pub attention: WeightDtype,
+    /// The attention's output projection (O: `o_proj`, DeepSeek's `wo`): `attention` but in a
+    /// checkpoint that quantizes it apart from the others (the `-v2` NVFP4 DeepSeek-R1
+    /// checkpoints: NVFP4 O projection, BF16 MLA projections).
+    pub attention_out: WeightDtype,
     /// Dense MLPs and shared experts.
     pub dense: WeightDtype,
     /// Routed experts.
@@ -30,6 +35,7 @@ impl ModuleFormats {
     pub fn uniform(d: WeightDtype) -> Self {
         ModuleFormats {
             attention: d,
+            attention_out: d,
             dense: d,
             experts: d,
             mtp: d,
@@ -54,27 +60,49 @@ impl ModuleFormats {
     /// attention bf16, dense and MoE FFNs nvfp4, MTP layers bf16. Every other format is uniform.
     pub fn of_checkpoint(model: &ModelSpec, d: WeightDtype) -> Self {
         match d {
-            WeightDtype::Fp4 => ModuleFormats {
-                attention: if model.mla.is_some() {
+            WeightDtype::Fp4 => {
+                let attention = if model.mla.is_some() {
                     WeightDtype::Bf16
                 } else {
                     d
-                },
-                mtp: WeightDtype::Bf16,
-                ..ModuleFormats::uniform(d)
-            },
+                };
+                ModuleFormats {
+                    attention,
+                    attention_out: attention,
+                    mtp: WeightDtype::Bf16,
+                    ..ModuleFormats::uniform(d)
+                }
+            }
             _ => ModuleFormats::uniform(d),
         }
     }
 
     /// Whether the modules of the target model (the MTP layers aside) have one format.
     pub fn is_uniform(&self) -> bool {
-        self.attention == self.dense && self.dense == self.experts
+        self.attention == self.dense
+            && self.dense == self.experts
+            && self.attention_out == self.attention
     }
 
     /// How reports name the formats: `fp8`; `mxfp4 experts + bf16` when the experts differ
-    /// from the rest; `fp4 + bf16 attention` when only the attention differs.
+    /// from the rest; `fp4 + bf16 attention` when only the attention differs; `fp4 + bf16
+    /// attention, fp4 O projection` when the output projection differs from the attention's
+    /// other projections.
     pub fn label(&self) -> String {
+        let base = ModuleFormats {
+            attention_out: self.attention,
+            ..*self
+        }
+        .label_of_projections();
+        if self.attention_out == self.attention {
+            base
+        } else {
+            format!("{base}, {} O projection", self.attention_out)
+        }
+    }
+
+    /// [`ModuleFormats::label`] for formats whose O projection is the attention's.
+    fn label_of_projections(&self) -> String {
         if self.is_uniform() {
             self.attention.to_string()
         } else if self.dense == self.experts {
@@ -267,9 +295,15 @@ impl Deployment {
             m.lm_head_params()
         };
         let norms = 2.0 * m.hidden_size as f64 * ACT_BYTES;
-        let attention = m.attention_split_params() * f.attention.bytes() / tp
+        let mut attention = m.attention_split_params() * f.attention.bytes() / tp
             + m.attention_replicated_params() * f.attention.bytes();
-        let uniform_dense = m.moe.is_none() && m.mla.is_none() && !m.attention_sinks;
+        if f.attention_out != f.attention {
+            // The O projection in its own format (split by TP like the rest).
+            let o = m.attention_out_params();
+            attention += o * (f.attention_out.bytes() - f.attention.bytes()) / tp;
+        }
+        let uniform_dense =
+            m.moe.is_none() && m.mla.is_none() && !m.attention_sinks && f.is_uniform();
         let layers: f64 = if uniform_dense {
             // (QKV + O + MLP) / TP in one format: the sum as it always was.
             let lp = m.layer_params();

@@ -78,21 +78,26 @@ impl Deployment {
     /// query before the attention and the value half `W_UV` on its output after it (the
     /// TensorRT-LLM DeepSeek-R1 blog's "UK_BGEMM" and "UV_GEMM", modules 4 and 7; vLLM's MLA
     /// `W_UK_T` and `W_UV` bmm's); the same weights and FLOPs as the one KV up-projection
-    /// GEMM of an unabsorbed prefill, one fixed time more.
+    /// GEMM of an unabsorbed prefill, one fixed time more. O runs in `formats.attention_out`.
     pub(super) fn attention_gemms(&self) -> Vec<Gemm> {
         let m = &self.model;
         let tp = self.tp as f64;
         let h = m.hidden_size as f64;
-        let gemm = |k: f64, n: f64| Gemm {
-            k,
-            n,
-            weight_bytes: self.formats.attention.bytes(),
-            math: self.math(self.formats.attention),
+        let in_format = |d: crate::precision::WeightDtype| {
+            move |k: f64, n: f64| Gemm {
+                k,
+                n,
+                weight_bytes: d.bytes(),
+                math: self.math(d),
+            }
         };
+        let gemm = in_format(self.formats.attention);
+        // The output projection, in its own format where the checkpoint gives it one.
+        let out = in_format(self.formats.attention_out);
         match &m.mla {
             None => {
                 let (q, kv) = super::gqa_projection_widths(m, self.tp as u64);
-                vec![gemm(h, q + 2.0 * kv), gemm(q, h)]
+                vec![gemm(h, q + 2.0 * kv), out(q, h)]
             }
             Some(a) => {
                 let heads = m.num_attention_heads as f64 / tp;
@@ -105,7 +110,7 @@ impl Deployment {
                     heads * a.qk_nope_head_dim as f64,
                 ));
                 g.push(gemm(a.kv_lora_rank as f64, heads * a.v_head_dim as f64));
-                g.push(gemm(heads * a.v_head_dim as f64, h));
+                g.push(out(heads * a.v_head_dim as f64, h));
                 g
             }
         }

@@ -185,6 +185,7 @@ pub fn parse_result_file(
         engine_version: None,
         model: dep.model.clone(),
         dtype: dep.dtype.clone(),
+        checkpoint: None,
         kv_cache_dtype: dep.kv_cache_dtype.clone(),
         gpu: dep.gpu.clone(),
         tp: dep.tp,
