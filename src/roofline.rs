@@ -1037,6 +1037,29 @@ mod tests {
     }
 
     #[test]
+    fn a_graph_replayed_attention_fixed_time_keeps_its_launch() {
+        // A decode step's attention: one kernel per layer; a fixed time read off
+        // graph-replayed kernel times keeps the launch the queued chain takes off otherwise.
+        let mut dep = model("llama-3.1-8b", "b200", 1).dep;
+        let b = BatchShape::decode(4, 1024);
+        let attention = |d: &Deployment| {
+            StepTimeModel::new(d.clone(), 64)
+                .unwrap()
+                .breakdown(&b)
+                .attention_s
+        };
+        dep.gpu.attention.fixed_s_graph_replayed = false;
+        let queued = attention(&dep);
+        dep.gpu.attention.fixed_s_graph_replayed = true;
+        let graphed = attention(&dep);
+        let per_layer = (graphed - queued) / dep.model.num_layers as f64;
+        assert!(
+            (per_layer - dep.gpu.small_ops.launch_s).abs() < 1e-12,
+            "{per_layer}"
+        );
+    }
+
+    #[test]
     fn engines_switch_to_nccl_above_their_custom_all_reduce_size() {
         let mut dep = model("llama-3.1-70b", "h100-sxm", 8).dep;
         dep.engine = EngineProfile::load("trtllm").unwrap();

@@ -1460,7 +1460,11 @@ pub fn with_checkpoint(
     };
     let err = |reason: String| Error::config(origin, "deployment.checkpoint", reason);
     let Some(c) = model.published_checkpoints.get(name).cloned() else {
-        let known: Vec<&str> = model.published_checkpoints.keys().map(|k| k.as_str()).collect();
+        let known: Vec<&str> = model
+            .published_checkpoints
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         return Err(err(format!(
             "'{name}' is not a checkpoint model '{}' declares ({})",
             model.name,
@@ -1471,7 +1475,11 @@ pub fn with_checkpoint(
             }
         )));
     };
-    let headline = if model.moe.is_some() { c.experts } else { c.other };
+    let headline = if model.moe.is_some() {
+        c.experts
+    } else {
+        c.other
+    };
     if let Some(w) = explicit.filter(|w| *w != headline) {
         return Err(err(format!(
             "'{name}' stores its weights in {headline}, but deployment.dtype is {w}: set \

@@ -521,3 +521,92 @@ fn the_command_lines_dtype_defaults_to_the_checkpoints_own() {
         estimate(&["--model", "llama-3.1-8b", "--dtype", "bf16"])
     );
 }
+
+/// ModelOpt's DeepSeek recipe with `--enable_wo_quant` (the `-v2` NVFP4 checkpoints) lists each
+/// layer's MLA projections but not `o_proj` among its unquantized modules: the O projection
+/// runs NVFP4, the other attention projections BF16.
+#[test]
+fn an_exclude_list_without_o_proj_quantizes_the_output_projection_alone() {
+    use servesim::precision::{KvDtype, WeightDtype as W};
+    use servesim::scenario::resolve_formats;
+    let dir = tempfile::tempdir().unwrap();
+    let r1 =
+        std::fs::read_to_string(fixtures().join("deepseek-ai--DeepSeek-R1/config.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&r1).unwrap();
+    let mut exclude: Vec<String> = (0..61)
+        .flat_map(|i| {
+            ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"]
+                .map(|p| format!("model.layers.{i}.self_attn.{p}"))
+        })
+        .collect();
+    exclude.extend(["lm_head".to_string(), "model.layers.61*".to_string()]);
+    v["quantization_config"] = serde_json::json!({
+        "quant_method": "modelopt", "quant_algo": "NVFP4", "exclude_modules": exclude,
+    });
+    let m = load_model(&write_config(dir.path(), "v2", &v.to_string())).unwrap();
+    let f = resolve_formats(&m, None, KvDtype::Auto).1;
+    assert_eq!(
+        (f.attention, f.attention_out, f.dense, f.experts, f.mtp),
+        (W::Bf16, W::Fp4, W::Fp4, W::Fp4, W::Bf16)
+    );
+    assert_eq!(f.label(), "fp4 + bf16 attention, fp4 O projection");
+}
+
+/// `deployment.checkpoint` runs a published checkpoint the catalog model declares: DeepSeek-R1's
+/// `-0528-NVFP4-v2` holds its O projections in NVFP4, so each GPU of an attention-DP replica
+/// (every rank holds the whole attention) holds 61 x 128 x 128 x 7168 O weights at 4.5 bits
+/// instead of 16. A checkpoint the model does not declare, or a `dtype` other than the
+/// checkpoint's, is an error naming the key.
+#[test]
+fn a_named_checkpoint_runs_its_own_module_formats() {
+    use servesim::scenario::{resolve_deployment, DeploymentConfig, SchedulerOverrides};
+    let dep = |checkpoint: Option<&str>, dtype: &str| {
+        let mut t = toml::Table::new();
+        for (k, v) in [
+            ("model", "deepseek-r1"),
+            ("gpu", "b200"),
+            ("dtype", dtype),
+            ("kv_cache_dtype", "fp8"),
+            ("engine", "trtllm"),
+        ] {
+            t.insert(k.into(), toml::Value::String(v.into()));
+        }
+        t.insert("dp".into(), toml::Value::Integer(4));
+        t.insert("ep".into(), toml::Value::Integer(4));
+        if let Some(c) = checkpoint {
+            t.insert("checkpoint".into(), toml::Value::String(c.into()));
+        }
+        let d: DeploymentConfig = t.try_into().unwrap();
+        resolve_deployment(&d, &SchedulerOverrides::default(), "x.toml", None, None)
+    };
+    let v2 = "nvidia/DeepSeek-R1-0528-NVFP4-v2";
+    let plain = dep(None, "fp4").unwrap().deployment;
+    let named = dep(Some(v2), "fp4").unwrap().deployment;
+    assert_eq!(
+        dep(Some(v2), "auto").unwrap().deployment.formats,
+        named.formats
+    );
+    assert_eq!(
+        named.formats.label(),
+        "fp4 + bf16 attention, fp4 O projection"
+    );
+    let o_params = 61.0 * 128.0 * 128.0 * 7168.0;
+    let saved = plain.weight_bytes_per_gpu() - named.weight_bytes_per_gpu();
+    let expected = o_params * (2.0 - servesim::precision::WeightDtype::Fp4.bytes());
+    assert!(
+        (saved / expected - 1.0).abs() < 1e-9,
+        "{saved} vs {expected}"
+    );
+    let err = dep(Some("nvidia/DeepSeek-R1-FP4-v3"), "fp4")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("deployment.checkpoint") && err.contains(v2),
+        "{err}"
+    );
+    let err = dep(Some(v2), "fp8").unwrap_err().to_string();
+    assert!(
+        err.contains("deployment.checkpoint") && err.contains("fp4"),
+        "{err}"
+    );
+}

@@ -143,7 +143,9 @@ impl ModelSpec {
     /// [`ModelSpec::attention_split_params`].
     pub fn attention_out_params(&self) -> f64 {
         match &self.mla {
-            Some(m) => self.num_attention_heads as f64 * m.v_head_dim as f64 * self.hidden_size as f64,
+            Some(m) => {
+                self.num_attention_heads as f64 * m.v_head_dim as f64 * self.hidden_size as f64
+            }
             None => self.layer_params().o,
         }
     }
