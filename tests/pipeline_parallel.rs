@@ -108,3 +108,38 @@ fn the_stage_hand_off_adds_its_bytes_over_nvlink_to_every_step() {
     );
     assert_eq!(s1.gemm_s, s2.gemm_s, "the whole model's GEMMs either way");
 }
+
+/// trtllm-bench's limits with pipeline stages (tensorrt_llm/bench/build/tuning.py:
+/// `n_gpus = tp_size * pp_size`, `raw_bs = min(kv_cache_max_requests, 4096) / pp_size`),
+/// worked by hand for Llama-2-70B FP8 (68,976,648,192 one-byte weights, 163,840 bytes of FP8
+/// KV per token) on 81,559-MiB H100s at 200/20 tokens: TP 1 x PP 2 frees 2 x 79.65 - 64.24 =
+/// 95.05 GiB, 95% of it holds 2,690 requests of 220 tokens, 1,345 per micro-batch -> 1,536
+/// sequences and 1,345 x 11 = 14,795 -> 15,360 tokens; TP 2 the same 2,690 in one batch ->
+/// 2,816 and 29,590 -> 29,696. Counting one GPU only (the rule before it read `pp`) gave 436
+/// requests -> 512 and 5,120.
+#[test]
+fn trtllm_bench_limits_count_every_stages_memory_and_apply_per_micro_batch() {
+    let text = |tp: u32, pp: u32| {
+        format!(
+            "seed = 3\n[deployment]\nmodel = \"llama-2-70b\"\ngpu = \"h100-sxm\"\ntp = {tp}\n\
+             pp = {pp}\ndtype = \"fp8\"\nkv_cache_dtype = \"fp8\"\nengine = \"trtllm\"\n{}",
+            common::fixed_offline_workload("num_requests = 10", 200, 20)
+        )
+    };
+    let pp2 = resolve(&text(1, 2));
+    assert_eq!(
+        (
+            pp2.sim.scheduler.max_num_seqs,
+            pp2.sim.scheduler.max_num_batched_tokens
+        ),
+        (1536, 15360)
+    );
+    let tp2 = resolve(&text(2, 1));
+    assert_eq!(
+        (
+            tp2.sim.scheduler.max_num_seqs,
+            tp2.sim.scheduler.max_num_batched_tokens
+        ),
+        (2816, 29696)
+    );
+}
