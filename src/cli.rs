@@ -103,6 +103,12 @@ pub struct EstimateArgs {
     /// The deployment.
     #[command(flatten)]
     pub deployment: DeploymentArgs,
+    /// Pipeline-parallel stages (vLLM's `--pipeline-parallel-size`, TensorRT-LLM `pp_size`):
+    /// each stage holds `num_layers / pp` layers on its own tensor-parallel GPUs, so weights
+    /// and KV per GPU are one stage's; the batch is one micro-batch, its step the pass through
+    /// every stage.
+    #[arg(long = "pipeline-parallel-size", alias = "pp", default_value_t = 1)]
+    pub pp: u32,
     /// Requests decoding one token each in the iteration.
     #[arg(long = "decode-batch", default_value_t = 1)]
     pub decode_batch: u32,

@@ -73,8 +73,10 @@ pub struct SchedulerDefaults {
 /// `trtllm-bench`'s rule for the engine's batch limits (tensorrt_llm/bench/build/tuning.py,
 /// `calc_engine_setting` and `finetune_setting`): the requests whose whole KV (at the
 /// dataset's mean prompt + output length) fit in `kv_cache_fraction` of the memory the
-/// weights leave, rounded up generously, give `max_batch_size`; that times
-/// `1 + input / output` gives `max_num_tokens`.
+/// weights leave on all `tp x pp` GPUs, divided among the `pp` pipeline micro-batches and
+/// rounded up generously, give `max_batch_size`; that times `1 + input / output` gives
+/// `max_num_tokens` (NVIDIA/TensorRT-LLM at 04cba882084a: `n_gpus = tp_size * pp_size`,
+/// `raw_bs = min(kv_cache_max_requests, 4096) / pp_size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadLimits {
@@ -94,8 +96,11 @@ pub struct LimitInputs {
     pub kv_bytes_per_token: f64,
     /// Memory of one GPU, bytes.
     pub gpu_memory_bytes: f64,
-    /// GPUs of the replica (TP degree).
+    /// GPUs of one pipeline stage of the replica (trtllm-bench's `tp_size`).
     pub tp: u32,
+    /// Pipeline stages (trtllm-bench's `pp_size`): the memory of `tp x pp` GPUs holds the
+    /// weights and KV, and each of the `pp` micro-batches gets its share of the requests.
+    pub pp: u32,
     /// Mean prompt length of the workload, tokens.
     pub input_tokens: f64,
     /// Mean output length of the workload, tokens.
@@ -107,7 +112,8 @@ impl WorkloadLimits {
     /// request's KV fits (the engine's own memory check then decides).
     pub fn limits(&self, x: &LimitInputs) -> Option<(u32, u32)> {
         let gib = (1u64 << 30) as f64;
-        let available = (x.gpu_memory_bytes * x.tp as f64 - x.params * x.weight_bytes) / gib;
+        let gpus = x.tp as f64 * x.pp.max(1) as f64;
+        let available = (x.gpu_memory_bytes * gpus - x.params * x.weight_bytes) / gib;
         let cache = available * self.kv_cache_fraction;
         let per_request = x.kv_bytes_per_token / gib * (x.input_tokens + x.output_tokens);
         if !(cache > 0.0 && per_request > 0.0 && x.output_tokens > 0.0) {
@@ -117,7 +123,7 @@ impl WorkloadLimits {
         if requests < 1.0 {
             return None;
         }
-        let raw_bs = requests.min(4096.0);
+        let raw_bs = requests.min(4096.0) / x.pp.max(1) as f64;
         let raw_tokens = (raw_bs * (1.0 + x.input_tokens / x.output_tokens)).min(32768.0);
         let up = |v: f64, step: f64| step * (v / step).ceil();
         let bs = if raw_bs < 256.0 {
@@ -605,6 +611,7 @@ mod tests {
             kv_bytes_per_token: 65536.0,
             gpu_memory_bytes: 85_520_809_984.0,
             tp: 1,
+            pp: 1,
             input_tokens: 128.0,
             output_tokens: 2048.0,
         };
@@ -627,6 +634,40 @@ mod tests {
         // Weights that do not fit leave nothing to size.
         let none = LimitInputs { tp: 1, ..big };
         assert_eq!(rule.limits(&none), None);
+    }
+
+    #[test]
+    fn trtllm_bench_limits_with_pipeline_stages_count_every_gpu_and_split_the_requests() {
+        let rule = WorkloadLimits {
+            kv_cache_fraction: 0.95,
+        };
+        // Llama-2-70B FP8 (68.98e9 one-byte weights, 160 KiB of FP8 KV per token: 80 layers x
+        // 8 heads x 128 x 2) on H100s at 128/128, by tuning.py's arithmetic in GiB:
+        // TP1 PP2: 2 x 79.65 - 64.24 = 95.05 GiB free, x 0.95 = 90.30 GiB of KV, 2,312
+        // requests of 256 tokens, 1,156 per micro-batch -> 1,280; 2,312 tokens -> 2,560.
+        let pp2 = LimitInputs {
+            params: 68.98e9,
+            weight_bytes: 1.0,
+            kv_bytes_per_token: 163_840.0,
+            gpu_memory_bytes: 85_520_809_984.0,
+            tp: 1,
+            pp: 2,
+            input_tokens: 128.0,
+            output_tokens: 128.0,
+        };
+        assert_eq!(rule.limits(&pp2), Some((1280, 2560)));
+        // TP2 PP1 has the same memory and requests, all in one batch: 2,312 -> 2,560 requests,
+        // 4,624 tokens -> 5,120.
+        let tp2 = LimitInputs {
+            tp: 2,
+            pp: 1,
+            ..pp2
+        };
+        assert_eq!(rule.limits(&tp2), Some((2560, 5120)));
+        // Counting one GPU's memory, as the rule did before it read `pp`: 15.40 GiB free, 375
+        // requests -> 384, 2,048 tokens.
+        let one = LimitInputs { pp: 1, ..pp2 };
+        assert_eq!(rule.limits(&one), Some((384, 2048)));
     }
 
     #[test]

@@ -850,10 +850,44 @@ fn candidate_scenario(base: &Scenario, c: &Candidate, scale: f64) -> Scenario {
             v.truncate(k as usize);
         }
     }
-    if let Some(b) = s.scheduler.max_num_batched_tokens {
-        s.scheduler.max_num_batched_tokens = Some(b.max(c.max_num_seqs));
-    }
+    // The scenario's token budget stays as written: a candidate it cannot hold is not searched
+    // ([`token_budget_check`]), never given a larger budget in silence.
     s
+}
+
+/// Why candidate `c` is not searched when the scenario's own `scheduler.max_num_batched_tokens`
+/// is below the candidate's `max_num_seqs` (`None` when it holds them, or the scenario leaves
+/// the budget to the engine: resolving the candidate then checks the engine's default).
+/// Every running sequence decodes one token per iteration in servesim's scheduler, so the
+/// budget must hold `max_num_seqs`, and the plan keeps the user's budget as written. What
+/// each engine does with such a setting is named: vLLM refuses it (vllm-project/vllm
+/// vllm/config/scheduler.py at 01230b40128e, `verify_max_model_len`: "max_num_batched_tokens
+/// must be greater than or equal to max_num_seqs"); TensorRT-LLM accepts it but schedules at
+/// most `max_num_tokens` decoding requests per step (NVIDIA/TensorRT-LLM
+/// cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp at 0a949d3128bf: a generation
+/// request's tokens count against `maxNumTokensRuntime`), which a candidate of that many
+/// sequences models.
+fn token_budget_check(base: &Scenario, c: &Candidate) -> Option<String> {
+    let budget = base.scheduler.max_num_batched_tokens?;
+    if budget >= c.max_num_seqs {
+        return None;
+    }
+    let seqs = c.max_num_seqs;
+    let engine = crate::engine::EngineProfile::load(&base.deployment.engine)
+        .map(|e| e.name)
+        .unwrap_or_default();
+    let what = match engine.as_str() {
+        "vllm" => "vLLM refuses max_num_batched_tokens below max_num_seqs".to_string(),
+        "trtllm" => format!(
+            "TensorRT-LLM decodes at most {budget} sequences per step (max_num_tokens), \
+             as max_num_seqs {budget} does"
+        ),
+        _ => "every running sequence decodes one token per iteration".to_string(),
+    };
+    Some(format!(
+        "not searched: max_num_seqs {seqs} exceeds the scenario's \
+         scheduler.max_num_batched_tokens ({budget}) and {what}; raise the budget to plan it"
+    ))
 }
 
 /// Resolves every GPU name of the list `key` to its catalog name (a profile path must load),
@@ -1078,6 +1112,9 @@ fn entry_check(
     prices: &PriceCatalog,
     column: PriceColumn,
 ) -> Result<(f64, u64)> {
+    if let Some(why) = token_budget_check(base, c) {
+        return Err(Error::config(origin, "plan.max_num_seqs", why));
+    }
     let resolved = candidate_scenario(base, c, 1.0).resolve(origin)?;
     // A profile given as a path is priced by the GPU type it names.
     let price = prices.price_with(&base.pricing, &resolved.deployment.gpu.name, column)?;

@@ -1121,8 +1121,9 @@ fn apply_workload_limits(
     };
     if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
         let (input_tokens, output_tokens) = lengths()?;
-        // trtllm-bench's `--tp` is every GPU of the replica; the limits it derives become
-        // each attention data-parallel rank's (the LLM API applies them per rank).
+        // trtllm-bench's `--tp` is every GPU of a pipeline stage; the limits it derives become
+        // each attention data-parallel rank's (the LLM API applies them per rank) and each
+        // pipeline micro-batch's (`--pp`: tuning.py divides the requests among them).
         let gpus = d.tp.saturating_mul(d.dp);
         let inputs = crate::engine::LimitInputs {
             params: model.total_params(),
@@ -1130,6 +1131,7 @@ fn apply_workload_limits(
             kv_bytes_per_token: limit_kv_bytes_per_token(model, gpus, kv_dtype),
             gpu_memory_bytes: gpu.datasheet.memory_bytes,
             tp: gpus,
+            pp: d.pp,
             input_tokens,
             output_tokens,
         };

@@ -108,3 +108,111 @@ fn the_stage_hand_off_adds_its_bytes_over_nvlink_to_every_step() {
     );
     assert_eq!(s1.gemm_s, s2.gemm_s, "the whole model's GEMMs either way");
 }
+
+/// trtllm-bench's limits with pipeline stages (tensorrt_llm/bench/build/tuning.py:
+/// `n_gpus = tp_size * pp_size`, `raw_bs = min(kv_cache_max_requests, 4096) / pp_size`),
+/// worked by hand for Llama-2-70B FP8 (68,976,648,192 one-byte weights, 163,840 bytes of FP8
+/// KV per token) on 81,559-MiB H100s at 200/20 tokens: TP 1 x PP 2 frees 2 x 79.65 - 64.24 =
+/// 95.05 GiB, 95% of it holds 2,690 requests of 220 tokens, 1,345 per micro-batch -> 1,536
+/// sequences and 1,345 x 11 = 14,795 -> 15,360 tokens; TP 2 the same 2,690 in one batch ->
+/// 2,816 and 29,590 -> 29,696. Counting one GPU only (the rule before it read `pp`) gave 436
+/// requests -> 512 and 5,120.
+#[test]
+fn trtllm_bench_limits_count_every_stages_memory_and_apply_per_micro_batch() {
+    let text = |tp: u32, pp: u32| {
+        format!(
+            "seed = 3\n[deployment]\nmodel = \"llama-2-70b\"\ngpu = \"h100-sxm\"\ntp = {tp}\n\
+             pp = {pp}\ndtype = \"fp8\"\nkv_cache_dtype = \"fp8\"\nengine = \"trtllm\"\n{}",
+            common::fixed_offline_workload("num_requests = 10", 200, 20)
+        )
+    };
+    let pp2 = resolve(&text(1, 2));
+    assert_eq!(
+        (
+            pp2.sim.scheduler.max_num_seqs,
+            pp2.sim.scheduler.max_num_batched_tokens
+        ),
+        (1536, 15360)
+    );
+    let tp2 = resolve(&text(2, 1));
+    assert_eq!(
+        (
+            tp2.sim.scheduler.max_num_seqs,
+            tp2.sim.scheduler.max_num_batched_tokens
+        ),
+        (2816, 29696)
+    );
+}
+
+/// `servesim estimate --pipeline-parallel-size` (vLLM's flag) prints one stage's weights and
+/// KV per GPU and one micro-batch's pass: the same GEMMs as one GPU holding every layer, plus
+/// the hand-off; without the flag its JSON has no `pp` key (outputs as before).
+#[test]
+fn estimate_with_pipeline_stages_reports_one_stages_memory_and_the_passes_step() {
+    let estimate = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "llama-2-70b",
+            "--gpu",
+            "h100-sxm",
+            "--dtype",
+            "fp8",
+            "--kv-cache-dtype",
+            "fp8",
+            "--engine",
+            "trtllm",
+            "--max-num-seqs",
+            "1024",
+            "--max-num-batched-tokens",
+            "1024",
+            "--decode-batch",
+            "256",
+            "--context",
+            "1000",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        let (code, out, err) = common::servesim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let one = estimate(&[]);
+    let two = estimate(&["--pipeline-parallel-size", "2"]);
+    assert!(one.get("pp").is_none(), "{one}");
+    assert_eq!(two["pp"], 2);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let w = |v: &serde_json::Value| f(v, "weights_bytes_per_gpu");
+    assert!(
+        (w(&two) / w(&one) - 0.5).abs() < 1e-12,
+        "{} vs {}",
+        w(&two),
+        w(&one)
+    );
+    let kv = |v: &serde_json::Value| v["memory"]["kv_bytes_per_token"].as_f64().unwrap();
+    assert_eq!(kv(&two), kv(&one) / 2.0);
+    assert_eq!(f(&two, "kv_bytes_per_token"), f(&one, "kv_bytes_per_token"));
+    let step = |v: &serde_json::Value, k: &str| v["step"][k].as_f64().unwrap();
+    assert_eq!(step(&two, "gemm_s"), step(&one, "gemm_s"));
+    // One hand-off of 256 tokens x 8192 x 2 bytes over half of 900 GB/s after 7 us: 16.3 us.
+    let handoff = step(&two, "allreduce_s") - step(&one, "allreduce_s");
+    assert!(
+        (handoff - (7e-6 + 256.0 * 8192.0 * 2.0 / 450e9)).abs() < 1e-9,
+        "{handoff}"
+    );
+    let (code, _, err) = common::servesim(&[
+        "estimate",
+        "--model",
+        "llama-2-70b",
+        "--pipeline-parallel-size",
+        "2",
+        "--speculative-config",
+        "{\"method\":\"ngram\",\"num_speculative_tokens\":3}",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--speculative-config: is not modelled with --pipeline-parallel-size > 1"),
+        "{err}"
+    );
+}

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::servesim;
+use common::{servesim, shell_words};
 use serde_json::Value;
 
 /// Plans `scenario` (None: the embedded default) into a temporary report folder; returns the
@@ -66,36 +66,6 @@ fn plan_table(scenario: &str, extra: &[&str]) -> (tempfile::TempDir, Value, Stri
     let want = if p["recommendation"].is_null() { 1 } else { 0 };
     assert_eq!(code, want, "{args:?}: {err}");
     (dir, p, text)
-}
-
-/// The words of a command line as a POSIX shell splits it (plain words and single quotes:
-/// what the plan's re-run lines use).
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let (mut quoted, mut any) = (false, false);
-    for ch in line.chars() {
-        match ch {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
 }
 
 /// `servesim run` with the words of a printed line after `servesim`, exactly as printed

@@ -20,6 +20,13 @@ struct Estimate {
     /// Attention data-parallel ranks and expert-parallel size (GPUs per replica: tp x dp).
     dp: u32,
     ep: u32,
+    /// Pipeline stages (GPUs per replica: tp x pp); absent at 1. Weights, KV and the memory
+    /// plan are one stage's GPU's; the batch is one micro-batch.
+    #[serde(skip_serializing_if = "is_one")]
+    pp: u32,
+    /// Layers of one pipeline stage (`num_layers / pp`).
+    #[serde(skip)]
+    layers_per_stage: u64,
     /// Parameters, all experts included (no multi-token-prediction module).
     params_total: f64,
     /// Parameters one token's forward pass multiplies (top-k and shared experts, LM head; not
@@ -47,14 +54,18 @@ struct Estimate {
     /// Weight bytes one GPU reads in this step: every layer's weights and the LM head, but of
     /// a MoE layer's routed experts only those the batch's tokens activate (expected count,
     /// as the step time prices them), and not the embedding table (a gather of the batch's
-    /// rows; it is the LM head when the two are tied).
+    /// rows; it is the LM head when the two are tied). With pipeline stages: the pass's bytes
+    /// over its `pp` stages, per stage (each stage's GPUs read their own layers).
     weight_bytes_read_per_gpu: f64,
     /// What `weight_bytes_read_per_gpu` leaves out, for the table.
     #[serde(skip)]
     weights_read_note: String,
     /// `weight_bytes_read_per_gpu` over the GEMM time (layer GEMMs and LM head): what a
-    /// profiler would report as the weights' bandwidth, bytes/s.
+    /// profiler would report as the weights' bandwidth, bytes/s. With pipeline stages the
+    /// pass's bytes (every stage's) over its GEMM time (the stages run one after another).
     implied_weight_bandwidth_bytes_per_s: f64,
+    /// Output tokens per second of the batch (with pipeline stages: of this micro-batch;
+    /// `pp` of them are in flight, so a replica makes `pp` times as many).
     output_tokens_per_s: f64,
     /// Speculative decoding of the decode batch, with `--speculative-config` (absent
     /// without); `memory` then holds the draft's reservation.
@@ -89,16 +100,14 @@ struct SpecEstimate {
 
 /// Runs `servesim estimate`.
 pub fn run(args: &EstimateArgs) -> Result<()> {
-    let (d, s) = super::deployment_config(
+    let (mut d, s) = super::deployment_config(
         &args.deployment,
         args.max_num_seqs,
         args.max_num_batched_tokens,
     );
+    d.pp = args.pp;
     let origin = "servesim estimate flags";
-    let spec = match &args.speculative_config {
-        Some(json) => Some(speculative_config(json)?),
-        None => None,
-    };
+    let spec = requested_speculation(args, origin)?;
     let resolved = resolve_deployment(&d, &s, origin, None, spec.as_ref())?;
     let (dep, memory) = (resolved.deployment, resolved.memory);
     let speculative = match &spec {
@@ -129,13 +138,21 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         )
     })?;
     let weight_gemm_bytes = dep.weight_bytes_per_gpu();
-    let (read_bytes, read_note) = weight_bytes_read_per_gpu(&dep, f64::from(batch.tokens()));
+    // A micro-batch's pass reads every stage's weights: the whole model's bytes at `tp`.
+    let pass = servesim::roofline::Deployment {
+        pp: 1,
+        ..dep.clone()
+    };
+    let (pass_bytes, read_note) = weight_bytes_read_per_gpu(&pass, f64::from(batch.tokens()));
+    let stages = f64::from(dep.pp.max(1));
     let est = Estimate {
         model: dep.model.name.clone(),
         gpu: dep.gpu.name.clone(),
         tp: dep.tp,
         dp: dep.dp,
         ep: dep.ep,
+        pp: dep.pp,
+        layers_per_stage: dep.model.num_layers / u64::from(dep.pp.max(1)),
         params_total: dep.model.total_params(),
         params_active: dep.model.active_params(),
         dtype: dep.formats.label(),
@@ -150,10 +167,10 @@ pub fn run(args: &EstimateArgs) -> Result<()> {
         batch,
         step,
         host_exposed_s: dep.engine.host.per_iteration_exposed_s,
-        weight_bytes_read_per_gpu: read_bytes,
+        weight_bytes_read_per_gpu: pass_bytes / stages,
         weights_read_note: read_note,
         implied_weight_bandwidth_bytes_per_s: if step.gemm_s + step.lm_head_s > 0.0 {
-            read_bytes / (step.gemm_s + step.lm_head_s)
+            pass_bytes / (step.gemm_s + step.lm_head_s)
         } else {
             0.0
         },
@@ -210,6 +227,24 @@ fn weight_bytes_read_per_gpu(dep: &servesim::roofline::Deployment, tokens: f64) 
         "routed experts: the {active:.1} of {experts:.0} per MoE layer that the step's {tokens:.0} token(s) activate, expected; {embedding_note}"
     );
     (held - unread, note)
+}
+
+/// `--speculative-config` read and checked (`None` without it); with pipeline stages it is an
+/// error naming the flag (not modelled together).
+fn requested_speculation(
+    args: &EstimateArgs,
+    origin: &str,
+) -> Result<Option<servesim::speculative::SpeculativeConfig>> {
+    match &args.speculative_config {
+        Some(_) if args.pp > 1 => Err(servesim::Error::config(
+            origin,
+            "--speculative-config",
+            "is not modelled with --pipeline-parallel-size > 1 (pipeline parallelism)",
+        )
+        .into()),
+        Some(json) => Ok(Some(speculative_config(json)?)),
+        None => Ok(None),
+    }
 }
 
 /// `--speculative-config` JSON read as `bench` reads it, checked.
@@ -278,9 +313,27 @@ fn print_table(
     print_step(out, e, stream_bw, datasheet_bw)
 }
 
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
 /// The deployment in one line: model, GPUs and parallelism, formats, engine.
 fn print_heading(out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
-    if e.dp == 1 && e.ep == 1 {
+    if e.pp > 1 {
+        writeln!(
+            out,
+            "{} on {} x{} (TP {} x PP {}; {} weights, {} KV, {} engine; per GPU: one stage of {} layers)",
+            e.model,
+            e.gpu,
+            e.tp * e.pp,
+            e.tp,
+            e.pp,
+            e.dtype,
+            e.kv_cache_dtype,
+            e.engine,
+            e.layers_per_stage
+        )?;
+    } else if e.dp == 1 && e.ep == 1 {
         writeln!(
             out,
             "{} on {} x{} ({} weights, {} KV, {} engine)",
@@ -318,11 +371,19 @@ fn print_memory(out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
         "  weights per GPU        {:>9.2} GB",
         e.weights_bytes_per_gpu / 1e9
     )?;
-    writeln!(
-        out,
-        "  KV bytes per token     {:>9.0} B (whole model)",
-        e.kv_bytes_per_token
-    )?;
+    if e.pp > 1 {
+        writeln!(
+            out,
+            "  KV bytes per token     {:>9.0} B (whole model); {:.0} B per GPU (one stage)",
+            e.kv_bytes_per_token, e.memory.kv_bytes_per_token
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  KV bytes per token     {:>9.0} B (whole model)",
+            e.kv_bytes_per_token
+        )?;
+    }
     let k = &e.kv_by_attention;
     if k.sliding_layers + k.chunked_layers > 0 {
         writeln!(
@@ -407,9 +468,34 @@ fn print_step(
         )?;
     }
     writeln!(out, "  step time              {}", ms(s.total_s))?;
+    if e.pp > 1 {
+        writeln!(
+            out,
+            "  (one micro-batch's pass through the {} stages, the {} stage hand-off(s) in all-reduce; {} micro-batches are in flight)",
+            e.pp,
+            e.pp - 1,
+            e.pp
+        )?;
+    }
+    let (stages, micro) = if e.pp > 1 {
+        (
+            format!(
+                "; per stage: the pass reads {:.2} GB over its {} stages",
+                e.weight_bytes_read_per_gpu * f64::from(e.pp) / 1e9,
+                e.pp
+            ),
+            format!(
+                " (this micro-batch; {} in flight: {:.0} per replica)",
+                e.pp,
+                e.output_tokens_per_s * f64::from(e.pp)
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     writeln!(
         out,
-        "  weights read per GPU     {:.2} GB of {:.2} GB held ({})\n  implied weight bandwidth {:.2} TB/s (weights read over the GEMM and LM-head time); output {:.0} tokens/s",
+        "  weights read per GPU     {:.2} GB of {:.2} GB held ({}{stages})\n  implied weight bandwidth {:.2} TB/s (weights read over the GEMM and LM-head time); output {:.0} tokens/s{micro}",
         e.weight_bytes_read_per_gpu / 1e9,
         e.weights_bytes_per_gpu / 1e9,
         e.weights_read_note,

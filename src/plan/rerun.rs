@@ -112,14 +112,6 @@ fn deployment_overrides(
         sets.push(format!("speculative.num_speculative_tokens={k}"));
         sets.extend(acceptance_list_override(base, k));
     }
-    if let Some(b) = base.scheduler.max_num_batched_tokens {
-        if b < c.max_num_seqs {
-            sets.push(format!(
-                "scheduler.max_num_batched_tokens={}",
-                c.max_num_seqs
-            ));
-        }
-    }
     Some(sets)
 }
 

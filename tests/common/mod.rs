@@ -106,3 +106,33 @@ pub fn rerun_in_ci_without_tools(name: &str, env: &[(&str, &str)]) -> (bool, Str
     assert!(text.contains("running 1 test"), "{name}: {text}");
     (out.status.success(), text)
 }
+
+/// The words of a command line as a POSIX shell splits it (plain words and single quotes:
+/// what the plan's re-run lines use).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let (mut quoted, mut any) = (false, false);
+    for ch in line.chars() {
+        match ch {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
