@@ -6,32 +6,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{servesim, servesim_in};
+use common::{servesim, servesim_in, shell_words};
 use serde_json::Value;
-
-/// The words of a re-run line (plain words and single quotes, as the plan prints them).
-fn shell_words(line: &str) -> Vec<String> {
-    let (mut words, mut cur, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for ch in line.chars() {
-        match ch {
-            '\'' => (quoted, any) = (!quoted, true),
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
-}
 
 /// `servesim ARGS --format json` in `dir`: the report and stderr; fails the test on an error.
 fn run_json(dir: &Path, args: &[&str]) -> (Value, String) {
