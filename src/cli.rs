@@ -86,6 +86,12 @@ pub struct DeploymentArgs {
     /// quantization_config, 16-bit where it declares none).
     #[arg(long, default_value = "auto")]
     pub dtype: String,
+    /// A published checkpoint of the model other than its own, by Hugging Face id (one the
+    /// catalog model declares under `published_checkpoints`, e.g.
+    /// nvidia/DeepSeek-R1-0528-NVFP4-v2): its modules run in the formats it stores them in
+    /// (the scenario's `deployment.checkpoint`).
+    #[arg(long)]
+    pub checkpoint: Option<String>,
     /// KV-cache format: auto or fp8.
     #[arg(long = "kv-cache-dtype", default_value = "auto")]
     pub kv_cache_dtype: String,

@@ -143,7 +143,7 @@ pub fn deployment_config(
             },
             redundant_experts: a.redundant_experts,
             dtype: a.dtype.clone(),
-            checkpoint: None,
+            checkpoint: a.checkpoint.clone(),
             kv_cache_dtype: a.kv_cache_dtype.clone(),
             engine: a.engine.clone(),
             replicas: 1,

@@ -647,6 +647,9 @@ fn search_space(base: &Scenario) -> Vec<Candidate> {
             .clone()
             .unwrap_or_else(|| vec![engine_default_seqs(&d.engine, g)]);
         for dt in &dtypes {
+            // The checkpoint the scenario names (`deployment.checkpoint`), where this format can
+            // run it: its formats and KV declaration label the candidate, as `run` resolves it.
+            let model = with_named_checkpoint(model.clone(), d.checkpoint.as_deref(), dt);
             for &tp in &tps {
                 for (dp, ep) in parallel_space(base, moe, tp) {
                     for &s in &seqs {
@@ -798,6 +801,26 @@ fn kv_format(model: Option<&crate::model::ModelSpec>, setting: &str, dtype: &str
             .to_string(),
         (Ok(k), Ok(w), None) => k.resolve(w).to_string(),
         _ => setting.to_string(),
+    }
+}
+
+/// `model` with the published checkpoint `checkpoint` as its own, when format `dtype` can run
+/// it ([`crate::scenario::with_checkpoint`]); the model as it is otherwise (a format the
+/// checkpoint does not store is reported by the candidate's own resolution).
+fn with_named_checkpoint(
+    model: Option<crate::model::ModelSpec>,
+    checkpoint: Option<&str>,
+    dtype: &str,
+) -> Option<crate::model::ModelSpec> {
+    let m = model?;
+    let explicit = if dtype.eq_ignore_ascii_case("auto") {
+        None
+    } else {
+        dtype.parse::<WeightDtype>().ok()
+    };
+    match crate::scenario::with_checkpoint(m.clone(), checkpoint, explicit, "") {
+        Ok(with) => Some(with),
+        Err(_) => Some(m),
     }
 }
 

@@ -345,6 +345,88 @@ fn a_plans_auto_dtype_is_the_checkpoints_own_formats() {
     assert!(out.contains("mxfp4 experts + bf16"), "{out}");
 }
 
+/// A scenario that names a published checkpoint (`deployment.checkpoint`) plans it: `auto`
+/// candidates carry its formats and KV capacity as `run` and `estimate --checkpoint` resolve
+/// them, not the model's own checkpoint's (the plan once labelled and sized them as DeepSeek-R1's
+/// own block-FP8 checkpoint).
+#[test]
+fn a_plan_runs_the_checkpoint_its_scenario_names() {
+    const R1_V2: &str = "nvidia/DeepSeek-R1-0528-NVFP4-v2";
+    let checkpoint = format!("deployment.checkpoint=\"{R1_V2}\"");
+    let (code, out, err, p) = plan(&[
+        "scenarios/deepseek-v3-chat.toml",
+        "--set",
+        "deployment.model=\"deepseek-r1\"",
+        "--set",
+        &checkpoint,
+        "--set",
+        "plan.gpus=[\"b200\"]",
+        "--set",
+        "plan.dtypes=[\"auto\"]",
+        "--set",
+        "plan.tp=[8]",
+        "--set",
+        "plan.dp=[1]",
+        "--set",
+        "plan.expert_parallel=[true]",
+        "--set",
+        "plan.max_num_seqs=[128]",
+        "--set",
+        "workload.arrival.rate_per_s=2.0",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let c = &p.unwrap()["candidates"][0];
+    let r = run_json(
+        "scenarios/deepseek-v3-chat.toml",
+        &[
+            "deployment.model=\"deepseek-r1\"",
+            &checkpoint,
+            "deployment.gpu=\"b200\"",
+            "deployment.dtype=\"auto\"",
+            "deployment.tp=8",
+            "deployment.ep=8",
+            "scheduler.max_num_seqs=128",
+            "workload.num_requests=20",
+        ],
+    );
+    assert_eq!(r["weight_dtype"], "fp4 + bf16 attention, fp4 O projection");
+    assert_eq!(c["candidate"]["formats"], r["weight_dtype"]);
+    assert_eq!(c["candidate"]["kv_cache_dtype"], r["kv_cache_dtype"]);
+    assert_eq!(c["kv_capacity_tokens"], r["kv_capacity_tokens"]);
+    assert!(
+        out.contains("fp4 + bf16 attention, fp4 O projection"),
+        "{out}"
+    );
+    let e = estimate_json(&[
+        "--model",
+        "deepseek-r1",
+        "--gpu",
+        "b200",
+        "--tp",
+        "8",
+        "--enable-expert-parallel",
+        "--checkpoint",
+        R1_V2,
+        "--max-num-seqs",
+        "128",
+    ]);
+    assert_eq!(e["dtype"], r["weight_dtype"]);
+    // An undeclared checkpoint is an input error naming the key.
+    let (code, _, err) = servesim(&[
+        "estimate",
+        "--model",
+        "deepseek-r1",
+        "--gpu",
+        "b200",
+        "--tp",
+        "8",
+        "--checkpoint",
+        "nvidia/not-published",
+    ]);
+    assert_input_error(code, &err);
+    assert!(err.contains("deployment.checkpoint"), "{err}");
+}
+
 // --- 3. estimate and run (and bench) agree on the KV capacity ---------------------------
 
 #[test]
