@@ -824,24 +824,19 @@ impl Scenario {
         if self.deployment.pp == 1 {
             return Ok(());
         }
-        for (key, set) in [
-            ("autoscale", self.autoscale.is_some()),
-            ("faults", self.faults.is_some()),
-            ("speculative", self.speculative.is_some()),
-            (
-                "deployment.kv_offloading_size_gib",
-                self.deployment.kv_offloading_size_gib.is_some(),
-            ),
-        ] {
-            if set {
-                return Err(Error::config(
-                    origin,
-                    key,
-                    "is not modelled with deployment.pp > 1 (pipeline parallelism)",
-                ));
-            }
-        }
-        Ok(())
+        reject_unmodelled(
+            origin,
+            &[
+                ("autoscale", self.autoscale.is_some()),
+                ("faults", self.faults.is_some()),
+                ("speculative", self.speculative.is_some()),
+                (
+                    "deployment.kv_offloading_size_gib",
+                    self.deployment.kv_offloading_size_gib.is_some(),
+                ),
+            ],
+            PIPELINE,
+        )
     }
 
     /// The prefill and decode pools of a disaggregated deployment (`None` when colocated),
@@ -852,28 +847,24 @@ impl Scenario {
         mean_lengths: &dyn Fn() -> Result<(f64, f64)>,
     ) -> Result<Option<ResolvedPools>> {
         let d = &self.deployment;
-        let err = |key: &str, reason: String| Error::config(origin, key, reason);
         Ok(match d.mode {
             DeploymentMode::Colocated => {
                 disaggregation::check_colocated(d, origin)?;
                 None
             }
             DeploymentMode::Disaggregated => {
-                for (key, set) in [
-                    ("autoscale", self.autoscale.is_some()),
-                    ("faults", self.faults.is_some()),
-                    ("deployment.dp", d.dp != 1),
-                    ("deployment.pp", d.pp != 1),
-                    ("deployment.ep", d.ep != 1),
-                    ("deployment.redundant_experts", d.redundant_experts != 0),
-                ] {
-                    if set {
-                        return Err(err(
-                            key,
-                            "is not modelled with deployment.mode = \"disaggregated\"".into(),
-                        ));
-                    }
-                }
+                reject_unmodelled(
+                    origin,
+                    &[
+                        ("autoscale", self.autoscale.is_some()),
+                        ("faults", self.faults.is_some()),
+                        ("deployment.dp", d.dp != 1),
+                        ("deployment.pp", d.pp != 1),
+                        ("deployment.ep", d.ep != 1),
+                        ("deployment.redundant_experts", d.redundant_experts != 0),
+                    ],
+                    "deployment.mode = \"disaggregated\"",
+                )?;
                 Some(disaggregation::resolve_pools(
                     d,
                     &self.scheduler,
@@ -1047,19 +1038,31 @@ fn check_pipeline_shape(d: &DeploymentConfig, origin: &str) -> Result<()> {
             format!("tp x dp x pp = {gpus} GPUs per replica; at most 4096"),
         ));
     }
-    for (key, set) in [
-        ("deployment.dp", d.dp != 1),
-        ("deployment.ep", d.ep != 1),
-        ("deployment.redundant_experts", d.redundant_experts != 0),
-    ] {
-        if set {
-            return Err(err(
-                key,
-                "is not modelled with deployment.pp > 1 (pipeline parallelism)".into(),
-            ));
-        }
+    reject_unmodelled(
+        origin,
+        &[
+            ("deployment.dp", d.dp != 1),
+            ("deployment.ep", d.ep != 1),
+            ("deployment.redundant_experts", d.redundant_experts != 0),
+        ],
+        PIPELINE,
+    )
+}
+
+/// The setting that pipeline parallelism does not model a feature with.
+const PIPELINE: &str = "deployment.pp > 1 (pipeline parallelism)";
+
+/// An error naming the first key of `keys` that is set (`(key, set)`, in order) as "is not
+/// modelled with `setting`"; `Ok` when none is.
+fn reject_unmodelled(origin: &str, keys: &[(&str, bool)], setting: &str) -> Result<()> {
+    match keys.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(Error::config(
+            origin,
+            *key,
+            format!("is not modelled with {setting}"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks the scheduler's limits: max_num_seqs, block size and the token budget.
