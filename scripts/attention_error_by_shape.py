@@ -3,8 +3,9 @@
 ai-dynamo/aiconfigurator timed them, by batch and context, for one head configuration.
 
 Usage:
-  scripts/attention_error_by_shape.py PROFILE.toml AIC_CHECKOUT SYSTEM VERSION [Q_HEADS KV_HEADS]
-  e.g. calibration/gpus/h100-sxm.toml AIC_CHECKOUT h100_sxm 0.19.0 32 8   (Llama-3.1-8B at TP 1)
+  scripts/attention_error_by_shape.py PROFILE.toml AIC_CHECKOUT SYSTEM VERSION [Q_HEADS KV_HEADS [BATCH CONTEXT]]
+  e.g. calibration/gpus/h100-sxm.toml AIC_CHECKOUT h100_sxm 0.19.0 32 8 8 21000
+  (Llama-3.1-8B at TP 1; and its decode at batch 8 x 21,000 tokens)
 
 Reads aic-core/src/aiconfigurator_core/systems/data/SYSTEM/attention/vllm/VERSION/
 {generation,context}_attention_perf.parquet (needs pyarrow) and prints, for head_dim 128:
@@ -18,7 +19,9 @@ Reads aic-core/src/aiconfigurator_core/systems/data/SYSTEM/attention/vllm/VERSIO
   with no cached prefix, against `roofline::kernels::prefill_attention_at_rate_s` with
   units = batch x isl^2 / 2 and batch x isl query rows, at the BF16 rate times
   attention.fa3_fp8.prefill_rate_vs_bf16 for FP8 KV;
-and each table's time-weighted TFLOP/s or TB/s. Positive: the model is slow.
+and each table's time-weighted TFLOP/s or TB/s. Positive: the model is slow. With BATCH and
+CONTEXT, also the decode rows' time per layer at that batch, linear in the context between the
+two rows around it, beside the model's (its fixed time as the profile has it).
 """
 import io
 import subprocess
@@ -94,6 +97,19 @@ def main():
             pred = att["fixed_s"] + max(nbytes * per_byte / bw, 4 * q_width * b * ctx / bf16_rate)
             cells[(b, ctx)] = (pred / t - 1) * 100
             moved, took = moved + nbytes, took + t
+        if len(sys.argv) > 8:
+            at_b, at_ctx = int(sys.argv[7]), int(sys.argv[8])
+            pts = sorted((c, t) for (b, c), t in times.items() if b == at_b)
+            lo = max((p for p in pts if p[0] <= at_ctx), default=None)
+            hi = min((p for p in pts if p[0] >= at_ctx), default=None)
+            if lo and hi:
+                t = lo[1] if hi[0] == lo[0] else lo[1] + (hi[1] - lo[1]) * (at_ctx - lo[0]) / (hi[0] - lo[0])
+                nbytes = at_b * at_ctx * 2 * kvh * HEAD_DIM * elem
+                pred = att["fixed_s"] + max(nbytes * per_byte / bw, 4 * q_width * at_b * at_ctx / bf16_rate)
+                print(
+                    f"decode, {kv} KV, batch {at_b} x {at_ctx} tokens: rows {t * 1e6:.1f} us per layer "
+                    f"(between {lo[0]} and {hi[0]} tokens), model {pred * 1e6:.1f} us"
+                )
         print_grid(
             f"decode, {kv} KV, {qh}/{kvh} heads: model vs rows by context (rows) and batch "
             f"(columns); rows read {moved / took / 1e12:.2f} TB/s overall",
