@@ -122,18 +122,28 @@ fn attention_moe_and_allreduce_predictions_match_their_rows() {
     assert!(ar.bias.abs() <= 0.05, "{ar:?}");
 }
 
-fn fused_moe_summary(
+/// The `kernel` class's summary over the rows of `file` of that kernel that `keep` keeps.
+fn class_summary(
     gpu: &GpuProfile,
     file: &str,
+    kernel: &str,
     keep: impl Fn(&Measurement) -> bool,
 ) -> ClassSummary {
     let rows: Vec<Measurement> = read_measurements(std::path::Path::new(file))
         .unwrap()
         .into_iter()
-        .filter(|r| r.kernel == "fused_moe" && keep(r))
+        .filter(|r| r.kernel == kernel && keep(r))
         .collect();
-    assert!(!rows.is_empty(), "no fused_moe rows kept from {file}");
-    class(&validate(gpu, &rows).classes, "fused_moe").clone()
+    assert!(!rows.is_empty(), "no {kernel} rows kept from {file}");
+    class(&validate(gpu, &rows).classes, kernel).clone()
+}
+
+fn fused_moe_summary(
+    gpu: &GpuProfile,
+    file: &str,
+    keep: impl Fn(&Measurement) -> bool,
+) -> ClassSummary {
+    class_summary(gpu, file, "fused_moe", keep)
 }
 
 /// Out of sample: SGLang pull 11730's H200 rows of Qwen3-235B-A22B FP8 at TP 8 (E=128, N=192),
@@ -209,13 +219,7 @@ fn decode_summary(
     file: &str,
     keep: impl Fn(&Measurement) -> bool,
 ) -> ClassSummary {
-    let rows: Vec<Measurement> = read_measurements(std::path::Path::new(file))
-        .unwrap()
-        .into_iter()
-        .filter(|r| keep(r))
-        .collect();
-    assert!(!rows.is_empty(), "no rows kept from {file}");
-    class(&validate(gpu, &rows).classes, "paged_decode_attention").clone()
+    class_summary(gpu, file, "paged_decode_attention", keep)
 }
 
 /// vLLM's own FlashAttention-3 decode with its KV-cache write, BF16 KV, as ai-dynamo/
