@@ -805,22 +805,17 @@ mod tests {
     fn layer_gemms_replicate_kv_heads_as_the_step_time_model_does() {
         use crate::engine::EngineProfile;
         use crate::precision::{KvDtype, WeightDtype};
-        use crate::roofline::{Deployment, ModuleFormats};
+        use crate::roofline::Deployment;
         let m = load_model("llama-3.1-405b").unwrap();
         assert_eq!(m.num_kv_heads, 8);
-        let dep = Deployment {
-            model: m.clone(),
-            gpu: GpuProfile::load("h100-sxm").unwrap(),
-            engine: EngineProfile::load("vllm").unwrap(),
-            tp: 16,
-            dp: 1,
-            pp: 1,
-            ep: 1,
-            redundant_experts: 0,
-            weight_dtype: WeightDtype::Bf16,
-            formats: ModuleFormats::uniform(WeightDtype::Bf16),
-            kv_dtype: KvDtype::Auto,
-        };
+        let dep = Deployment::tensor_parallel(
+            m.clone(),
+            GpuProfile::load("h100-sxm").unwrap(),
+            EngineProfile::load("vllm").unwrap(),
+            16,
+            WeightDtype::Bf16,
+            KvDtype::Auto,
+        );
         assert_eq!(dep.kv_heads_per_gpu(), 1);
         let g = layer_gemms(&m, 16).unwrap();
         let qkv = 128 * 128 / 16 + 2 * dep.kv_heads_per_gpu() * 128;

@@ -867,19 +867,14 @@ mod tests {
 
     fn model(name: &str, gpu: &str, tp: u32) -> StepTimeModel {
         // The tests read `dep` back from the model to vary one thing at a time.
-        let dep = Deployment {
-            model: load_model(name).unwrap(),
-            gpu: GpuProfile::load(gpu).unwrap(),
-            engine: EngineProfile::load("vllm").unwrap(),
+        let dep = Deployment::tensor_parallel(
+            load_model(name).unwrap(),
+            GpuProfile::load(gpu).unwrap(),
+            EngineProfile::load("vllm").unwrap(),
             tp,
-            dp: 1,
-            pp: 1,
-            ep: 1,
-            redundant_experts: 0,
-            weight_dtype: WeightDtype::Bf16,
-            formats: ModuleFormats::uniform(WeightDtype::Bf16),
-            kv_dtype: KvDtype::Auto,
-        };
+            WeightDtype::Bf16,
+            KvDtype::Auto,
+        );
         StepTimeModel::new(dep, 2048).unwrap()
     }
 

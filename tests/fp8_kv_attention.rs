@@ -8,24 +8,19 @@ use servesim::engine::{EngineProfile, Fp8KvKernel};
 use servesim::gpu::GpuProfile;
 use servesim::model::load_model;
 use servesim::precision::{KvDtype, WeightDtype};
-use servesim::roofline::{Deployment, ModuleFormats, StepTimeModel};
+use servesim::roofline::{Deployment, StepTimeModel};
 use servesim::step_time::BatchShape;
 
 /// Llama-3.1-8B BF16 at TP 1 on `gpu` under `engine` with the given KV format.
 fn model(gpu: GpuProfile, engine: &str, kv: KvDtype) -> StepTimeModel {
-    let dep = Deployment {
-        model: load_model("llama-3.1-8b").unwrap(),
+    let dep = Deployment::tensor_parallel(
+        load_model("llama-3.1-8b").unwrap(),
         gpu,
-        engine: EngineProfile::load(engine).unwrap(),
-        tp: 1,
-        dp: 1,
-        pp: 1,
-        ep: 1,
-        redundant_experts: 0,
-        weight_dtype: WeightDtype::Bf16,
-        formats: ModuleFormats::uniform(WeightDtype::Bf16),
-        kv_dtype: kv,
-    };
+        EngineProfile::load(engine).unwrap(),
+        1,
+        WeightDtype::Bf16,
+        kv,
+    );
     StepTimeModel::new(dep, 8192).unwrap()
 }
 

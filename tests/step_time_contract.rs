@@ -28,7 +28,7 @@ use servesim::engine::EngineProfile;
 use servesim::gpu::GpuProfile;
 use servesim::model::load_model;
 use servesim::precision::{KvDtype, WeightDtype};
-use servesim::roofline::{Deployment, ModuleFormats, StepTimeModel};
+use servesim::roofline::{Deployment, StepTimeModel};
 use servesim::step_time::{BatchShape, StepTime};
 
 /// A deployment drawn at random, its step-time scale, and its model (`None` when the TP degree
@@ -51,23 +51,19 @@ impl Drawn {
         } else {
             WeightDtype::Bf16
         };
-        let dep = Deployment {
-            model: load_model(&self.model).ok()?,
-            gpu: GpuProfile::load(&self.gpu).ok()?,
-            engine: EngineProfile::load(&self.engine).ok()?,
-            tp: self.tp,
-            dp: 1,
-            pp: 1,
-            ep: 1,
-            redundant_experts: 0,
-            weight_dtype: weights,
-            formats: ModuleFormats::uniform(weights),
-            kv_dtype: if self.fp8_kv {
-                KvDtype::Fp8
-            } else {
-                KvDtype::Auto
-            },
+        let kv = if self.fp8_kv {
+            KvDtype::Fp8
+        } else {
+            KvDtype::Auto
         };
+        let dep = Deployment::tensor_parallel(
+            load_model(&self.model).ok()?,
+            GpuProfile::load(&self.gpu).ok()?,
+            EngineProfile::load(&self.engine).ok()?,
+            self.tp,
+            weights,
+            kv,
+        );
         let m = StepTimeModel::new(dep, 1024).ok()?;
         Some(if self.scale == 1.0 {
             m

@@ -149,6 +149,31 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// A tensor-parallel deployment of `tp` GPUs with every module in `weights` and the KV
+    /// cache in `kv`: no data, pipeline or expert parallelism, no redundant experts.
+    pub fn tensor_parallel(
+        model: ModelSpec,
+        gpu: GpuProfile,
+        engine: EngineProfile,
+        tp: u32,
+        weights: WeightDtype,
+        kv: KvDtype,
+    ) -> Self {
+        Deployment {
+            model,
+            gpu,
+            engine,
+            tp,
+            dp: 1,
+            pp: 1,
+            ep: 1,
+            redundant_experts: 0,
+            weight_dtype: weights,
+            formats: ModuleFormats::uniform(weights),
+            kv_dtype: kv,
+        }
+    }
+
     /// GPUs of one replica: `tp x dp`.
     pub fn gpus(&self) -> u32 {
         self.tp.saturating_mul(self.dp)

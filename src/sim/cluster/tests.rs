@@ -9,7 +9,7 @@ use crate::engine::EngineProfile;
 use crate::gpu::GpuProfile;
 use crate::model::load_model;
 use crate::precision::{KvDtype, WeightDtype};
-use crate::roofline::{plan_memory, Deployment, DraftMemory, ModuleFormats, StepTimeModel};
+use crate::roofline::{plan_memory, Deployment, DraftMemory, StepTimeModel};
 use crate::sim::{
     AutoscaleConfig, AutoscalePolicy, DisaggConfig, FailureAt, FaultConfig, Limits, OnFailure,
     PoolConfig, RouterKind, SchedulerConfig, SimConfig, SimOutput, SloPolicy, TraceOccupancy,
@@ -37,19 +37,8 @@ impl Setup {
         let gpu = GpuProfile::load("h100-sxm").expect("catalog GPU");
         let mut engine = EngineProfile::load("vllm").expect("engine profile");
         engine.scheduler.for_gpu(&gpu);
-        let deployment = Deployment {
-            model,
-            gpu,
-            engine,
-            tp: 1,
-            dp: 1,
-            pp: 1,
-            ep: 1,
-            redundant_experts: 0,
-            weight_dtype: WeightDtype::Bf16,
-            formats: ModuleFormats::uniform(WeightDtype::Bf16),
-            kv_dtype: KvDtype::Bf16,
-        };
+        let deployment =
+            Deployment::tensor_parallel(model, gpu, engine, 1, WeightDtype::Bf16, KvDtype::Bf16);
         let fraction = deployment.engine.scheduler.gpu_memory_utilization;
         let host_ns = crate::clock::secs_to_ns(deployment.engine.host.per_request_s);
         let sim = SimConfig {
