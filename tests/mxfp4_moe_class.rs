@@ -160,3 +160,16 @@ fn dense_and_fp8_moe_steps_do_not_move() {
     );
     assert!(with != old, "{with} {old}");
 }
+
+/// A `[moe.mxfp4_w4a16]` value out of range is an error naming the key.
+#[test]
+fn an_mxfp4_class_value_out_of_range_is_named() {
+    let mut g = GpuProfile::load("h100-sxm").unwrap();
+    g.moe.mxfp4_w4a16.as_mut().unwrap().grouped_flops_fraction = 1.5;
+    let e = g.validate("x.toml").unwrap_err().to_string();
+    assert!(e.contains("moe.mxfp4_w4a16.grouped_flops_fraction"), "{e}");
+    let mut g = GpuProfile::load("h100-sxm").unwrap();
+    g.moe.mxfp4_w4a16.as_mut().unwrap().grouped_gemm_fixed_s = -1.0;
+    let e = g.validate("x.toml").unwrap_err().to_string();
+    assert!(e.contains("moe.mxfp4_w4a16.grouped_gemm_fixed_s"), "{e}");
+}
