@@ -162,6 +162,14 @@ pub enum MoeKernel {
     /// A CUTLASS grouped GEMM MoE (TensorRT-LLM's `CutlassMoeFCRunner`): the routed rows are
     /// first copied into expert order by a kernel of their own (`expandInputRowsKernel`).
     Cutlass,
+    /// MXFP4 experts with BF16 activations on a GPU without FP4 tensor cores: OpenAI's
+    /// triton_kernels `matmul_ogs` (TensorRT-LLM's TritonFusedMoE, the backend it serves
+    /// gpt-oss with on Hopper), which gathers each expert's rows inside the GEMM, pads them to
+    /// its `block_m` tile and dequantizes the 4-bit weights to BF16 in the main loop. Not an
+    /// engine's choice: the step model runs it for MXFP4 experts where the GPU profile has
+    /// a `[moe.mxfp4_w4a16]` curve ([`MoeCurve::class_for`]).
+    #[serde(rename = "mxfp4_w4a16")]
+    Mxfp4W4a16,
 }
 
 /// One fused-MoE kernel class's curve: how its grouped GEMMs run against the dense GEMM curve.
@@ -181,6 +189,17 @@ pub struct MoeKernelCurve {
     /// (docs/validation.md, "The CUTLASS MoE's streaming rate").
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub stream_fraction: f64,
+    /// Weight elements the grouped GEMMs dequantize per second on the whole GPU (a limit of
+    /// the SMs, not of HBM: 4-bit values converted and scaled to BF16 in registers before the
+    /// MMA), weights/s; 0 (the default): no such limit. The weight streaming takes
+    /// `max(bytes / stream bandwidth, weights / this rate)`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dequant_weights_per_s: f64,
+    /// Fixed time of one of the class's grouped GEMMs (launch, per-expert tile scheduling,
+    /// pipeline fill and tail), in place of `gemm.fixed_s`, seconds; 0 (the default):
+    /// `gemm.fixed_s`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grouped_gemm_fixed_s: f64,
 }
 
 fn one() -> f64 {
@@ -210,6 +229,11 @@ pub struct MoeCurve {
     /// CUTLASS class (`[moe.cutlass]`); absent: the Triton class's figures stand in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cutlass: Option<MoeKernelCurve>,
+    /// MXFP4-weight, BF16-activation class (`[moe.mxfp4_w4a16]`: triton_kernels
+    /// `matmul_ogs` on a GPU without FP4 tensor cores); absent: MXFP4 experts run the engine's
+    /// own class at 4.25 bits per weight on the BF16 curve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mxfp4_w4a16: Option<MoeKernelCurve>,
 }
 
 impl Default for MoeCurve {
@@ -218,6 +242,7 @@ impl Default for MoeCurve {
             grouped_flops_fraction: 1.0,
             tile_wave_s: 0.0,
             cutlass: None,
+            mxfp4_w4a16: None,
         }
     }
 }
@@ -229,10 +254,32 @@ impl MoeCurve {
             grouped_flops_fraction: self.grouped_flops_fraction,
             tile_wave_s: self.tile_wave_s,
             stream_fraction: 1.0,
+            dequant_weights_per_s: 0.0,
+            grouped_gemm_fixed_s: 0.0,
         };
         match kernel {
             MoeKernel::Triton => triton,
             MoeKernel::Cutlass => self.cutlass.unwrap_or(triton),
+            MoeKernel::Mxfp4W4a16 => self.mxfp4_w4a16.unwrap_or(triton),
+        }
+    }
+
+    /// The kernel class that runs experts stored in `weights` with `math` under an engine
+    /// whose fused MoE is `engine`: MXFP4 experts dequantized to BF16 (no FP4 tensor cores)
+    /// run triton_kernels `matmul_ogs` ([`MoeKernel::Mxfp4W4a16`]) where this profile has
+    /// its curve (TensorRT-LLM, vLLM and SGLang all serve gpt-oss on Hopper with it); every
+    /// other format runs the engine's class.
+    pub fn class_for(
+        &self,
+        engine: MoeKernel,
+        weights: crate::precision::WeightDtype,
+        math: crate::precision::GemmMath,
+    ) -> MoeKernel {
+        use crate::precision::{GemmMath, WeightDtype};
+        if weights == WeightDtype::Mxfp4 && math == GemmMath::Bf16 && self.mxfp4_w4a16.is_some() {
+            MoeKernel::Mxfp4W4a16
+        } else {
+            engine
         }
     }
 }
@@ -481,6 +528,16 @@ impl GpuProfile {
                 self.moe.kernel(MoeKernel::Cutlass).stream_fraction,
             ),
             (
+                "moe.mxfp4_w4a16.grouped_flops_fraction",
+                self.moe
+                    .kernel(MoeKernel::Mxfp4W4a16)
+                    .grouped_flops_fraction,
+            ),
+            (
+                "moe.mxfp4_w4a16.stream_fraction",
+                self.moe.kernel(MoeKernel::Mxfp4W4a16).stream_fraction,
+            ),
+            (
                 "gemm.fp4_stream_bandwidth_fraction",
                 self.gemm.fp4_stream_bandwidth_fraction.unwrap_or(1.0),
             ),
@@ -545,7 +602,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 23] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 26] {
         [
             (
                 "datasheet.memory_bytes",
@@ -644,6 +701,24 @@ impl GpuProfile {
                 self.moe.kernel(MoeKernel::Cutlass).tile_wave_s,
                 0.0,
                 1e-4,
+            ),
+            (
+                "moe.mxfp4_w4a16.tile_wave_s",
+                self.moe.kernel(MoeKernel::Mxfp4W4a16).tile_wave_s,
+                0.0,
+                1e-4,
+            ),
+            (
+                "moe.mxfp4_w4a16.grouped_gemm_fixed_s",
+                self.moe.kernel(MoeKernel::Mxfp4W4a16).grouped_gemm_fixed_s,
+                0.0,
+                1e-3,
+            ),
+            (
+                "moe.mxfp4_w4a16.dequant_weights_per_s",
+                self.moe.kernel(MoeKernel::Mxfp4W4a16).dequant_weights_per_s,
+                0.0,
+                1e16,
             ),
         ]
     }

@@ -74,6 +74,9 @@ struct ExpertShape {
     math: GemmMath,
     /// Bytes per element of a dispatched token (FP8 when the experts take FP8 activations).
     dispatch_bytes: f64,
+    /// The fused-MoE kernel class that runs them: the engine's, or the MXFP4 W4A16 class
+    /// for MXFP4 experts dequantized to BF16 ([`crate::gpu::MoeCurve::class_for`]).
+    kernel: crate::gpu::MoeKernel,
 }
 
 /// The step-time model of one deployment, with the per-token-count terms precomputed.
@@ -196,6 +199,10 @@ impl StepTimeModel {
                 } else {
                     1.0
                 },
+                kernel: dep
+                    .gpu
+                    .moe
+                    .class_for(dep.engine.moe.kernel, dep.formats.experts, math),
             }
         });
         // FlashAttention-3's two-level FP8 path: where the engine runs it over an FP8 cache
@@ -294,7 +301,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
-                kernel: dep.engine.moe.kernel,
+                kernel: x.kernel,
             };
             (all, work)
         } else {
@@ -309,7 +316,7 @@ impl StepTimeModel {
                 inter: x.inter,
                 weight_bytes: x.weight_bytes,
                 math: x.math,
-                kernel: dep.engine.moe.kernel,
+                kernel: x.kernel,
             };
             (tokens, work)
         };
@@ -1194,6 +1201,8 @@ mod tests {
             grouped_flops_fraction: 0.25,
             tile_wave_s: 0.0,
             stream_fraction: 1.0,
+            dequant_weights_per_s: 0.0,
+            grouped_gemm_fixed_s: 0.0,
         });
         let mut b = BatchShape::default();
         b.add_prefill(4096, 0, true);

@@ -210,9 +210,30 @@ pub fn fused_moe_work_s(
     let mut time = 0.0;
     let mut stream = 0.0;
     for (k, n) in [(hidden, 2.0 * inter), (inter, hidden)] {
-        let (t, st) = gemm_math_s(&grouped, per_expert, k, n, work.weight_bytes, work.math);
-        time += fixed + (t - fixed) * active;
-        stream += st * active;
+        let (t, st) = match work.kernel {
+            MoeKernel::Mxfp4W4a16 => {
+                let d = DequantGemm {
+                    active,
+                    rows: per_expert,
+                    k,
+                    n,
+                    weight_bytes: work.weight_bytes,
+                    dequant_weights_per_s: curve.dequant_weights_per_s,
+                    fixed_s: if curve.grouped_gemm_fixed_s > 0.0 {
+                        curve.grouped_gemm_fixed_s
+                    } else {
+                        fixed
+                    },
+                };
+                d.time_s(&grouped)
+            }
+            _ => {
+                let (t, st) = gemm_math_s(&grouped, per_expert, k, n, work.weight_bytes, work.math);
+                (fixed + (t - fixed) * active, st * active)
+            }
+        };
+        time += t;
+        stream += st;
         if curve.tile_wave_s > 0.0 {
             time += tile_waves(gpu, active, per_expert, n) * curve.tile_wave_s;
         }
@@ -224,19 +245,79 @@ pub fn fused_moe_work_s(
         tokens * experts * 4.0 + tokens * work.top_k * 8.0,
         // alignment of the (token, expert) pairs to the experts' blocks
         pairs * 8.0,
-        // SiLU-and-mul of the gate+up output
-        pairs * 3.0 * inter * ACT_BYTES,
+        // SiLU-and-mul of the gate+up output; matmul_ogs fuses it into the first GEMM's
+        // epilogue (`fused_activation`: TensorRT-LLM's TritonFusedMoE, vLLM's
+        // gpt_oss_triton_kernels_moe.py), so the MXFP4 W4A16 class has no such kernel
+        match work.kernel {
+            MoeKernel::Mxfp4W4a16 => 0.0,
+            _ => pairs * 3.0 * inter * ACT_BYTES,
+        },
         // weighted sum of each token's expert outputs back into token order
         (pairs + tokens) * hidden * ACT_BYTES,
     ]
     .iter()
+    // (a kernel the class fuses away moves no bytes and launches nothing)
+    .filter(|&&b| b > 0.0)
     .map(|&b| small_op_s(gpu, b))
     .sum::<f64>();
     let expand = match work.kernel {
         MoeKernel::Cutlass => expand_rows_s(gpu, tokens, work),
-        MoeKernel::Triton => 0.0,
+        // matmul_ogs gathers the rows inside the first GEMM, as vLLM's Triton kernel does.
+        MoeKernel::Triton | MoeKernel::Mxfp4W4a16 => 0.0,
     };
     (time, stream, routing + expand)
+}
+
+/// The `block_m` tile height OpenAI's triton_kernels `matmul_ogs` pads each expert's rows to:
+/// `max(16, min(next_power_of_2(rows per expert), 128))` (triton_kernels
+/// `matmul_ogs_details/opt_flags.py` and `routing.py`, the heuristic TensorRT-LLM's
+/// TritonFusedMoE and vLLM's MXFP4 path on Hopper inherit), rows.
+pub fn matmul_ogs_block_m(rows_per_expert: f64) -> f64 {
+    rows_per_expert
+        .max(1.0)
+        .log2()
+        .ceil()
+        .exp2()
+        .clamp(16.0, 128.0)
+}
+
+/// One grouped GEMM of the MXFP4 W4A16 class ([`MoeKernel::Mxfp4W4a16`]) over `active`
+/// experts of `rows` rows each, `k` x `n` weights per expert.
+struct DequantGemm {
+    active: f64,
+    rows: f64,
+    k: f64,
+    n: f64,
+    weight_bytes: f64,
+    /// The class's dequantization limit, weights/s (0: none).
+    dequant_weights_per_s: f64,
+    /// Fixed time of the grouped GEMM, seconds.
+    fixed_s: f64,
+}
+
+impl DequantGemm {
+    /// `fixed_s + max(stream, math)`: the weights (and activation rows) stream at the grouped
+    /// bandwidth or, if slower, at the class's dequantization rate; the BF16 MMAs run on every
+    /// row of each expert's rows padded to whole `block_m` tiles ([`matmul_ogs_block_m`]), at
+    /// the grouped BF16 peak (the padding, not a ramp, is the small-batch loss). `gpu`
+    /// carries the class's scaled curve. Returns (time, streaming part), seconds.
+    fn time_s(&self, gpu: &GpuProfile) -> (f64, f64) {
+        if self.active <= 0.0 || self.rows <= 0.0 {
+            return (0.0, 0.0);
+        }
+        let weights = self.active * self.k * self.n;
+        let bytes =
+            weights * self.weight_bytes + self.active * self.rows * (self.k + self.n) * ACT_BYTES;
+        let mut stream = bytes / gpu.memory.stream_bandwidth_bytes_per_s;
+        if self.dequant_weights_per_s > 0.0 {
+            stream = stream.max(weights / self.dequant_weights_per_s);
+        }
+        let block_m = matmul_ogs_block_m(self.rows);
+        let padded = (self.rows / block_m).ceil() * block_m;
+        let flops = 2.0 * self.active * padded * self.k * self.n;
+        let math = flops / gpu.gemm.bf16_flops_per_s;
+        (self.fixed_s + stream.max(math), stream)
+    }
 }
 
 /// One paged decode-attention kernel (one layer) over `context_tokens` cached tokens in total
