@@ -1021,6 +1021,16 @@ mod tests {
                 .breakdown(&b)
                 .gemm_s
         };
+        // The committed H100 and H200 profiles carry the flag: their fixed time is
+        // aiconfigurator's, fitted on vLLM 0.14 GEMMs replayed from a CUDA graph.
+        assert!(dep.gpu.gemm.fixed_s_graph_replayed);
+        assert!(
+            crate::gpu::GpuProfile::load("h200-sxm")
+                .unwrap()
+                .gemm
+                .fixed_s_graph_replayed
+        );
+        dep.gpu.gemm.fixed_s_graph_replayed = false;
         let queued = gemm(&dep);
         dep.gpu.gemm.fixed_s_graph_replayed = true;
         let graphed = gemm(&dep);

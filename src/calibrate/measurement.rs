@@ -33,11 +33,16 @@ pub enum KernelClass {
     EmptyKernel,
     /// NCCL all-reduce of `bytes` over `tp` GPUs.
     AllReduce,
+    /// An engine's own low-latency NVLink all-reduce of `bytes` over `tp` GPUs (vLLM's
+    /// custom and symmetric-memory kernels, TensorRT-LLM's), the kernel the step model prices
+    /// up to the engine's size limit (`kernels::engine_allreduce_s`). Held-out rows only:
+    /// `servesim fit` does not fit it.
+    CustomAllReduce,
 }
 
 impl KernelClass {
     /// Every class, in report order.
-    pub const ALL: [KernelClass; 8] = [
+    pub const ALL: [KernelClass; 9] = [
         KernelClass::StreamCopy,
         KernelClass::StreamReduce,
         KernelClass::Gemm,
@@ -46,6 +51,7 @@ impl KernelClass {
         KernelClass::FusedMoe,
         KernelClass::EmptyKernel,
         KernelClass::AllReduce,
+        KernelClass::CustomAllReduce,
     ];
 
     /// The name used in the `kernel` column.
@@ -59,6 +65,7 @@ impl KernelClass {
             KernelClass::FusedMoe => "fused_moe",
             KernelClass::EmptyKernel => "empty_kernel",
             KernelClass::AllReduce => "allreduce",
+            KernelClass::CustomAllReduce => "custom_allreduce",
         }
     }
 
@@ -77,7 +84,7 @@ impl KernelClass {
                 &["batch", "context", "q_heads", "kv_heads", "head_dim"]
             }
             KernelClass::EmptyKernel => &[],
-            KernelClass::AllReduce => &["tp", "bytes"],
+            KernelClass::AllReduce | KernelClass::CustomAllReduce => &["tp", "bytes"],
         }
     }
 }

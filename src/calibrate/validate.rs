@@ -72,6 +72,18 @@ pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
             let tp = u32::try_from(row.tp?).ok()?;
             Some(kernels::allreduce_s(gpu, row.bytes?, tp)).filter(|t| *t > 0.0)
         }
+        KernelClass::CustomAllReduce => {
+            // No engine here: the engine's kernel at any size the GPU profile allows it
+            // (`allreduce.custom_max_bytes`), NCCL above, as the step model prices it.
+            let tp = u32::try_from(row.tp?).ok()?;
+            Some(kernels::engine_allreduce_s(
+                gpu,
+                row.bytes?,
+                tp,
+                f64::INFINITY,
+            ))
+            .filter(|t| *t > 0.0)
+        }
     }
 }
 

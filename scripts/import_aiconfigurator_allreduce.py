@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Writes servesim `custom_allreduce` rows from an engine's all-reduce table in a checkout of
+ai-dynamo/aiconfigurator.
+
+Usage:
+  scripts/import_aiconfigurator_allreduce.py AIC_CHECKOUT SYSTEM FRAMEWORK VERSION > FILE.csv
+  e.g. AIC_CHECKOUT h100_sxm vllm 0.14.0
+
+Needs pyarrow (the tables are Parquet files). Reads
+aic-core/src/aiconfigurator_core/systems/data/SYSTEM/comm/FRAMEWORK/VERSION/custom_allreduce_perf.parquet
+(from the checkout's HEAD). The collector (collector/network/collect_all_reduce.py of that
+repository, `benchmark_vllm_allreduce`) calls vLLM's `tensor_model_parallel_all_reduce` on a
+BF16 tensor of `message_size` elements, i.e. whichever kernel vLLM picks at that size and TP
+degree (its custom all-reduce, torch symmetric memory, NCCL), five calls captured in a CUDA
+graph and replayed, the mean time per call; the `vllm_graph` rows are kept (the engine runs its
+all-reduces inside piecewise CUDA graphs up to its capture size; the `vllm_eager` rows time a
+Python call and a tensor clone each). Rows up to the engine's own-kernel limit at that TP
+degree (vLLM 0.15 on SM 9.0: 64 MiB at TP 2, 32 MiB at TP 4, 64 MiB at TP 8, as
+calibration/engines/vllm.toml's `custom_max_bytes_by_tp`), the range the step model prices
+with its custom all-reduce; bytes = 2 x message_size. One figure per size: p10_us and p90_us
+repeat it.
+"""
+import io
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+
+LIMITS = {"vllm": {2: 64 << 20, 4: 32 << 20, 8: 64 << 20}}
+HEADER = "kernel,m,n,k,batch,context,q_heads,kv_heads,head_dim,tp,experts,top_k,dtype,gpu,driver,median_us,p10_us,p90_us,bytes,flops,source"
+
+
+def main():
+    repo, system, framework, version = sys.argv[1:5]
+    path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/comm/{framework}/{version}/custom_allreduce_perf.parquet"
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    data = subprocess.run(["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True).stdout
+    rows = pq.read_table(io.BytesIO(data)).to_pylist()
+    rows = [r for r in rows if r.get("backend") == f"{framework}_graph"]
+    limits = LIMITS[framework]
+    out = [
+        f"# Written by scripts/import_aiconfigurator_allreduce.py from ai-dynamo/aiconfigurator at commit",
+        f"# {commit}, {path}",
+        f"# ({framework} {version}; device '{rows[0]['device']}'; latency in ms converted to us). The `{framework}_graph` rows",
+        f"# (tensor_model_parallel_all_reduce, five calls captured in a CUDA graph, mean per call; message_size",
+        f"# in BF16 elements, bytes = 2 x message_size) up to the engine's own-kernel limit per TP degree",
+        f"# ({', '.join(f'TP {t}: {b >> 20} MiB' for t, b in sorted(limits.items()))}). Held out: no fit uses them.",
+        HEADER,
+    ]
+    kept = 0
+    for r in sorted(rows, key=lambda r: (r["num_gpus"], r["message_size"])):
+        tp, size = r["num_gpus"], r["message_size"]
+        byts = 2 * size
+        if byts > limits.get(tp, 0):
+            continue
+        us = r["latency"] * 1e3
+        src = f"ai-dynamo/aiconfigurator {commit[:12]} {path.split('/data/')[1]} ({framework}_graph, TP{tp}, {size} elements)"
+        out.append(f"custom_allreduce,,,,,,,,,{tp},,,bf16,{r['device']},,{us:.4f},{us:.4f},{us:.4f},{byts},0,\"{src}\"")
+        kept += 1
+    sys.stdout.write("\n".join(out) + "\n")
+    print(f"{kept} rows", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
