@@ -94,6 +94,12 @@ pub struct AttentionCurve {
     /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
     #[serde(default)]
     pub prefill_half_rate_tokens: f64,
+    /// Prefill attention's rate over an FP8 KV cache as a multiple of its BF16 rate, for a GPU
+    /// whose attention kernels keep BF16 math over an FP8 cache (TensorRT-LLM's B200
+    /// context-attention rows: within 0-20% of the BF16-KV time, docs/validation.md, "The B200
+    /// rows of the smaller MoE models"), dimensionless; absent: the FP8 tensor rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_fp8_kv_rate_vs_bf16: Option<f64>,
     /// FlashAttention-3's FP8 path with two-level accumulation on this GPU, for engines whose
     /// `attention.fp8_kv_kernel` is `fa3-two-level` (absent: FP8 at the FP8 tensor rate over
     /// half the bytes).
@@ -474,21 +480,26 @@ impl GpuProfile {
         self.check_plausible(origin)
     }
 
-    /// `attention.fa3_fp8`: both ratios finite and within [0.25, 4].
+    /// `attention.fa3_fp8` and `attention.prefill_fp8_kv_rate_vs_bf16`: every ratio finite and
+    /// within [0.25, 4].
     fn check_fa3_fp8(&self, origin: &str) -> Result<()> {
-        let Some(f) = &self.attention.fa3_fp8 else {
-            return Ok(());
-        };
-        for (key, v) in [
-            (
-                "attention.fa3_fp8.prefill_rate_vs_bf16",
-                f.prefill_rate_vs_bf16,
-            ),
-            (
-                "attention.fa3_fp8.decode_time_per_byte_vs_bf16",
-                f.decode_time_per_byte_vs_bf16,
-            ),
-        ] {
+        let fa3 = self.attention.fa3_fp8.map_or(Vec::new(), |f| {
+            vec![
+                (
+                    "attention.fa3_fp8.prefill_rate_vs_bf16",
+                    f.prefill_rate_vs_bf16,
+                ),
+                (
+                    "attention.fa3_fp8.decode_time_per_byte_vs_bf16",
+                    f.decode_time_per_byte_vs_bf16,
+                ),
+            ]
+        });
+        for (key, v) in fa3.into_iter().chain(
+            self.attention
+                .prefill_fp8_kv_rate_vs_bf16
+                .map(|v| ("attention.prefill_fp8_kv_rate_vs_bf16", v)),
+        ) {
             if !(v.is_finite() && (0.25..=4.0).contains(&v)) {
                 return Err(Error::config(
                     origin,

@@ -240,7 +240,10 @@ impl StepTimeModel {
             attention_rate: match fa3_fp8 {
                 Some(f) => dep.gpu.gemm.bf16_flops_per_s * f.prefill_rate_vs_bf16,
                 None if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() => {
-                    dep.gpu.gemm.fp8_flops_per_s
+                    match dep.gpu.attention.prefill_fp8_kv_rate_vs_bf16 {
+                        Some(r) => dep.gpu.gemm.bf16_flops_per_s * r,
+                        None => dep.gpu.gemm.fp8_flops_per_s,
+                    }
                 }
                 None => dep.gpu.gemm.bf16_flops_per_s,
             },
