@@ -1199,6 +1199,7 @@ mod tests {
             grouped_flops_fraction: 0.25,
             tile_wave_s: 0.0,
             stream_fraction: 1.0,
+            fp4_stream_fraction: None,
         });
         let mut b = BatchShape::default();
         b.add_prefill(4096, 0, true);
