@@ -97,6 +97,9 @@ fn errors(gpu: &GpuProfile, sel: &[&Row]) -> (f64, f64, f64) {
     )
 }
 
+/// Which rows a scan keeps.
+type RowFilter = fn(&Row) -> bool;
+
 /// Scans `moe.cutlass.fp4_stream_fraction` on the streaming-bound NVFP4 rows, fit set and
 /// held-out set apart, and on every NVFP4 row.
 fn scan_fp4_streaming(base: &GpuProfile, all: &[Row]) {
@@ -105,16 +108,13 @@ fn scan_fp4_streaming(base: &GpuProfile, all: &[Row]) {
         "fp4 (committed moe.cutlass.fp4_stream_fraction {:?}, gemm.fp4_stream_bandwidth_fraction {:?}):",
         c.fp4_stream_fraction, base.gemm.fp4_stream_bandwidth_fraction
     );
-    let sets: [(&str, Box<dyn Fn(&Row) -> bool>); 3] = [
-        (
-            "streaming-bound, fit (hidden != 7168)",
-            Box::new(|r: &Row| r.1[1] != 7168.0 && streaming_bound(r.0, &r.1)),
-        ),
-        (
-            "streaming-bound, held out (hidden 7168)",
-            Box::new(|r: &Row| r.1[1] == 7168.0 && streaming_bound(r.0, &r.1)),
-        ),
-        ("every row", Box::new(|_: &Row| true)),
+    let fit: RowFilter = |r| r.1[1] != 7168.0 && streaming_bound(r.0, &r.1);
+    let held: RowFilter = |r| r.1[1] == 7168.0 && streaming_bound(r.0, &r.1);
+    let every: RowFilter = |_| true;
+    let sets = [
+        ("streaming-bound, fit (hidden != 7168)", fit),
+        ("streaming-bound, held out (hidden 7168)", held),
+        ("every row", every),
     ];
     for (set, keep) in sets.iter() {
         let sel: Vec<&Row> = all
