@@ -206,6 +206,13 @@ pub struct MoeKernelCurve {
     /// `gemm.fixed_s`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grouped_gemm_fixed_s: f64,
+    /// The fraction of the stream bandwidth (after `stream_fraction`) the class's NVFP4
+    /// grouped GEMMs stream their weights at, in place of `gemm.fp4_stream_bandwidth_fraction`
+    /// (the dense NVFP4 GEMMs'), dimensionless; absent: that one. TensorRT-LLM's CUTLASS
+    /// NVFP4 MoE on a B200 streams large expert sets faster than the dense NVFP4 GEMMs do
+    /// (docs/validation.md, "trtllm-bench's limits and the B200 MoE rows").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_stream_fraction: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -262,6 +269,7 @@ impl MoeCurve {
             stream_fraction: 1.0,
             dequant_weights_per_s: 0.0,
             grouped_gemm_fixed_s: 0.0,
+            fp4_stream_fraction: None,
         };
         match kernel {
             MoeKernel::Triton => triton,
@@ -551,6 +559,13 @@ impl GpuProfile {
             (
                 "gemm.fp4_stream_bandwidth_fraction",
                 self.gemm.fp4_stream_bandwidth_fraction.unwrap_or(1.0),
+            ),
+            (
+                "moe.cutlass.fp4_stream_fraction",
+                self.moe
+                    .kernel(MoeKernel::Cutlass)
+                    .fp4_stream_fraction
+                    .unwrap_or(1.0),
             ),
         ];
         for (key, v) in fractions {

@@ -49,6 +49,20 @@ impl WeightDtype {
         }
     }
 
+    /// Safetensors elements a checkpoint stores per weight in this format, as Hugging Face's
+    /// `parameter_count` counts them (the product of each tensor's shape, whatever its dtype):
+    /// one per 16-bit weight; the 8- and 4-bit formats store only one-byte elements (F8_E4M3
+    /// weights; U8 pairs of E2M1 values with one F8_E4M3 (NVFP4) or U8 E8M0 (MXFP4) scale per
+    /// 16 or 32 weights: ModelOpt's NVFP4 export, gpt-oss's `_blocks`/`_scales`), so their
+    /// count is their byte count, 0.5625 per NVFP4 weight. The few FP32 scales per tensor
+    /// (and DeepSeek's one per 128 x 128 block, 1/16384 per weight) are left out.
+    pub fn stored_elements(self) -> f64 {
+        match self {
+            WeightDtype::Bf16 | WeightDtype::Fp16 => 1.0,
+            _ => self.bytes(),
+        }
+    }
+
     /// The math a GEMM with weights in this format runs on a GPU with (`fp8`, `fp4`) tensor
     /// cores: a narrower format than the GPU computes is dequantized to BF16 (FP8 on Ampere,
     /// FP4 on Hopper), MXFP4 pairs with MXFP8 activations (FlashInfer's and TensorRT-LLM's

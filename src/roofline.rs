@@ -1216,6 +1216,7 @@ mod tests {
             stream_fraction: 1.0,
             dequant_weights_per_s: 0.0,
             grouped_gemm_fixed_s: 0.0,
+            fp4_stream_fraction: None,
         });
         let mut b = BatchShape::default();
         b.add_prefill(4096, 0, true);

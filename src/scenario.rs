@@ -1116,10 +1116,14 @@ fn apply_workload_limits(
     model: &crate::model::ModelSpec,
     gpu: &GpuProfile,
     weight_dtype: WeightDtype,
+    formats: &ModuleFormats,
     kv_dtype: KvDtype,
     lengths: &dyn Fn() -> Result<(f64, f64)>,
 ) -> Result<()> {
     let Some(rule) = engine.scheduler.workload_limits.clone() else {
+        return Ok(());
+    };
+    let Some(weight_bytes) = limit_weight_bytes(weight_dtype) else {
         return Ok(());
     };
     if s.max_num_seqs.is_none() || s.max_num_batched_tokens.is_none() {
@@ -1129,8 +1133,8 @@ fn apply_workload_limits(
         // pipeline micro-batch's (`--pp`: tuning.py divides the requests among them).
         let gpus = d.tp.saturating_mul(d.dp);
         let inputs = crate::engine::LimitInputs {
-            params: model.total_params(),
-            weight_bytes: limit_weight_bytes(weight_dtype),
+            params: trtllm_bench_param_count(model, formats),
+            weight_bytes,
             kv_bytes_per_token: limit_kv_bytes_per_token(model, gpus, kv_dtype),
             gpu_memory_bytes: gpu.datasheet.memory_bytes,
             tp: gpus,
@@ -1267,6 +1271,7 @@ pub fn resolve_deployment(
             &model,
             &gpu,
             weight_dtype,
+            &formats,
             kv_dtype,
             lengths,
         )?;
@@ -1570,13 +1575,80 @@ fn limit_kv_bytes_per_token(model: &crate::model::ModelSpec, tp: u32, kv: KvDtyp
     2.0 * model.num_layers as f64 * kv_heads * head * kv.bytes()
 }
 
+/// The parameter count trtllm-bench's limit rule multiplies by its bytes per weight: the sum
+/// of the checkpoint's safetensors element counts (`ModelConfig.get_param_count`,
+/// tensorrt_llm/bench/build/dataclasses.py at NVIDIA/TensorRT-LLM 04cba882084a:
+/// `sum(get_safetensors_metadata(...).parameter_count.values())`, huggingface_hub's per-dtype
+/// sums of each tensor's shape product, src/huggingface_hub/utils/_safetensors.py), module by
+/// module in the checkpoint's formats ([`WeightDtype::stored_elements`]: an NVFP4 weight is
+/// 0.5625 elements), with the multi-token-prediction layers the checkpoint ships
+/// (`num_nextn_predict_layers`; each one MoE layer in the MTP format, its `eh_proj` (2h x h)
+/// and two norms, and the copies of the embedding and the LM head that DeepSeek-V3's files
+/// store under the layer: deepseek-ai/DeepSeek-V3 README_WEIGHTS.md, "685B, which includes
+/// 671B of the Main Model weights and 14B of the MTP Module weights", README.md). For
+/// DeepSeek-R1 this gives 684.49 G for the block-FP8 checkpoint (685B on its model page) and
+/// 393.63 G for nvidia/DeepSeek-R1-0528-NVFP4-v2 (393.6B as its safetensors metadata counts
+/// them), where the rule used to be handed 671.03 G.
+pub fn trtllm_bench_param_count(model: &crate::model::ModelSpec, f: &ModuleFormats) -> f64 {
+    use crate::model::MlpKind;
+    let h = model.hidden_size as f64;
+    let norms = 2.0 * h;
+    let out = model.attention_out_params();
+    let attention = |a: WeightDtype, o: WeightDtype| {
+        (model.attention_params() - out) * a.stored_elements() + out * o.stored_elements()
+    };
+    let moe = |experts: WeightDtype, dense: WeightDtype| {
+        model.num_experts() as f64 * model.expert_params() * experts.stored_elements()
+            + model.shared_expert_params() * dense.stored_elements()
+            + model.router_params()
+    };
+    let dense = model.dense_mlp_params() * f.dense.stored_elements();
+    let main_attention = attention(f.attention, f.attention_out);
+    let layers: f64 = model
+        .layer_groups()
+        .iter()
+        .map(|(k, n)| {
+            let mlp = match k.mlp {
+                MlpKind::Dense => dense,
+                MlpKind::Moe => moe(f.experts, f.dense),
+            };
+            *n as f64 * (main_attention + mlp + norms)
+        })
+        .sum();
+    let head = if model.tie_word_embeddings {
+        0.0
+    } else {
+        model.lm_head_params()
+    };
+    let main = layers + model.embedding_params() + head + h;
+    let mtp_mlp = if model.moe.is_some() {
+        moe(f.mtp, f.mtp)
+    } else {
+        model.dense_mlp_params() * f.mtp.stored_elements()
+    };
+    let mtp_layer = attention(f.mtp, f.mtp)
+        + mtp_mlp
+        + 2.0 * h * h * f.mtp.stored_elements()
+        + 2.0 * norms
+        + model.embedding_params()
+        + model.lm_head_params();
+    main + model.num_nextn_predict_layers as f64 * mtp_layer
+}
+
 /// Bytes per weight as trtllm-bench's limit rule counts them (`BYTES_PER_ELEM`: FP8 1,
-/// NVFP4 0.5, anything else 2).
-fn limit_weight_bytes(w: WeightDtype) -> f64 {
+/// NVFP4 0.5, unquantized 2), or `None` for a checkpoint whose quantization the rule does not
+/// tune: `get_benchmark_engine_settings` (tensorrt_llm/bench/build/build.py at
+/// NVIDIA/TensorRT-LLM 000a01de66f0) runs `calc_engine_setting` only for `TUNED_QUANTS`
+/// (NVFP4, FP8, FP8_BLOCK_SCALES, no quantization) and otherwise keeps BuildConfig's
+/// max_batch_size and max_num_tokens; an MXFP4 checkpoint (gpt-oss) loads as W4A8_MXFP4_MXFP8,
+/// W4A8_MXFP4_FP8 or W4A16_MXFP4 (`ModelConfig.get_mxfp4_quant_algo`,
+/// tensorrt_llm/_torch/model_config.py), none of them tuned, so the engine's defaults stand.
+fn limit_weight_bytes(w: WeightDtype) -> Option<f64> {
     match w {
-        WeightDtype::Fp8 => 1.0,
-        WeightDtype::Fp4 => 0.5,
-        _ => 2.0,
+        WeightDtype::Fp8 => Some(1.0),
+        WeightDtype::Fp4 => Some(0.5),
+        WeightDtype::Bf16 | WeightDtype::Fp16 => Some(2.0),
+        WeightDtype::Mxfp4 => None,
     }
 }
 

@@ -202,6 +202,9 @@ pub fn fused_moe_work_s(
     let curve = gpu.moe.kernel(work.kernel);
     let mut grouped = gpu.clone();
     grouped.memory.stream_bandwidth_bytes_per_s *= curve.stream_fraction;
+    if let Some(fp4) = curve.fp4_stream_fraction {
+        grouped.gemm.fp4_stream_bandwidth_fraction = Some(fp4);
+    }
     let f = curve.grouped_flops_fraction;
     grouped.gemm.bf16_flops_per_s *= f;
     grouped.gemm.fp8_flops_per_s *= f;
