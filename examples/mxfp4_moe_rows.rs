@@ -118,6 +118,7 @@ fn with_class(base: &GpuProfile, p: (f64, f64, f64)) -> GpuProfile {
         stream_fraction: 1.0,
         dequant_weights_per_s: p.1,
         grouped_gemm_fixed_s: p.2,
+        fp4_stream_fraction: None,
     });
     g
 }
