@@ -155,8 +155,10 @@ fn estimate_json_streams_weights_at_the_measured_bandwidth() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("estimate prints JSON");
     let implied = v["implied_weight_bandwidth_bytes_per_s"].as_f64().unwrap();
+    // The 3.0 TB/s stream rate less each GEMM's fixed time (4.35 us, graph-replayed since
+    // session 11: no launch taken off it; 2.70 TB/s there, 2.75 before).
     assert!(
-        (2.7e12..=3.1e12).contains(&implied),
+        (2.6e12..=3.1e12).contains(&implied),
         "implied weight bandwidth {implied:e}"
     );
     let weights = v["weights_bytes_per_gpu"].as_f64().unwrap();
