@@ -88,7 +88,8 @@ pub struct WorkloadLimits {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LimitInputs {
     /// Parameters of the whole checkpoint as the tool counts them: its safetensors elements
-    /// (`crate::scenario::trtllm_bench_param_count`; an NVFP4 weight is 0.5625 of them).
+    /// (counted module by module in the checkpoint's formats by the scenario resolver; an NVFP4
+    /// weight is 0.5625 of them).
     pub params: f64,
     /// Bytes per weight the rule assumes (1 for FP8, 2 otherwise).
     pub weight_bytes: f64,
