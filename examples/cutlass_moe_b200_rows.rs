@@ -18,24 +18,22 @@ use servesim::roofline::kernels::{self, ExpertWork};
 /// MoE EP], seconds).
 type Row = (WeightDtype, [f64; 7], f64);
 
+#[path = "common/moe_rows.rs"]
+mod moe_rows;
+use moe_rows::median;
+
 fn rows(path: &str) -> Vec<Row> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let num = |i: usize| -> f64 {
-            f[i].parse()
-                .unwrap_or_else(|e| panic!("{path}: '{line}': {e}"))
-        };
-        let dtype = match f[1] {
-            "fp4" => WeightDtype::Fp4,
-            "fp8" => WeightDtype::Fp8,
-            other => panic!("{path}: '{line}': unknown dtype {other}"),
-        };
-        let shape = [num(2), num(3), num(4), num(5), num(6), num(7), num(8)];
-        out.push((dtype, shape, num(9) * 1e-3));
-    }
-    out
+    moe_rows::rows(path, 2)
+        .into_iter()
+        .map(|(label, shape, s)| {
+            let dtype = match label[1].as_str() {
+                "fp4" => WeightDtype::Fp4,
+                "fp8" => WeightDtype::Fp8,
+                other => panic!("{path}: unknown dtype {other}"),
+            };
+            (dtype, shape, s)
+        })
+        .collect()
 }
 
 /// The model's time for one row: the GPU holds experts / ep experts, each sliced tp ways; all
@@ -58,16 +56,6 @@ fn predict(gpu: &GpuProfile, d: WeightDtype, x: &[f64; 7]) -> f64 {
     };
     let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
     gemm + routing
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// Whether a row streams a large set of experts with few rows each: every expert its GPU

@@ -19,19 +19,15 @@ use servesim::roofline::kernels::{self, ExpertWork};
 /// MoE EP], seconds).
 type Row = (String, [f64; 7], f64);
 
+#[path = "common/moe_rows.rs"]
+mod moe_rows;
+use moe_rows::median;
+
 fn rows(path: &str) -> Vec<Row> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let num = |i: usize| -> f64 {
-            f[i].parse()
-                .unwrap_or_else(|e| panic!("{path}: '{line}': {e}"))
-        };
-        let shape = [num(1), num(2), num(3), num(4), num(5), num(6), num(7)];
-        out.push((f[0].to_string(), shape, num(8) * 1e-3));
-    }
-    out
+    moe_rows::rows(path, 1)
+        .into_iter()
+        .map(|(label, shape, s)| (label[0].clone(), shape, s))
+        .collect()
 }
 
 /// The model's time for one row with the experts run by `kernel`: the GPU holds experts / ep
@@ -50,16 +46,6 @@ fn predict(gpu: &GpuProfile, x: &[f64; 7], kernel: MoeKernel) -> f64 {
     };
     let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
     gemm + routing
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// (rms log error, median signed, median absolute) of predicted / measured - 1.
