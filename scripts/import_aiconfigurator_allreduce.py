@@ -20,11 +20,9 @@ calibration/engines/vllm.toml's `custom_max_bytes_by_tp`), the range the step mo
 with its custom all-reduce; bytes = 2 x message_size. One figure per size: p10_us and p90_us
 repeat it.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 LIMITS = {"vllm": {2: 64 << 20, 4: 32 << 20, 8: 64 << 20}}
 HEADER = "kernel,m,n,k,batch,context,q_heads,kv_heads,head_dim,tp,experts,top_k,dtype,gpu,driver,median_us,p10_us,p90_us,bytes,flops,source"
@@ -33,9 +31,8 @@ HEADER = "kernel,m,n,k,batch,context,q_heads,kv_heads,head_dim,tp,experts,top_k,
 def main():
     repo, system, framework, version = sys.argv[1:5]
     path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/comm/{framework}/{version}/custom_allreduce_perf.parquet"
-    commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    data = subprocess.run(["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True).stdout
-    rows = pq.read_table(io.BytesIO(data)).to_pylist()
+    commit = aiconfigurator.head_commit(repo)
+    rows = aiconfigurator.table(repo, path)
     rows = [r for r in rows if r.get("backend") == f"{framework}_graph"]
     limits = LIMITS[framework]
     out = [

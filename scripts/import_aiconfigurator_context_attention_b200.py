@@ -14,26 +14,19 @@ batch of `batch` prompts of `isl` tokens each and times CUDA-graph replays
 the table's sorted list of q-head counts, `held-out` for the others (a split by shape).
 Latency in ms converted to us.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 
 def main():
     repo, version = sys.argv[1:3]
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     path = (
         "aic-core/src/aiconfigurator_core/systems/data/b200_sxm/attention/trtllm/"
         f"{version}/context_attention_perf.parquet"
     )
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True
-    ).stdout
-    table = pq.read_table(io.BytesIO(blob)).to_pylist()
+    table = aiconfigurator.table(repo, path)
     rows = [
         r
         for r in table

@@ -33,11 +33,9 @@ query is cast before the timed region). One figure per shape: p10_us and p90_us 
 The `dtype` column is the KV-cache format; servesim's kernel predictor for this class prices
 BF16 KV (2 bytes per element), so only `bf16` files go into `servesim fit`.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 HEAD_DIM = 128
 L2_BYTES = 50e6
@@ -50,16 +48,12 @@ def main():
     repo, system, version = sys.argv[1:4]
     kv = sys.argv[4] if len(sys.argv) > 4 else "bf16"
     kv_name = {"bf16": "bfloat16", "fp8": "fp8"}[kv]
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     path = (
         f"aic-core/src/aiconfigurator_core/systems/data/{system}/attention/vllm/{version}/"
         "generation_attention_perf.parquet"
     )
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True
-    ).stdout
+    blob = aiconfigurator.table(repo, path)
     elem_bytes = 2 if kv == "bf16" else 1
 
     def kv_bytes(r):
@@ -75,7 +69,7 @@ def main():
 
     # Some tables hold a shape twice (two runs): the median of its figures.
     shapes = {}
-    for r in pq.read_table(io.BytesIO(blob)).to_pylist():
+    for r in blob:
         if kept(r):
             key = (r["num_heads"], r["num_key_value_heads"], r["batch_size"], r["step"])
             shapes.setdefault(key, []).append(r)

@@ -24,11 +24,9 @@ within noise): a glitch of that run.
 The split: `fit` keeps the shapes whose N and K grid positions sum to an even number (a
 checkerboard over the shapes), `held-out` the others, `all` both.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 M_GRID = [1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 2048, 4096, 8192]
 SIZES = [2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 16384]
@@ -38,17 +36,12 @@ ACT_BYTES = 2
 def main():
     repo, system, framework, version = sys.argv[1:5]
     part = sys.argv[5] if len(sys.argv) > 5 else "all"
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     path = (
         f"aic-core/src/aiconfigurator_core/systems/data/{system}/gemm/{framework}/{version}/"
         "gemm_perf.parquet"
     )
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True
-    ).stdout
-    table = pq.read_table(io.BytesIO(blob)).to_pylist()
+    table = aiconfigurator.table(repo, path)
     rows = [
         r
         for r in table

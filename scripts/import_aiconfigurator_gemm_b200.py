@@ -16,11 +16,9 @@ not stay in L2, and divides the time by the copies. One figure per shape: p10_us
 repeat it. `dtype` is the table's (fp8 -> fp8, nvfp4 -> nvfp4). The split: `fit` keeps the
 shapes whose N and K grid positions sum to an even number, `held-out` the others.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 GRID = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 SIZES = [2560, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384]
@@ -31,17 +29,12 @@ ACT_BYTES = 2
 def main():
     repo, version = sys.argv[1:3]
     part = sys.argv[3] if len(sys.argv) > 3 else "all"
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     path = (
         "aic-core/src/aiconfigurator_core/systems/data/b200_sxm/gemm/trtllm/"
         f"{version}/gemm_perf.parquet"
     )
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True
-    ).stdout
-    table = pq.read_table(io.BytesIO(blob)).to_pylist()
+    table = aiconfigurator.table(repo, path)
     rows = [
         r
         for r in table

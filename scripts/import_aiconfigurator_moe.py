@@ -25,11 +25,9 @@ OpenAI's triton_kernels `matmul_ogs` (routing kernels, a gather+SwiGLU grouped G
 scatter grouped GEMM, MXFP4 weights dequantized to BF16 in the main loop; no autotuning, the
 collector skips it for this format), the backend TensorRT-LLM serves gpt-oss with on Hopper.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 SYSTEMS = {"h100_sxm": ("h100-sxm", "moe_torch_flow_cutlass"), "h200_sxm": ("h200-sxm", "moe_torch_flow")}
 COLUMNS = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
@@ -46,10 +44,10 @@ def main_mxfp4(repo, commit):
     print("gpu," + ",".join(COLUMNS) + ",latency_ms")
     for system, (gpu, _) in SYSTEMS.items():
         path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/moe/trtllm/1.2.0rc5/moe_perf.parquet"
-        blob = subprocess.run(["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True).stdout
+        blob = aiconfigurator.table(repo, path)
         rows = [
             r
-            for r in pq.read_table(io.BytesIO(blob)).to_pylist()
+            for r in blob
             if r["moe_dtype"] == "w4a16_mxfp4" and r["distribution"] == "balanced"
         ]
         rows.sort(key=lambda r: tuple(r[c] for c in COLUMNS[1:] + COLUMNS[:1]))
@@ -59,9 +57,7 @@ def main_mxfp4(repo, commit):
 
 def main():
     repo = sys.argv[1]
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     if len(sys.argv) > 2 and sys.argv[2] == "w4a16_mxfp4":
         main_mxfp4(repo, commit)
         return
@@ -74,10 +70,10 @@ def main():
     print("gpu," + ",".join(COLUMNS) + ",latency_ms")
     for system, (gpu, source) in SYSTEMS.items():
         path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/moe/trtllm/1.2.0rc5/moe_perf.parquet"
-        blob = subprocess.run(["git", "-C", repo, "show", f"HEAD:{path}"], check=True, capture_output=True).stdout
+        blob = aiconfigurator.table(repo, path)
         rows = [
             r
-            for r in pq.read_table(io.BytesIO(blob)).to_pylist()
+            for r in blob
             if r["moe_dtype"] == "fp8" and r["distribution"] == "balanced" and r["kernel_source"] == source
         ]
         rows.sort(key=lambda r: tuple(r[c] for c in COLUMNS[1:] + COLUMNS[:1]))

@@ -16,11 +16,9 @@ from a CUDA graph; each GPU holds `num_experts / moe_ep_size` experts, each slic
 `moe_tp_size` ways. Latency in milliseconds, as the table has it. Same release and collector
 as scripts/import_aiconfigurator_moe.py's H100/H200 FP8 rows.
 """
-import io
-import subprocess
 import sys
 
-import pyarrow.parquet as pq
+import aiconfigurator
 
 PATH = "aic-core/src/aiconfigurator_core/systems/data/b200_sxm/moe/trtllm/1.2.0rc5/moe_perf.parquet"
 COLUMNS = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
@@ -29,9 +27,7 @@ DTYPES = {"nvfp4": "fp4", "fp8": "fp8"}
 
 def main():
     repo = sys.argv[1]
-    commit = subprocess.run(
-        ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = aiconfigurator.head_commit(repo)
     print(f"# Written by scripts/import_aiconfigurator_moe_b200.py from ai-dynamo/aiconfigurator at commit {commit},")
     print(f"# {PATH}:")
     print("# TensorRT-LLM 1.2.0rc5's MoE module (create_moe, CUTLASS backend: moe_torch_flow_cutlass) on a B200, timed")
@@ -40,10 +36,10 @@ def main():
     print("# latency_ms per forward. Fit set: the rows of hidden_size other than 7168; held out: hidden_size 7168")
     print("# (DeepSeek-V3/R1's experts). examples/cutlass_moe_b200_rows.rs")
     print("gpu,dtype," + ",".join(COLUMNS) + ",latency_ms")
-    blob = subprocess.run(["git", "-C", repo, "show", f"HEAD:{PATH}"], check=True, capture_output=True).stdout
+    blob = aiconfigurator.table(repo, PATH)
     rows = [
         r
-        for r in pq.read_table(io.BytesIO(blob)).to_pylist()
+        for r in blob
         if r["moe_dtype"] in DTYPES
         and r["distribution"] == "balanced"
         and r["kernel_source"] == "moe_torch_flow_cutlass"
