@@ -484,13 +484,13 @@ impl GpuProfile {
                 "exceeds the datasheet HBM bandwidth",
             ));
         }
-        self.check_fa3_fp8(origin)?;
+        self.check_kv_format_ratios(origin)?;
         self.check_plausible(origin)
     }
 
     /// `attention.fa3_fp8` and `attention.prefill_fp8_kv_rate_vs_bf16`: every ratio finite and
     /// within [0.25, 4].
-    fn check_fa3_fp8(&self, origin: &str) -> Result<()> {
+    fn check_kv_format_ratios(&self, origin: &str) -> Result<()> {
         let fa3 = self.attention.fa3_fp8.map_or(Vec::new(), |f| {
             vec![
                 (

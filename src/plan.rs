@@ -813,11 +813,7 @@ fn with_named_checkpoint(
     dtype: &str,
 ) -> Option<crate::model::ModelSpec> {
     let m = model?;
-    let explicit = if dtype.eq_ignore_ascii_case("auto") {
-        None
-    } else {
-        dtype.parse::<WeightDtype>().ok()
-    };
+    let explicit = WeightDtype::parse_setting(dtype).ok().flatten();
     match crate::scenario::with_checkpoint(m.clone(), checkpoint, explicit, "") {
         Ok(with) => Some(with),
         Err(_) => Some(m),

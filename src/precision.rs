@@ -38,6 +38,17 @@ pub enum GemmMath {
 }
 
 impl WeightDtype {
+    /// A deployment's `dtype` setting: `None` for `auto` (the checkpoint's own formats),
+    /// else the format it names. (`FromStr` alone reads `auto` as BF16, the 16-bit default of
+    /// a checkpoint that declares nothing; a setting must keep `auto` apart.)
+    pub fn parse_setting(s: &str) -> Result<Option<Self>, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            Ok(None)
+        } else {
+            s.parse().map(Some)
+        }
+    }
+
     /// Bytes per weight element.
     pub fn bytes(self) -> f64 {
         match self {

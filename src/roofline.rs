@@ -109,10 +109,10 @@ pub struct StepTimeModel {
     /// the BF16 rate times `attention.fa3_fp8.prefill_rate_vs_bf16` for FlashAttention-3's
     /// two-level FP8 path).
     attention_rate: f64,
-    /// Decode attention's HBM time per KV byte relative to the BF16 path's (1, or
+    /// `kv_bytes_per_ctx_token_layer` as decode attention's HBM time counts it: times 1, or
     /// `attention.fa3_fp8.decode_time_per_byte_vs_bf16` for FlashAttention-3's two-level FP8
-    /// path), dimensionless.
-    decode_kv_time_per_byte: f64,
+    /// path (its FP8 bytes take longer each than BF16 ones), bytes.
+    decode_kv_bytes_per_ctx_token_layer: f64,
     kernels_per_layer: f64,
     /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
     /// bytes (0: always NCCL).
@@ -247,7 +247,8 @@ impl StepTimeModel {
                 }
                 None => dep.gpu.gemm.bf16_flops_per_s,
             },
-            decode_kv_time_per_byte: fa3_fp8.map_or(1.0, |f| f.decode_time_per_byte_vs_bf16),
+            decode_kv_bytes_per_ctx_token_layer: shape.kv_bytes_per_ctx_token_layer
+                * fa3_fp8.map_or(1.0, |f| f.decode_time_per_byte_vs_bf16),
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine
@@ -505,7 +506,7 @@ impl StepTimeModel {
                 g,
                 dec,
                 dec_hbm,
-                self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte,
+                self.decode_kv_bytes_per_ctx_token_layer,
                 self.q_width,
             ) + kernels::prefill_attention_at_rate_s(
                 g,
@@ -725,7 +726,7 @@ impl StepTimeModel {
                         g,
                         read,
                         read,
-                        self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte,
+                        self.decode_kv_bytes_per_ctx_token_layer,
                         self.q_width * q as f64,
                     );
             }
@@ -737,9 +738,7 @@ impl StepTimeModel {
         let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
         let repeat = self.decode_l2_repeat_tokens(b);
         let mut mem_slope =
-            self.context_layers * self.kv_bytes_per_ctx_token_layer * self.decode_kv_time_per_byte
-                / bw
-                / self.dp;
+            self.context_layers * self.decode_kv_bytes_per_ctx_token_layer / bw / self.dp;
         let mut flop_slope = self.context_layers * 4.0 * self.q_width / rate / self.dp;
         if q != 1 {
             flop_slope *= q as f64;

@@ -1225,12 +1225,8 @@ fn kv_capped_model_len(
 /// KV-cache setting.
 fn requested_formats(d: &DeploymentConfig, origin: &str) -> Result<(Option<WeightDtype>, KvDtype)> {
     let err = |key: &str, reason: String| Error::config(origin, key, reason);
-    let auto_dtype = d.dtype.trim().eq_ignore_ascii_case("auto");
-    let explicit_dtype: Option<WeightDtype> = if auto_dtype {
-        None
-    } else {
-        Some(d.dtype.parse().map_err(|e| err("deployment.dtype", e))?)
-    };
+    let explicit_dtype =
+        WeightDtype::parse_setting(&d.dtype).map_err(|e| err("deployment.dtype", e))?;
     let kv_setting: KvDtype = d
         .kv_cache_dtype
         .parse()
