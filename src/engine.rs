@@ -48,6 +48,13 @@ pub struct SchedulerDefaults {
     /// Reserve KV blocks for the whole output at admission, so running requests are never
     /// preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); vLLM allocates as it goes and preempts.
     pub reserve_output_kv: bool,
+    /// Whether a sliding-window or chunked-attention layer's KV cache holds only its window
+    /// (vLLM's hybrid KV allocator frees the blocks that leave it; SGLang likewise); `false`:
+    /// every layer keeps every token, as TensorRT-LLM's KV cache manager sizes and fills its
+    /// pool when `kv_cache_config.max_attention_window` is not set (one window, the max
+    /// sequence length, for every layer; docs/model.md, "KV by attention kind").
+    #[serde(default = "yes")]
+    pub local_kv_window_only: bool,
     /// Whether TP all-reduces of small messages use the engine's custom NVLink kernel.
     pub custom_allreduce: bool,
     /// Whether the host prepares the next iteration while the GPU runs the current one (vLLM's

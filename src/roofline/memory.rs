@@ -176,8 +176,10 @@ fn plan_for(
 /// `ChunkedLocalAttentionSpec`: the current chunk). The simulator allocates one block table
 /// per request, so the capacity is counted in full-attention tokens under whichever of two
 /// guarantees leaves more of them: every layer keeps every token (what vLLM logs as its KV
-/// cache size), or the local layers' windows are set aside for `max_num_seqs` requests. A
-/// speculative draft's attention layers (full attention) add their bytes to every token.
+/// cache size), or the local layers' windows are set aside for `max_num_seqs` requests. An
+/// engine whose local layers keep every token (`scheduler.local_kv_window_only = false`,
+/// TensorRT-LLM) has only the first. A speculative draft's attention layers (full attention)
+/// add their bytes to every token.
 fn kv_per_token(
     dep: &Deployment,
     kv: f64,
@@ -189,7 +191,7 @@ fn kv_per_token(
     let m = &dep.model;
     let split = m.kv_per_token(1.0);
     let local_layers = (split.sliding_layers + split.chunked_layers) as f64;
-    if local_layers == 0.0 || split.full_layers == 0 {
+    if local_layers == 0.0 || split.full_layers == 0 || !dep.engine.scheduler.local_kv_window_only {
         return (every_layer, 0.0);
     }
     let per_layer = dep.kv_bytes_per_token_layer_per_gpu();
