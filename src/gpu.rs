@@ -100,6 +100,12 @@ pub struct AttentionCurve {
     /// rows of the smaller MoE models"), dimensionless; absent: the FP8 tensor rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_fp8_kv_rate_vs_bf16: Option<f64>,
+    /// Decode attention's math rate over an FP8 KV cache as a multiple of its BF16 rate, for
+    /// a GPU whose decode kernels run FP8 math over an FP8 cache (TensorRT-LLM's B200
+    /// trtllm-gen MLA generation kernels: calibration/reference/b200-decode-attention.md),
+    /// dimensionless; absent: 1 (BF16 math, the rate of the BF16 path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_fp8_kv_rate_vs_bf16: Option<f64>,
     /// FlashAttention-3's FP8 path with two-level accumulation on this GPU, for engines whose
     /// `attention.fp8_kv_kernel` is `fa3-two-level` (absent: FP8 at the FP8 tensor rate over
     /// half the bytes).
@@ -488,7 +494,8 @@ impl GpuProfile {
         self.check_plausible(origin)
     }
 
-    /// `attention.fa3_fp8` and `attention.prefill_fp8_kv_rate_vs_bf16`: every ratio finite and
+    /// `attention.fa3_fp8`, `attention.prefill_fp8_kv_rate_vs_bf16` and
+    /// `attention.decode_fp8_kv_rate_vs_bf16`: every ratio finite and
     /// within [0.25, 4].
     fn check_kv_format_ratios(&self, origin: &str) -> Result<()> {
         let fa3 = self.attention.fa3_fp8.map_or(Vec::new(), |f| {
@@ -503,11 +510,18 @@ impl GpuProfile {
                 ),
             ]
         });
-        for (key, v) in fa3.into_iter().chain(
-            self.attention
-                .prefill_fp8_kv_rate_vs_bf16
-                .map(|v| ("attention.prefill_fp8_kv_rate_vs_bf16", v)),
-        ) {
+        let ratios = [
+            (
+                "attention.prefill_fp8_kv_rate_vs_bf16",
+                self.attention.prefill_fp8_kv_rate_vs_bf16,
+            ),
+            (
+                "attention.decode_fp8_kv_rate_vs_bf16",
+                self.attention.decode_fp8_kv_rate_vs_bf16,
+            ),
+        ];
+        let set = ratios.into_iter().filter_map(|(k, v)| v.map(|v| (k, v)));
+        for (key, v) in fa3.into_iter().chain(set) {
             if !(v.is_finite() && (0.25..=4.0).contains(&v)) {
                 return Err(Error::config(
                     origin,
