@@ -94,6 +94,11 @@ pub struct AttentionCurve {
     /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
     #[serde(default)]
     pub prefill_half_rate_tokens: f64,
+    /// The same for multi-head latent attention's prefill (DeepSeek-V3/R1: q/k head dim 192,
+    /// v head dim 128, so more math per key than the head-dim-128 kernels the value above is
+    /// fitted on), tokens; absent: `prefill_half_rate_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla_prefill_half_rate_tokens: Option<f64>,
     /// Prefill attention's rate over an FP8 KV cache as a multiple of its BF16 rate, for a GPU
     /// whose attention kernels keep BF16 math over an FP8 cache (TensorRT-LLM's B200
     /// context-attention rows: within 0-20% of the BF16-KV time, docs/validation.md, "The B200
@@ -642,7 +647,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 26] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 27] {
         [
             (
                 "datasheet.memory_bytes",
@@ -699,6 +704,12 @@ impl GpuProfile {
             (
                 "attention.prefill_half_rate_tokens",
                 self.attention.prefill_half_rate_tokens,
+                0.0,
+                1e6,
+            ),
+            (
+                "attention.mla_prefill_half_rate_tokens",
+                self.attention.mla_prefill_half_rate_tokens.unwrap_or(0.0),
                 0.0,
                 1e6,
             ),

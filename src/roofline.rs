@@ -240,6 +240,9 @@ impl StepTimeModel {
                     g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
                 }
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
+                if let (Some(_), Some(half)) = (&m.mla, g.attention.mla_prefill_half_rate_tokens) {
+                    g.attention.prefill_half_rate_tokens = half;
+                }
                 g
             },
             attention_rate: match fa3_fp8 {
