@@ -410,32 +410,6 @@ pub struct MoeKernels {
     /// applies ([`crate::gpu::MoeCurve::kernel`]).
     #[serde(default)]
     pub kernel: MoeKernel,
-    /// How the experts' tokens move between attention data-parallel ranks on one NVLink
-    /// domain (`all-to-all`, the default: each token to the ranks of its experts and back;
-    /// `gather-scatter`: every rank gathers all ranks' tokens and reduce-scatters the experts'
-    /// outputs back, [`MoeExchange::GatherScatter`]).
-    #[serde(default)]
-    pub attention_dp_exchange: MoeExchange,
-}
-
-/// The collective that carries a MoE layer's tokens between expert-parallel ranks under
-/// attention data parallelism.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MoeExchange {
-    /// An all-to-all dispatch of each token to its `top_k` experts and a combine back
-    /// (DeepEP-style; `roofline::parallel::all_to_all_s`).
-    #[default]
-    AllToAll,
-    /// An all-gather of every rank's tokens, quantized to the experts' input format (NVFP4
-    /// with its scales, FP8, or BF16) with their expert ids and weights, then a reduce-scatter
-    /// of the BF16 outputs (`roofline::parallel::gather_reduce_scatter_s`): TensorRT-LLM's
-    /// CutlassFusedMoE with attention DP unless its all-to-all is enabled, which needs
-    /// `moe_ep_size > top_k` and a multi-node NVLink domain (MNNVL) or DeepEP
-    /// (`select_alltoall_method_type`, `run_post_quant_allgather` in
-    /// tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py, NVIDIA/TensorRT-LLM @
-    /// 7b437aa).
-    GatherScatter,
 }
 
 impl MoeKernels {

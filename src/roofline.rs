@@ -19,7 +19,6 @@ pub use memory::{plan_memory, DraftMemory, MemoryPlan};
 use serde::Serialize;
 
 use crate::clock::{self, secs_to_ns, BeyondClock};
-use crate::engine::MoeExchange;
 use crate::error::{Error, Result};
 use crate::gpu::GpuProfile;
 use crate::precision::{GemmMath, KvDtype};
@@ -346,16 +345,6 @@ impl StepTimeModel {
             0.0
         } else if dep.ep <= 1 {
             parallel::gather_scatter_s(g, all * h * ACT_BYTES, gpus)
-        } else if dep.engine.moe.attention_dp_exchange == MoeExchange::GatherScatter {
-            // Each token quantized to the experts' input format (NVFP4: half a byte per
-            // element and one FP8 scale per 16), with its top-k expert ids (int32) and weights.
-            let elem = if x.math == GemmMath::Fp4 {
-                0.5 + 1.0 / 16.0
-            } else {
-                x.dispatch_bytes
-            };
-            let gathered = all * (h * elem + x.top_k * 8.0);
-            parallel::gather_reduce_scatter_s(g, gathered, all * h * ACT_BYTES, gpus)
         } else {
             let per_gpu = tokens / dep.tp as f64;
             parallel::all_to_all_s(g, per_gpu, h, x.top_k, dep.ep, x.dispatch_bytes)

@@ -81,25 +81,6 @@ pub fn gather_scatter_s(gpu: &GpuProfile, bytes: f64, gpus: u32) -> f64 {
     allreduce_span_s(gpu, bytes, gpus, 0.0)
 }
 
-/// A MoE layer's exchange as an all-gather and a reduce-scatter over the `gpus` GPUs of the
-/// attention data-parallel ranks: every GPU gathers all ranks' tokens (`gather_bytes` in all,
-/// quantized tokens with their routing) and reduce-scatters the experts' outputs
-/// (`scatter_bytes` in all, BF16). Each collective moves half the traffic of an all-reduce of
-/// its size and pays its own latency (NCCL, [`allreduce_span_s`] without the engine's custom
-/// kernel), seconds.
-pub fn gather_reduce_scatter_s(
-    gpu: &GpuProfile,
-    gather_bytes: f64,
-    scatter_bytes: f64,
-    gpus: u32,
-) -> f64 {
-    if gpus <= 1 {
-        return 0.0;
-    }
-    allreduce_span_s(gpu, gather_bytes / 2.0, gpus, 0.0)
-        + allreduce_span_s(gpu, scatter_bytes / 2.0, gpus, 0.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,27 +104,6 @@ mod tests {
         // 512 tokens x top-8 over 8 ranks: mean 512, sd 20.7, max ~ 1 + 0.040 x 2.04.
         let g = expert_straggler(512.0, 256.0, 8.0, 8, 0.0);
         assert!((g - 1.083).abs() < 0.005, "{g}");
-    }
-
-    /// The gather-scatter moves every token to every rank, the all-to-all each token to the
-    /// ranks of its experts: with top-8 routing over 4 ranks (DeepSeek-R1 DEP4) the NVFP4
-    /// gather and BF16 scatter cost less than the FP8 dispatch and BF16 combine; with top-1
-    /// (Llama 4 Maverick) they cost more.
-    #[test]
-    fn gather_scatter_beats_all_to_all_only_for_wide_routing() {
-        let g = GpuProfile::load("b200").unwrap();
-        let (tokens, h, ep) = (384.0, 7168.0, 4u32);
-        let all = tokens * ep as f64;
-        let exchange = |k: f64| {
-            let gathered = all * (h * (0.5 + 1.0 / 16.0) + k * 8.0);
-            gather_reduce_scatter_s(&g, gathered, all * h * 2.0, ep)
-        };
-        let a2a = |k: f64| {
-            all_to_all_s(&g, tokens, h, k, ep, 1.0) + all_to_all_s(&g, tokens, h, k, ep, 2.0)
-        };
-        assert!(exchange(8.0) < a2a(8.0), "{} {}", exchange(8.0), a2a(8.0));
-        assert!(exchange(1.0) > a2a(1.0), "{} {}", exchange(1.0), a2a(1.0));
-        assert_eq!(gather_reduce_scatter_s(&g, 1e6, 1e6, 1), 0.0);
     }
 
     #[test]
