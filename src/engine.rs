@@ -89,6 +89,14 @@ pub struct SchedulerDefaults {
 pub struct WorkloadLimits {
     /// Fraction of the memory left by the weights the rule counts as KV cache.
     pub kv_cache_fraction: f64,
+    /// Whether the tool runs without chunked prefill and so raises `max_num_tokens` to hold
+    /// the longest prompt plus `max_batch_size` (trtllm-bench: `--enable_chunked_context` is
+    /// off by default, and `get_settings` then sets `max_num_tokens = max(max_num_tokens,
+    /// max_isl + max_batch_size)`, tensorrt_llm/bench/benchmark/utils/general.py,
+    /// NVIDIA/TensorRT-LLM @ 0171265). The rule takes the workload's mean prompt for the
+    /// longest: exact for the fixed-length datasets the tool's published runs use.
+    #[serde(default)]
+    pub whole_prompt_per_step: bool,
 }
 
 /// What [`WorkloadLimits::limits`] needs to know about the deployment.
@@ -149,7 +157,12 @@ impl WorkloadLimits {
         } else {
             up(raw_tokens, 1024.0)
         };
-        Some((bs as u32, tokens as u32))
+        let tokens = if self.whole_prompt_per_step {
+            tokens.max(x.input_tokens.ceil() + bs)
+        } else {
+            tokens
+        };
+        Some((bs as u32, tokens.min(u32::MAX as f64) as u32))
     }
 }
 
@@ -610,6 +623,7 @@ mod tests {
     fn trtllm_bench_limits_follow_the_tools_rule() {
         let rule = WorkloadLimits {
             kv_cache_fraction: 0.95,
+            whole_prompt_per_step: false,
         };
         // Llama-3.1-8B FP8 on one H100 (81,559 MiB): 8.03e9 one-byte weights, 64 KiB of FP8 KV
         // per token (32 layers x 8 heads x 128 x 2). 128/2048: 515 requests fit, rounded up to
@@ -643,12 +657,27 @@ mod tests {
         // Weights that do not fit leave nothing to size.
         let none = LimitInputs { tp: 1, ..big };
         assert_eq!(rule.limits(&none), None);
+        // Without chunked prefill the token budget holds the prompt and the batch: a
+        // 20,000-token prompt with 640 sequences needs 20,640 tokens; a short prompt keeps
+        // the rule's own figure.
+        let whole = WorkloadLimits {
+            whole_prompt_per_step: true,
+            ..rule.clone()
+        };
+        let long = LimitInputs {
+            input_tokens: 20_000.0,
+            ..x
+        };
+        let (bs, _) = rule.limits(&long).unwrap();
+        assert_eq!(whole.limits(&long), Some((bs, 20_000 + bs)));
+        assert_eq!(whole.limits(&x), Some((640, 2048)));
     }
 
     #[test]
     fn trtllm_bench_limits_with_pipeline_stages_count_every_gpu_and_split_the_requests() {
         let rule = WorkloadLimits {
             kv_cache_fraction: 0.95,
+            whole_prompt_per_step: false,
         };
         // Llama-2-70B FP8 (68.98e9 one-byte weights, 160 KiB of FP8 KV per token: 80 layers x
         // 8 heads x 128 x 2) on H100s at 128/128, by tuning.py's arithmetic in GiB:

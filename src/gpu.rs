@@ -94,12 +94,23 @@ pub struct AttentionCurve {
     /// costs as much as this many extra keys (softmax rescaling, pipeline fill of its key loop).
     #[serde(default)]
     pub prefill_half_rate_tokens: f64,
+    /// The same for multi-head latent attention's prefill (DeepSeek-V3/R1: q/k head dim 192,
+    /// v head dim 128, so more math per key than the head-dim-128 kernels the value above is
+    /// fitted on), tokens; absent: `prefill_half_rate_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla_prefill_half_rate_tokens: Option<f64>,
     /// Prefill attention's rate over an FP8 KV cache as a multiple of its BF16 rate, for a GPU
     /// whose attention kernels keep BF16 math over an FP8 cache (TensorRT-LLM's B200
     /// context-attention rows: within 0-20% of the BF16-KV time, docs/validation.md, "The B200
     /// rows of the smaller MoE models"), dimensionless; absent: the FP8 tensor rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_fp8_kv_rate_vs_bf16: Option<f64>,
+    /// Decode attention's math rate over an FP8 KV cache as a multiple of its BF16 rate, for
+    /// a GPU whose decode kernels run FP8 math over an FP8 cache (TensorRT-LLM's B200
+    /// trtllm-gen MLA generation kernels: calibration/reference/b200-decode-attention.md),
+    /// dimensionless; absent: 1 (BF16 math, the rate of the BF16 path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_fp8_kv_rate_vs_bf16: Option<f64>,
     /// FlashAttention-3's FP8 path with two-level accumulation on this GPU, for engines whose
     /// `attention.fp8_kv_kernel` is `fa3-two-level` (absent: FP8 at the FP8 tensor rate over
     /// half the bytes).
@@ -488,7 +499,8 @@ impl GpuProfile {
         self.check_plausible(origin)
     }
 
-    /// `attention.fa3_fp8` and `attention.prefill_fp8_kv_rate_vs_bf16`: every ratio finite and
+    /// `attention.fa3_fp8`, `attention.prefill_fp8_kv_rate_vs_bf16` and
+    /// `attention.decode_fp8_kv_rate_vs_bf16`: every ratio finite and
     /// within [0.25, 4].
     fn check_kv_format_ratios(&self, origin: &str) -> Result<()> {
         let fa3 = self.attention.fa3_fp8.map_or(Vec::new(), |f| {
@@ -503,11 +515,18 @@ impl GpuProfile {
                 ),
             ]
         });
-        for (key, v) in fa3.into_iter().chain(
-            self.attention
-                .prefill_fp8_kv_rate_vs_bf16
-                .map(|v| ("attention.prefill_fp8_kv_rate_vs_bf16", v)),
-        ) {
+        let ratios = [
+            (
+                "attention.prefill_fp8_kv_rate_vs_bf16",
+                self.attention.prefill_fp8_kv_rate_vs_bf16,
+            ),
+            (
+                "attention.decode_fp8_kv_rate_vs_bf16",
+                self.attention.decode_fp8_kv_rate_vs_bf16,
+            ),
+        ];
+        let set = ratios.into_iter().filter_map(|(k, v)| v.map(|v| (k, v)));
+        for (key, v) in fa3.into_iter().chain(set) {
             if !(v.is_finite() && (0.25..=4.0).contains(&v)) {
                 return Err(Error::config(
                     origin,
@@ -628,7 +647,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 26] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 27] {
         [
             (
                 "datasheet.memory_bytes",
@@ -685,6 +704,12 @@ impl GpuProfile {
             (
                 "attention.prefill_half_rate_tokens",
                 self.attention.prefill_half_rate_tokens,
+                0.0,
+                1e6,
+            ),
+            (
+                "attention.mla_prefill_half_rate_tokens",
+                self.attention.mla_prefill_half_rate_tokens.unwrap_or(0.0),
                 0.0,
                 1e6,
             ),

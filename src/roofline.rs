@@ -113,6 +113,10 @@ pub struct StepTimeModel {
     /// `attention.fa3_fp8.decode_time_per_byte_vs_bf16` for FlashAttention-3's two-level FP8
     /// path (its FP8 bytes take longer each than BF16 ones), bytes.
     decode_kv_bytes_per_ctx_token_layer: f64,
+    /// Decode attention's math rate: the BF16 rate, or over an FP8 cache (outside
+    /// FlashAttention-3's two-level path) that times `attention.decode_fp8_kv_rate_vs_bf16`
+    /// where the GPU profile sets it, FLOP/s.
+    decode_attention_rate: f64,
     kernels_per_layer: f64,
     /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
     /// bytes (0: always NCCL).
@@ -235,6 +239,9 @@ impl StepTimeModel {
                     g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
                 }
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
+                if let (Some(_), Some(half)) = (&m.mla, g.attention.mla_prefill_half_rate_tokens) {
+                    g.attention.prefill_half_rate_tokens = half;
+                }
                 g
             },
             attention_rate: match fa3_fp8 {
@@ -249,6 +256,13 @@ impl StepTimeModel {
             },
             decode_kv_bytes_per_ctx_token_layer: shape.kv_bytes_per_ctx_token_layer
                 * fa3_fp8.map_or(1.0, |f| f.decode_time_per_byte_vs_bf16),
+            decode_attention_rate: kernels::decode_attention_bf16_flops_per_s(&dep.gpu)
+                * match (fa3_fp8, dep.kv_dtype) {
+                    (None, KvDtype::Fp8) if dep.gpu.supports_fp8() => {
+                        dep.gpu.attention.decode_fp8_kv_rate_vs_bf16.unwrap_or(1.0)
+                    }
+                    _ => 1.0,
+                },
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine
@@ -502,12 +516,13 @@ impl StepTimeModel {
                 layers::Span::Chunk(c) => (ctx, hbm, units.min(prefill * c)),
                 layers::Span::Window(w) => (seqs * w, seqs * w, units.min(prefill * w)),
             };
-            let per_layer = kernels::decode_attention_s(
+            let per_layer = kernels::decode_attention_at_rate_s(
                 g,
                 dec,
                 dec_hbm,
                 self.decode_kv_bytes_per_ctx_token_layer,
                 self.q_width,
+                self.decode_attention_rate,
             ) + kernels::prefill_attention_at_rate_s(
                 g,
                 pre,
@@ -722,12 +737,13 @@ impl StepTimeModel {
             if let layers::Span::Window(w) = a.span {
                 let read = seqs * w;
                 base += a.count
-                    * kernels::decode_attention_s(
+                    * kernels::decode_attention_at_rate_s(
                         g,
                         read,
                         read,
                         self.decode_kv_bytes_per_ctx_token_layer,
                         self.q_width * q as f64,
+                        self.decode_attention_rate,
                     );
             }
         }
@@ -735,7 +751,7 @@ impl StepTimeModel {
             base += extra.0;
         }
         let bw = g.memory.stream_bandwidth_bytes_per_s * g.attention.decode_bandwidth_fraction;
-        let rate = g.gemm.bf16_flops_per_s * g.attention.prefill_flops_fraction;
+        let rate = self.decode_attention_rate;
         let repeat = self.decode_l2_repeat_tokens(b);
         let mut mem_slope =
             self.context_layers * self.decode_kv_bytes_per_ctx_token_layer / bw / self.dp;

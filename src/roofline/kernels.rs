@@ -334,14 +334,40 @@ pub fn decode_attention_s(
     kv_bytes_per_token: f64,
     q_width: f64,
 ) -> f64 {
+    let rate = decode_attention_bf16_flops_per_s(gpu);
+    decode_attention_at_rate_s(
+        gpu,
+        context_tokens,
+        hbm_tokens,
+        kv_bytes_per_token,
+        q_width,
+        rate,
+    )
+}
+
+/// Decode attention's math rate in BF16 on this GPU: the GEMM BF16 rate times
+/// `attention.prefill_flops_fraction`, FLOP/s.
+pub fn decode_attention_bf16_flops_per_s(gpu: &GpuProfile) -> f64 {
+    gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction
+}
+
+/// [`decode_attention_s`] with the attention math at `flops_per_s` (FLOP/s): over an FP8 KV
+/// cache a GPU's decode kernels may run FP8 math (`attention.decode_fp8_kv_rate_vs_bf16`).
+pub fn decode_attention_at_rate_s(
+    gpu: &GpuProfile,
+    context_tokens: f64,
+    hbm_tokens: f64,
+    kv_bytes_per_token: f64,
+    q_width: f64,
+    flops_per_s: f64,
+) -> f64 {
     if context_tokens <= 0.0 {
         return 0.0;
     }
     let bytes = hbm_tokens * kv_bytes_per_token;
     let flops = 4.0 * q_width * context_tokens;
     let bw = gpu.memory.stream_bandwidth_bytes_per_s * gpu.attention.decode_bandwidth_fraction;
-    let rate = gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction;
-    gpu.attention.fixed_s + (bytes / bw).max(flops / rate)
+    gpu.attention.fixed_s + (bytes / bw).max(flops / flops_per_s)
 }
 
 /// One prefill-attention kernel (one layer) over `units` query-key pairs (causal chunks: the
