@@ -400,7 +400,7 @@ fn write_pairs(out: &mut impl Write, pairs: &[PairCheck]) -> Result<()> {
         .fold(18, usize::max);
     writeln!(
         out,
-        "{:<id_w$}{:>12}{:>8}{:>14}{:>14}{:>10}{:>10}{:>10}",
+        "{:<id_w$}{:>10}{:>8}{:>12}{:>17}{:>10}{:>10}{:>10}",
         "rows", "req/s", "prompt", "decoding", "prompts/step", "allowed", "needed", "stream"
     )?;
     for p in pairs {
@@ -412,7 +412,7 @@ fn write_pairs(out: &mut impl Write, pairs: &[PairCheck]) -> Result<()> {
         };
         writeln!(
             out,
-            "{:<id_w$}{:>12}{:>8.0}{:>14}{:>14}{:>10.1}{:>10.1}{:>10}{}",
+            "{:<id_w$}{:>10}{:>8.0}{:>12}{:>17}{:>10.1}{:>10.1}{:>10}{}",
             format!("{} -> {}", x.low.id, x.high.id),
             format!("{} -> {}", x.low.requests_per_s, x.high.requests_per_s),
             x.prompt_tokens,
