@@ -1,6 +1,8 @@
+use super::rows::pair_inputs;
 use super::*;
 use crate::validate::cv::{embedded_rows, saturation};
 use crate::validate::{compare, parse_reference, Comparison};
+use crate::validate::{LoadKind, Metric, ReferenceRow};
 
 /// Round numbers whose check is worked out by hand below: one GPU, 1 TFLOP/s and 1 GB/s at
 /// datasheet, 1e8 weight bytes (stream 0.1 s), 1e9 FLOP per token (1 ms a token; ridge at 100
@@ -31,6 +33,7 @@ fn i1_i2_i3_by_hand_a_consistent_pair_is_not_flagged_an_inconsistent_one_is() {
     assert!((c.allowed_s - 0.125).abs() < 1e-12, "{c:?}");
     assert!((c.required_s - 0.02).abs() < 1e-12, "{c:?}");
     assert!(!c.inconsistent());
+    assert_eq!(c.step_shortfall_s, 0.0);
     // The whole prompt's GEMMs take 0.1 s at peak, under what the rows allow: consistent at
     // any stream rate.
     assert_eq!(c.consistent_below_hbm_fraction, None);
@@ -38,6 +41,8 @@ fn i1_i2_i3_by_hand_a_consistent_pair_is_not_flagged_an_inconsistent_one_is() {
     let c = evaluate(&hand(0.2, 0.402));
     assert!((c.allowed_s - 0.002 / 0.604).abs() < 1e-12, "{c:?}");
     assert!(c.inconsistent());
+    // Its margin in the higher rate's step: (0.02 - 0.00331) x 0.604 = 0.010 s.
+    assert!((c.step_shortfall_s - (0.02 - 0.002 / 0.604) * 0.604).abs() < 1e-12);
     // I3: consistent once the weights stream in at least 0.12 - 0.00331 s: η* = 0.1 / 0.11669.
     let eta = c.consistent_below_hbm_fraction.unwrap();
     assert!((eta - 0.1 / (0.12 - 0.002 / 0.604)).abs() < 1e-12, "{eta}");
