@@ -9,6 +9,7 @@ use servesim::catalog::{self, Entry, Kind};
 use servesim::engine::EngineProfile;
 use servesim::report::atomic::write_atomic;
 use servesim::report::plot::{render, Chart, ImageFormat, Rule, Series, SeriesStyle};
+use servesim::validate::bound::pair::{pair_checks, PairCheck};
 use servesim::validate::bound::{datasheet_bounds, DatasheetBound};
 use servesim::validate::cv::{self, embedded_rows, CrossValidation, Headline};
 use servesim::validate::markdown::{
@@ -169,14 +170,15 @@ fn print_report(
 ) -> Result<()> {
     let (inn, oos) = (&cv.in_sample, &cv.out_of_sample);
     let bounds = datasheet_bounds(rows)?;
+    let pairs = pair_checks(rows)?;
     let summary = summarize(oos);
     let intervals = prediction_intervals(oos, args.coverage);
     let headroom = step_time_headroom(oos, args.coverage);
     match args.format {
         Format::Json => {
             let (sat_inn, sat_oos) = (
-                cv::saturation(rows, inn, &bounds),
-                cv::saturation(rows, oos, &bounds),
+                cv::saturation(rows, inn, &bounds, &pairs),
+                cv::saturation(rows, oos, &bounds, &pairs),
             );
             writeln!(
                 out,
@@ -197,6 +199,11 @@ fn print_report(
                     "set_aside_by_datasheet_bound_in_sample":
                         sat_inn.set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
                     "datasheet_bounds": bounds,
+                    "set_aside_by_pair":
+                        sat_oos.set_aside_by_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                    "set_aside_by_pair_in_sample":
+                        sat_inn.set_aside_by_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                    "pair_checks": pairs,
                 }))?
             )?;
             return Ok(());
@@ -215,7 +222,8 @@ fn print_report(
     write_rows_table(out, inn, oos)?;
     write_headlines(out, inn, oos, which)?;
     write_per_configuration(out, rows, cv, which)?;
-    write_saturated(out, rows, inn, oos, &bounds)?;
+    write_saturated(out, rows, inn, oos, &bounds, &pairs)?;
+    write_pairs(out, &pairs)?;
     write_per_metric(out, &summary)?;
     write_intervals(out, &intervals, headroom, args.coverage, which)
 }
@@ -319,7 +327,8 @@ fn write_per_configuration(
 }
 
 /// The online rows the engine kept up with that the model predicts saturated, in and out of
-/// sample (those whose datasheet bound exceeds 1 set aside, with it), and each online row's
+/// sample (those whose datasheet bound exceeds 1 or whose pair is inconsistent at datasheet
+/// rates set aside, with the reason), and each online row's
 /// datasheet bound.
 fn write_saturated(
     out: &mut impl Write,
@@ -327,12 +336,13 @@ fn write_saturated(
     inn: &[Comparison],
     oos: &[Comparison],
     bounds: &[DatasheetBound],
+    pairs: &[PairCheck],
 ) -> Result<()> {
     for (label, comps) in [("in sample", inn), ("out of sample", oos)] {
         writeln!(
             out,
             "online rows the engine kept up with, predicted saturated {label}: {}",
-            cv::saturation(rows, comps, bounds).describe()
+            cv::saturation(rows, comps, bounds, pairs).describe()
         )?;
     }
     if bounds.is_empty() {
@@ -361,6 +371,64 @@ fn write_saturated(
             b.gpu_time_per_s,
             if b.infeasible() {
                 "  cannot be served"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// The two-row consistency check of each pair of online rows of one configuration and
+/// workload (servesim::validate::bound::pair): what the pair allows a prompt to add, what its
+/// GEMMs need at datasheet rates, and the weight-stream fraction that reconciles them.
+fn write_pairs(out: &mut impl Write, pairs: &[PairCheck]) -> Result<()> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\ntwo-row consistency check, pairs of one configuration and workload at two rates \
+         (a check under a stated model of the iteration, not a physical bound: \
+         src/validate/bound/pair.rs): what a prompt may add to an iteration (measured) against \
+         what its GEMMs need at datasheet rates, ms; and the weight stream, as a fraction of \
+         the datasheet HBM bandwidth, at or below which the pair is consistent"
+    )?;
+    let id_w = pairs
+        .iter()
+        .map(|p| p.inputs.low.id.len() + p.inputs.high.id.len() + 6)
+        .fold(18, usize::max);
+    writeln!(
+        out,
+        "{:<id_w$}{:>10}{:>8}{:>12}{:>17}{:>10}{:>10}{:>10}",
+        "rows", "req/s", "prompt", "decoding", "prompts/step", "allowed", "needed", "stream"
+    )?;
+    for p in pairs {
+        let x = &p.inputs;
+        let eta = match p.consistent_below_hbm_fraction {
+            Some(f) => format!("{:.0}%", 100.0 * f),
+            None if p.allowed_s < 0.0 => "none".to_string(),
+            None => "any".to_string(),
+        };
+        writeln!(
+            out,
+            "{:<id_w$}{:>10}{:>8.0}{:>12}{:>17}{:>10.1}{:>10.1}{:>10}{}",
+            format!("{} -> {}", x.low.id, x.high.id),
+            format!("{} -> {}", x.low.requests_per_s, x.high.requests_per_s),
+            x.prompt_tokens,
+            format!(
+                "{:.0} -> {:.0}",
+                x.low.decoding_requests, x.high.decoding_requests
+            ),
+            format!(
+                "{:.3} -> {:.3}",
+                x.low.prompts_per_step, x.high.prompts_per_step
+            ),
+            1e3 * p.allowed_s,
+            1e3 * p.required_s,
+            eta,
+            if p.inconsistent() {
+                "  inconsistent at datasheet rates"
             } else {
                 ""
             }

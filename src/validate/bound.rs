@@ -163,7 +163,7 @@ fn context_reads(uncached: f64, output: f64, window: Option<f64>) -> f64 {
 
 /// The dense tensor-core peak of the fastest math weights in `dtype` may run on `gpu`
 /// (16-bit: BF16; FP8: FP8; 4-bit: the GPU's fastest), FLOP/s.
-fn peak_for(dtype: WeightDtype, sheet: &crate::gpu::Datasheet) -> f64 {
+pub(super) fn peak_for(dtype: WeightDtype, sheet: &crate::gpu::Datasheet) -> f64 {
     let bf16 = sheet.bf16_flops_per_s;
     match dtype {
         WeightDtype::Bf16 | WeightDtype::Fp16 => bf16,
@@ -195,26 +195,8 @@ pub fn datasheet_bound(row: &ReferenceRow) -> Result<Option<DatasheetBound>> {
         .iter()
         .map(|&f| peak_for(f, &d.gpu.datasheet))
         .fold(0.0, f64::max);
-    let h = m.hidden_size as f64;
-    let layers = m.num_layers as f64;
-    // Not multiplied on tensor cores: the norms (two per layer and the final one), MLA's
-    // latent norms, the QKV bias and the attention sinks.
-    let mla_norms = m.mla.as_ref().map_or(0.0, |a| {
-        (a.kv_lora_rank + a.q_lora_rank.unwrap_or(0)) as f64
-    });
-    let bias = if m.attention_bias {
-        (m.q_dim() + 2 * m.kv_dim()) as f64
-    } else {
-        0.0
-    };
-    let sinks = if m.attention_sinks {
-        m.num_attention_heads as f64
-    } else {
-        0.0
-    };
-    let not_matmul = layers * (2.0 * h + mla_norms + bias + sinks) + h;
     let lm_head = m.lm_head_params();
-    let matmul_params = (m.active_params() - lm_head - not_matmul).max(0.0);
+    let matmul_params = matmul_params(m);
     let kv = m.kv_per_token(d.kv_dtype.bytes());
     let (uncached, output, full, local) = request_reads(row, kv.window_tokens as f64);
     let max_batch = resolved.sim.scheduler.max_num_seqs as f64;
@@ -243,7 +225,30 @@ pub fn datasheet_bound(row: &ReferenceRow) -> Result<Option<DatasheetBound>> {
     Ok(Some(evaluate(&row.id, &x)))
 }
 
-/// Per request, means: (uncached prompt tokens, generated tokens, full-attention context
+/// Parameters one token multiplies on tensor cores in the decoder layers (no LM head): the
+/// active parameters less the LM head, the norms (two per layer and the final one), MLA's
+/// latent norms, the QKV bias and the attention sinks.
+pub(super) fn matmul_params(m: &crate::model::ModelSpec) -> f64 {
+    let h = m.hidden_size as f64;
+    let layers = m.num_layers as f64;
+    let mla_norms = m.mla.as_ref().map_or(0.0, |a| {
+        (a.kv_lora_rank + a.q_lora_rank.unwrap_or(0)) as f64
+    });
+    let bias = if m.attention_bias {
+        (m.q_dim() + 2 * m.kv_dim()) as f64
+    } else {
+        0.0
+    };
+    let sinks = if m.attention_sinks {
+        m.num_attention_heads as f64
+    } else {
+        0.0
+    };
+    let not_matmul = layers * (2.0 * h + mla_norms + bias + sinks) + h;
+    (m.active_params() - m.lm_head_params() - not_matmul).max(0.0)
+}
+
+/// Per-request means: (uncached prompt tokens, generated tokens, full-attention context
 /// reads, local-attention context reads). Recorded per-request lengths are summed exactly;
 /// fixed lengths are exact; lengths drawn independently around the means (`range_ratio`) keep
 /// only the full-attention term (convex in the lengths, so the means bound it); a dataset's
@@ -289,6 +294,8 @@ pub fn datasheet_bounds(rows: &[ReferenceRow]) -> Result<Vec<DatasheetBound>> {
     }
     Ok(out)
 }
+
+pub mod pair;
 
 #[cfg(test)]
 mod tests;

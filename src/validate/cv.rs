@@ -336,10 +336,15 @@ pub struct Saturation {
     /// ([`super::bound::datasheet_bound`]) exceeds 1, so the load as published cannot be served
     /// even at datasheet peak; each with its bound.
     pub set_aside: Vec<super::bound::DatasheetBound>,
+    /// Rows predicted saturated but set aside because a pair they belong to is inconsistent
+    /// at datasheet rates ([`super::bound::pair`]: a consistency check under a stated model,
+    /// not a physical bound); each id with the pair's check.
+    pub set_aside_by_pair: Vec<(String, super::bound::pair::PairCheck)>,
 }
 
 impl Saturation {
-    /// One line's worth: the counted ids, or "none", then the set-aside rows with their bounds.
+    /// One line's worth: the counted ids, or "none", then the set-aside rows with their bounds
+    /// and their inconsistent pairs.
     pub fn describe(&self) -> String {
         let mut s = if self.counted.is_empty() {
             "none".to_string()
@@ -353,16 +358,33 @@ impl Saturation {
                 b.id, b.gpu_time_per_s
             ));
         }
+        for (id, p) in &self.set_aside_by_pair {
+            s.push_str(&format!(
+                "; set aside: {id} (its pair is inconsistent at datasheet rates, a check under \
+                 the stated model, not a physical bound: {})",
+                p.describe()
+            ));
+        }
         s
+    }
+
+    /// Appends another file's rows.
+    pub fn extend(&mut self, other: Saturation) {
+        self.counted.extend(other.counted);
+        self.set_aside.extend(other.set_aside);
+        self.set_aside_by_pair.extend(other.set_aside_by_pair);
     }
 }
 
 /// Online rows the measured engine kept up with that `comps` predict it does not; a row whose
-/// datasheet bound (in `bounds`) exceeds 1 is set aside rather than counted.
+/// datasheet bound (in `bounds`) exceeds 1 is set aside rather than counted, and so is a row
+/// of a pair that `pairs` finds inconsistent at datasheet rates (both rows of such a pair:
+/// the check cannot tell which of the two measurements or descriptions fails).
 pub fn saturation(
     rows: &[ReferenceRow],
     comps: &[Comparison],
     bounds: &[super::bound::DatasheetBound],
+    pairs: &[super::bound::pair::PairCheck],
 ) -> Saturation {
     let mut out = Saturation::default();
     for r in rows.iter().filter(|r| measured_kept_up(r) == Some(true)) {
@@ -372,9 +394,12 @@ pub fn saturation(
         {
             continue;
         }
-        match bounds.iter().find(|b| b.id == r.id && b.infeasible()) {
-            Some(b) => out.set_aside.push(b.clone()),
-            None => out.counted.push(r.id.clone()),
+        if let Some(b) = bounds.iter().find(|b| b.id == r.id && b.infeasible()) {
+            out.set_aside.push(b.clone());
+        } else if let Some(p) = super::bound::pair::inconsistent_pair(pairs, &r.id) {
+            out.set_aside_by_pair.push((r.id.clone(), p.clone()));
+        } else {
+            out.counted.push(r.id.clone());
         }
     }
     out

@@ -122,14 +122,14 @@ fn a_row_at_twice_its_bounds_load_is_flagged_and_one_at_half_is_not() {
             keeps_up: Some(false),
         })
         .collect();
-    let sat = saturation(&rows, &comps, &[bh, bl]);
+    let sat = saturation(&rows, &comps, &[bh, bl], &[]);
     assert_eq!(sat.counted, vec!["LIGHT".to_string()]);
     assert_eq!(sat.set_aside.len(), 1);
     assert_eq!(sat.set_aside[0].id, "HEAVY");
     let line = sat.describe();
     assert!(line.contains("LIGHT") && line.contains("set aside: HEAVY (") && line.contains("2.00"));
     // Without bounds both count.
-    assert_eq!(saturation(&rows, &comps, &[]).counted.len(), 2);
+    assert_eq!(saturation(&rows, &comps, &[], &[]).counted.len(), 2);
 }
 
 #[test]
