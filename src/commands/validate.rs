@@ -199,10 +199,10 @@ fn print_report(
                     "set_aside_by_datasheet_bound_in_sample":
                         sat_inn.set_aside.iter().map(|b| &b.id).collect::<Vec<_>>(),
                     "datasheet_bounds": bounds,
-                    "set_aside_by_pair":
-                        sat_oos.set_aside_by_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-                    "set_aside_by_pair_in_sample":
-                        sat_inn.set_aside_by_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                    "counted_with_inconsistent_pair":
+                        sat_oos.counted_with_inconsistent_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                    "counted_with_inconsistent_pair_in_sample":
+                        sat_inn.counted_with_inconsistent_pair.iter().map(|(id, _)| id).collect::<Vec<_>>(),
                     "pair_checks": pairs,
                 }))?
             )?;
@@ -327,8 +327,8 @@ fn write_per_configuration(
 }
 
 /// The online rows the engine kept up with that the model predicts saturated, in and out of
-/// sample (those whose datasheet bound exceeds 1 or whose pair is inconsistent at datasheet
-/// rates set aside, with the reason), and each online row's
+/// sample (those whose datasheet bound exceeds 1 set aside, with the bound; those of a pair
+/// inconsistent at datasheet rates counted and noted with the pair), and each online row's
 /// datasheet bound.
 fn write_saturated(
     out: &mut impl Write,

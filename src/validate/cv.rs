@@ -336,15 +336,17 @@ pub struct Saturation {
     /// ([`super::bound::datasheet_bound`]) exceeds 1, so the load as published cannot be served
     /// even at datasheet peak; each with its bound.
     pub set_aside: Vec<super::bound::DatasheetBound>,
-    /// Rows predicted saturated but set aside because a pair they belong to is inconsistent
-    /// at datasheet rates ([`super::bound::pair`]: a consistency check under a stated model,
-    /// not a physical bound); each id with the pair's check.
-    pub set_aside_by_pair: Vec<(String, super::bound::pair::PairCheck)>,
+    /// Counted rows (a subset of `counted`) that belong to a pair inconsistent at datasheet
+    /// rates ([`super::bound::pair`]), each id with the pair's check. They stay counted: the
+    /// check rests on a model of how prompts mix into iterations and on datasheet rates, so it
+    /// is not a physical bound (a GPU streaming weights below its datasheet reconciles the
+    /// pair), and the issue's rule sets a row aside only with one.
+    pub counted_with_inconsistent_pair: Vec<(String, super::bound::pair::PairCheck)>,
 }
 
 impl Saturation {
     /// One line's worth: the counted ids, or "none", then the set-aside rows with their bounds
-    /// and their inconsistent pairs.
+    /// and the counted rows' inconsistent pairs.
     pub fn describe(&self) -> String {
         let mut s = if self.counted.is_empty() {
             "none".to_string()
@@ -358,10 +360,10 @@ impl Saturation {
                 b.id, b.gpu_time_per_s
             ));
         }
-        for (id, p) in &self.set_aside_by_pair {
+        for (id, p) in &self.counted_with_inconsistent_pair {
             s.push_str(&format!(
-                "; set aside: {id} (its pair is inconsistent at datasheet rates, a check under \
-                 the stated model, not a physical bound: {})",
+                "; counted, though its pair is inconsistent at datasheet rates: {id} (a check \
+                 under the stated model, not a physical bound: {})",
                 p.describe()
             ));
         }
@@ -372,14 +374,15 @@ impl Saturation {
     pub fn extend(&mut self, other: Saturation) {
         self.counted.extend(other.counted);
         self.set_aside.extend(other.set_aside);
-        self.set_aside_by_pair.extend(other.set_aside_by_pair);
+        self.counted_with_inconsistent_pair
+            .extend(other.counted_with_inconsistent_pair);
     }
 }
 
 /// Online rows the measured engine kept up with that `comps` predict it does not; a row whose
-/// datasheet bound (in `bounds`) exceeds 1 is set aside rather than counted, and so is a row
-/// of a pair that `pairs` finds inconsistent at datasheet rates (both rows of such a pair:
-/// the check cannot tell which of the two measurements or descriptions fails).
+/// datasheet bound (in `bounds`) exceeds 1 is set aside rather than counted; a counted row of a
+/// pair that `pairs` finds inconsistent at datasheet rates is noted with the pair (not set
+/// aside: the check is not a physical bound).
 pub fn saturation(
     rows: &[ReferenceRow],
     comps: &[Comparison],
@@ -396,10 +399,12 @@ pub fn saturation(
         }
         if let Some(b) = bounds.iter().find(|b| b.id == r.id && b.infeasible()) {
             out.set_aside.push(b.clone());
-        } else if let Some(p) = super::bound::pair::inconsistent_pair(pairs, &r.id) {
-            out.set_aside_by_pair.push((r.id.clone(), p.clone()));
         } else {
             out.counted.push(r.id.clone());
+            if let Some(p) = super::bound::pair::inconsistent_pair(pairs, &r.id) {
+                out.counted_with_inconsistent_pair
+                    .push((r.id.clone(), p.clone()));
+            }
         }
     }
     out

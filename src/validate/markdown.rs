@@ -345,7 +345,8 @@ pub const OTHER_REFERENCE_FILES: &[&str] = &[
 /// One table over files of held-out rows (each predicted by the committed costs, `comps` in
 /// the order of `files`' rows): per file and configuration the headline families' median
 /// |error| (bias), the online rows predicted saturated although the engine kept up (those
-/// whose datasheet bound exceeds 1 or whose pair is inconsistent set aside), the highest
+/// whose datasheet bound exceeds 1 set aside; those of a pair inconsistent at datasheet rates
+/// noted), the highest
 /// datasheet bound and the pairs inconsistent at datasheet rates. Errors only
 /// when a row's deployment does not resolve.
 pub fn other_files_markdown(

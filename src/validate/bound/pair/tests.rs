@@ -89,7 +89,7 @@ fn rows_of(
 }
 
 #[test]
-fn saturation_sets_aside_both_rows_of_an_inconsistent_pair_and_only_those() {
+fn saturation_counts_the_rows_of_an_inconsistent_pair_and_notes_the_pair() {
     // Steps (E2E - TTFT) / 249: 9.0 ms at 5 req/s, 9.05 ms at 10: the step grows less than
     // the 11 added decoding requests' KV reads (1.1 ms), so I1 allows a prompt nothing.
     let rows = rows_7b(
@@ -117,23 +117,28 @@ fn saturation_sets_aside_both_rows_of_an_inconsistent_pair_and_only_those() {
         keeps_up: Some(false),
     };
     let comps = vec![predicted_saturated("LO"), predicted_saturated("HI")];
+    // The check is not a physical bound: both rows stay counted, each noted with the pair.
     let sat = saturation(&rows, &comps, &[], &checks);
-    assert!(sat.counted.is_empty(), "{sat:?}");
-    assert_eq!(sat.set_aside_by_pair.len(), 2);
+    assert_eq!(sat.counted.len(), 2, "{sat:?}");
+    assert_eq!(sat.counted_with_inconsistent_pair.len(), 2);
     assert!(
         sat.describe().contains("not a physical bound"),
         "{}",
         sat.describe()
     );
-    // Without the check both are counted; a consistent pair sets nothing aside.
-    assert_eq!(saturation(&rows, &comps, &[], &[]).counted.len(), 2);
+    // Without the check both are counted and nothing is noted; a consistent pair notes nothing.
+    let plain = saturation(&rows, &comps, &[], &[]);
+    assert_eq!(plain.counted.len(), 2);
+    assert!(plain.counted_with_inconsistent_pair.is_empty());
     let fine = rows_7b(
         "h100-sxm",
         &[("LO", 5.0, 2291.0, 50.0), ("HI", 10.0, 2800.0, 50.0)],
     );
     let checks = pair_checks(&fine).unwrap();
     assert!(!checks[0].inconsistent(), "{:?}", checks[0]);
-    assert_eq!(saturation(&fine, &comps, &[], &checks).counted.len(), 2);
+    let sat = saturation(&fine, &comps, &[], &checks);
+    assert_eq!(sat.counted.len(), 2);
+    assert!(sat.counted_with_inconsistent_pair.is_empty());
 }
 
 /// The pair's inputs under scripts/mixed-step-kernel-rows.py's conventions (derived-ITL
