@@ -351,20 +351,29 @@ impl Saturation {
         let mut s = if self.counted.is_empty() {
             "none".to_string()
         } else {
-            self.counted.join(", ")
+            let with_pair = |id: &String| match self
+                .counted_with_inconsistent_pair
+                .iter()
+                .find(|(x, _)| x == id)
+            {
+                Some((_, p)) => format!(
+                    "{id} (counted, though its pair is inconsistent at datasheet rates: a check \
+                     under the stated model, not a physical bound: {})",
+                    p.describe()
+                ),
+                None => id.clone(),
+            };
+            self.counted
+                .iter()
+                .map(with_pair)
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         for b in &self.set_aside {
             s.push_str(&format!(
                 "; set aside: {} (its description needs at least {:.2} s of GPU time per second at \
                  datasheet peak)",
                 b.id, b.gpu_time_per_s
-            ));
-        }
-        for (id, p) in &self.counted_with_inconsistent_pair {
-            s.push_str(&format!(
-                "; counted, though its pair is inconsistent at datasheet rates: {id} (a check \
-                 under the stated model, not a physical bound: {})",
-                p.describe()
             ));
         }
         s
