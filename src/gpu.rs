@@ -626,6 +626,12 @@ impl GpuProfile {
                 1e-3,
                 1e6,
             ),
+            (
+                "attention.mla_prefill_half_rate_tokens",
+                self.attention.mla_prefill_half_rate_tokens.unwrap_or(0.0),
+                1e-3,
+                1e6,
+            ),
         ];
         let out = ranges
             .into_iter()
@@ -647,7 +653,7 @@ impl GpuProfile {
 
     /// (key, value, low, high) of every figure that must lie in a plausible GPU's range; a
     /// value of 0 is allowed where the key says "0: none".
-    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 27] {
+    fn plausible_ranges(&self) -> [(&'static str, f64, f64, f64); 26] {
         [
             (
                 "datasheet.memory_bytes",
@@ -704,12 +710,6 @@ impl GpuProfile {
             (
                 "attention.prefill_half_rate_tokens",
                 self.attention.prefill_half_rate_tokens,
-                0.0,
-                1e6,
-            ),
-            (
-                "attention.mla_prefill_half_rate_tokens",
-                self.attention.mla_prefill_half_rate_tokens.unwrap_or(0.0),
                 0.0,
                 1e6,
             ),
