@@ -12,7 +12,7 @@
 //! absolute error (predicted / measured - 1), and the saturated streaming rate the rows show.
 use servesim::gpu::{GpuProfile, MoeKernel};
 use servesim::precision::{GemmMath, WeightDtype};
-use servesim::roofline::kernels::{self, ExpertWork};
+use servesim::roofline::kernels;
 
 /// One timed MoE forward: (format, [tokens, hidden, intermediate, top-k, experts, MoE TP,
 /// MoE EP], seconds).
@@ -20,7 +20,7 @@ type Row = (WeightDtype, [f64; 7], f64);
 
 #[path = "common/moe_rows.rs"]
 mod moe_rows;
-use moe_rows::median;
+use moe_rows::score;
 
 fn rows(path: &str) -> Vec<Row> {
     moe_rows::rows(path, 2)
@@ -36,26 +36,15 @@ fn rows(path: &str) -> Vec<Row> {
         .collect()
 }
 
-/// The model's time for one row: the GPU holds experts / ep experts, each sliced tp ways; all
-/// `tokens` are routed on it and their pairs spread evenly over the expert-parallel ranks.
+/// The model's time for one row ([`moe_rows::predict_s`]: the CUTLASS class, FP4 math for
+/// NVFP4 experts, FP8 for FP8 ones).
 fn predict(gpu: &GpuProfile, d: WeightDtype, x: &[f64; 7]) -> f64 {
-    let [tokens, hidden, inter, top_k, experts, tp, ep] = *x;
-    let work = ExpertWork {
-        active: (kernels::expected_active_experts(tokens, experts, top_k) / ep).max(1.0),
-        top_k,
-        pairs: tokens * top_k / ep,
-        hidden,
-        inter: inter / tp,
-        weight_bytes: d.bytes(),
-        math: if d == WeightDtype::Fp4 {
-            GemmMath::Fp4
-        } else {
-            GemmMath::Fp8
-        },
-        kernel: MoeKernel::Cutlass,
+    let math = if d == WeightDtype::Fp4 {
+        GemmMath::Fp4
+    } else {
+        GemmMath::Fp8
     };
-    let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
-    gemm + routing
+    moe_rows::predict_s(gpu, x, d.bytes(), math, MoeKernel::Cutlass)
 }
 
 /// Whether a row streams a large set of experts with few rows each: every expert its GPU
@@ -77,12 +66,7 @@ fn errors(gpu: &GpuProfile, sel: &[&Row]) -> (f64, f64, f64) {
         .iter()
         .map(|r| predict(gpu, r.0, &r.1) / r.2 - 1.0)
         .collect();
-    let rms = (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
-    (
-        rms,
-        median(e.clone()),
-        median(e.iter().map(|x| x.abs()).collect()),
-    )
+    score(&e)
 }
 
 /// Which rows a scan keeps.
@@ -163,12 +147,11 @@ fn main() {
                     .iter()
                     .map(|r| predict(&g, d, &r.1) / r.2 - 1.0)
                     .collect();
-                let rms =
-                    (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
+                let (rms, signed, abs) = score(&e);
                 println!(
                     "  stream_fraction {s:.2}: rms log error {rms:.3}, median {:+.1}%, median |error| {:.1}%",
-                    median(e.clone()) * 100.0,
-                    median(e.iter().map(|x| x.abs()).collect()) * 100.0
+                    signed * 100.0,
+                    abs * 100.0
                 );
             }
         }

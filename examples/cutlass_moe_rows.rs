@@ -10,7 +10,6 @@
 //! error (predicted / measured - 1).
 use servesim::gpu::{GpuProfile, MoeKernel};
 use servesim::precision::GemmMath;
-use servesim::roofline::kernels::{self, ExpertWork};
 
 /// One timed MoE forward: (GPU, tokens, hidden, intermediate, top-k, experts, MoE TP, MoE EP,
 /// seconds).
@@ -18,31 +17,11 @@ type Row = (String, [f64; 7], f64);
 
 #[path = "common/moe_rows.rs"]
 mod moe_rows;
-use moe_rows::median;
+use moe_rows::{rows_by_gpu as rows, score};
 
-fn rows(path: &str) -> Vec<Row> {
-    moe_rows::rows(path, 1)
-        .into_iter()
-        .map(|(label, shape, s)| (label[0].clone(), shape, s))
-        .collect()
-}
-
-/// The model's time for one row: the GPU holds experts / ep experts, each sliced tp ways; all
-/// `tokens` are routed on it and their pairs spread evenly over the expert-parallel ranks.
+/// The model's time for one row ([`moe_rows::predict_s`]: FP8 experts, the CUTLASS class).
 fn predict(gpu: &GpuProfile, x: &[f64; 7]) -> f64 {
-    let [tokens, hidden, inter, top_k, experts, tp, ep] = *x;
-    let work = ExpertWork {
-        active: (kernels::expected_active_experts(tokens, experts, top_k) / ep).max(1.0),
-        top_k,
-        pairs: tokens * top_k / ep,
-        hidden,
-        inter: inter / tp,
-        weight_bytes: 1.0,
-        math: GemmMath::Fp8,
-        kernel: MoeKernel::Cutlass,
-    };
-    let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
-    gemm + routing
+    moe_rows::predict_s(gpu, x, 1.0, GemmMath::Fp8, MoeKernel::Cutlass)
 }
 
 fn main() {
@@ -64,10 +43,7 @@ fn main() {
             c.stream_fraction = s;
             g.moe.cutlass = Some(c);
             let e: Vec<f64> = sel.iter().map(|r| predict(&g, &r.1) / r.2 - 1.0).collect();
-            let rms =
-                (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
-            let signed = median(e.clone());
-            let abs = median(e.iter().map(|x| x.abs()).collect());
+            let (rms, signed, abs) = score(&e);
             println!(
                 "  stream_fraction {s:.2}: rms log error {rms:.3}, median {:+.1}%, median |error| {:.1}%",
                 signed * 100.0,

@@ -13,7 +13,6 @@
 //! signed and median absolute error (predicted / measured - 1), and the error by tokens.
 use servesim::gpu::{GpuProfile, MoeKernel, MoeKernelCurve};
 use servesim::precision::{GemmMath, WeightDtype};
-use servesim::roofline::kernels::{self, ExpertWork};
 
 /// One timed MoE forward: (GPU, [tokens, hidden, intermediate, top-k, experts, MoE TP,
 /// MoE EP], seconds).
@@ -21,38 +20,12 @@ type Row = (String, [f64; 7], f64);
 
 #[path = "common/moe_rows.rs"]
 mod moe_rows;
-use moe_rows::median;
+use moe_rows::{rows_by_gpu as rows, score};
 
-fn rows(path: &str) -> Vec<Row> {
-    moe_rows::rows(path, 1)
-        .into_iter()
-        .map(|(label, shape, s)| (label[0].clone(), shape, s))
-        .collect()
-}
-
-/// The model's time for one row with the experts run by `kernel`: the GPU holds experts / ep
-/// experts, each sliced tp ways; all `tokens` are routed on it.
+/// The model's time for one row with the MXFP4 experts run by `kernel` in BF16 math
+/// ([`moe_rows::predict_s`]).
 fn predict(gpu: &GpuProfile, x: &[f64; 7], kernel: MoeKernel) -> f64 {
-    let [tokens, hidden, inter, top_k, experts, tp, ep] = *x;
-    let work = ExpertWork {
-        active: (kernels::expected_active_experts(tokens, experts, top_k) / ep).max(1.0),
-        top_k,
-        pairs: tokens * top_k / ep,
-        hidden,
-        inter: inter / tp,
-        weight_bytes: WeightDtype::Mxfp4.bytes(),
-        math: GemmMath::Bf16,
-        kernel,
-    };
-    let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
-    gemm + routing
-}
-
-/// (rms log error, median signed, median absolute) of predicted / measured - 1.
-fn score(e: &[f64]) -> (f64, f64, f64) {
-    let rms = (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
-    let abs = median(e.iter().map(|x| x.abs()).collect());
-    (rms, median(e.to_vec()), abs)
+    moe_rows::predict_s(gpu, x, WeightDtype::Mxfp4.bytes(), GemmMath::Bf16, kernel)
 }
 
 fn errors(g: &GpuProfile, sel: &[&Row], kernel: MoeKernel) -> Vec<f64> {

@@ -1,5 +1,11 @@
-//! The MoE kernel-row files' reader and the median, shared by the MoE row examples
-//! (cutlass_moe_rows, cutlass_moe_b200_rows, mxfp4_moe_rows).
+//! The MoE kernel-row files' reader, the step model's time for one row and the error summary,
+//! shared by the MoE row examples (cutlass_moe_rows, cutlass_moe_b200_rows, mxfp4_moe_rows).
+//! Each example compiles this file as its own module and uses a part of it.
+#![allow(dead_code)]
+
+use servesim::gpu::{GpuProfile, MoeKernel};
+use servesim::precision::GemmMath;
+use servesim::roofline::kernels::{self, ExpertWork};
 
 /// One timed MoE forward: (the columns before the shape, [tokens, hidden, intermediate, top-k,
 /// experts, MoE TP, MoE EP], seconds).
@@ -23,6 +29,47 @@ pub fn rows(path: &str, shape_at: usize) -> Vec<RawRow> {
         out.push((label, shape, num(shape_at + 7) * 1e-3));
     }
     out
+}
+
+/// The rows of a file whose first column names the GPU: (GPU, shape, seconds).
+pub fn rows_by_gpu(path: &str) -> Vec<(String, [f64; 7], f64)> {
+    rows(path, 1)
+        .into_iter()
+        .map(|(label, shape, s)| (label[0].clone(), shape, s))
+        .collect()
+}
+
+/// The step model's time for one row (`kernels::fused_moe_work_s`, grouped GEMMs and routing),
+/// seconds: the GPU holds experts / ep experts, each sliced tp ways; all `tokens` are routed on
+/// it and their pairs spread evenly over the expert-parallel ranks; the experts stored at
+/// `weight_bytes` per weight, multiplied in `math` by `kernel`.
+pub fn predict_s(
+    gpu: &GpuProfile,
+    x: &[f64; 7],
+    weight_bytes: f64,
+    math: GemmMath,
+    kernel: MoeKernel,
+) -> f64 {
+    let [tokens, hidden, inter, top_k, experts, tp, ep] = *x;
+    let work = ExpertWork {
+        active: (kernels::expected_active_experts(tokens, experts, top_k) / ep).max(1.0),
+        top_k,
+        pairs: tokens * top_k / ep,
+        hidden,
+        inter: inter / tp,
+        weight_bytes,
+        math,
+        kernel,
+    };
+    let (gemm, _, routing) = kernels::fused_moe_work_s(gpu, tokens, experts, &work);
+    gemm + routing
+}
+
+/// (rms log error, median signed, median absolute) of the errors `e` (predicted / measured - 1).
+pub fn score(e: &[f64]) -> (f64, f64, f64) {
+    let rms = (e.iter().map(|x| (1.0 + x).ln().powi(2)).sum::<f64>() / e.len() as f64).sqrt();
+    let abs = median(e.iter().map(|x| x.abs()).collect());
+    (rms, median(e.to_vec()), abs)
 }
 
 /// The median of `v` (the mean of the two middle values for an even count).
