@@ -124,6 +124,18 @@ pub struct AttentionCurve {
     pub fixed_s_graph_replayed: bool,
 }
 
+impl AttentionCurve {
+    /// The prefill half-rate tokens for a model's attention kind: for multi-head latent
+    /// attention `mla_prefill_half_rate_tokens` where the profile sets it, otherwise
+    /// `prefill_half_rate_tokens`, tokens.
+    pub fn prefill_half_rate_tokens_for(&self, mla: bool) -> f64 {
+        match self.mla_prefill_half_rate_tokens {
+            Some(h) if mla => h,
+            _ => self.prefill_half_rate_tokens,
+        }
+    }
+}
+
 /// FlashAttention-3's FP8 attention (vLLM's fork, two-level FP32 accumulation) relative to
 /// its BF16 path on the same GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -211,9 +211,9 @@ impl StepTimeModel {
         });
         // FlashAttention-3's two-level FP8 path: where the engine runs it over an FP8 cache
         // and the GPU profile carries its figures.
+        let fp8_kv = dep.kv_dtype == KvDtype::Fp8;
         let fa3_fp8 = dep.gpu.attention.fa3_fp8.filter(|_| {
-            dep.kv_dtype == KvDtype::Fp8
-                && dep.engine.attention.fp8_kv_kernel == crate::engine::Fp8KvKernel::Fa3TwoLevel
+            fp8_kv && dep.engine.attention.fp8_kv_kernel == crate::engine::Fp8KvKernel::Fa3TwoLevel
         });
         let mut model = StepTimeModel {
             layers: m.num_layers as f64,
@@ -239,30 +239,20 @@ impl StepTimeModel {
                     g.attention.fixed_s = (g.attention.fixed_s - hidden).max(0.0);
                 }
                 g.small_ops.kernel_s = (g.small_ops.kernel_s - hidden).max(0.0);
-                if let (Some(_), Some(half)) = (&m.mla, g.attention.mla_prefill_half_rate_tokens) {
-                    g.attention.prefill_half_rate_tokens = half;
-                }
+                g.attention.prefill_half_rate_tokens =
+                    g.attention.prefill_half_rate_tokens_for(m.mla.is_some());
                 g
             },
             attention_rate: match fa3_fp8 {
                 Some(f) => dep.gpu.gemm.bf16_flops_per_s * f.prefill_rate_vs_bf16,
-                None if dep.kv_dtype == KvDtype::Fp8 && dep.gpu.supports_fp8() => {
-                    match dep.gpu.attention.prefill_fp8_kv_rate_vs_bf16 {
-                        Some(r) => dep.gpu.gemm.bf16_flops_per_s * r,
-                        None => dep.gpu.gemm.fp8_flops_per_s,
-                    }
-                }
-                None => dep.gpu.gemm.bf16_flops_per_s,
+                None => kernels::prefill_attention_flops_per_s(&dep.gpu, fp8_kv),
             },
             decode_kv_bytes_per_ctx_token_layer: shape.kv_bytes_per_ctx_token_layer
                 * fa3_fp8.map_or(1.0, |f| f.decode_time_per_byte_vs_bf16),
-            decode_attention_rate: kernels::decode_attention_bf16_flops_per_s(&dep.gpu)
-                * match (fa3_fp8, dep.kv_dtype) {
-                    (None, KvDtype::Fp8) if dep.gpu.supports_fp8() => {
-                        dep.gpu.attention.decode_fp8_kv_rate_vs_bf16.unwrap_or(1.0)
-                    }
-                    _ => 1.0,
-                },
+            decode_attention_rate: kernels::decode_attention_flops_per_s(
+                &dep.gpu,
+                fa3_fp8.is_none() && fp8_kv,
+            ),
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
             custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
                 dep.engine

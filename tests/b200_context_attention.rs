@@ -3,8 +3,11 @@
 //! from ai-dynamo/aiconfigurator; docs/validation.md, "The B200 rows of the smaller MoE
 //! models"). The curve was fitted on the rows marked `fit`; the `held-out` rows score it here.
 
+mod common;
+
+use common::upper_median as median;
 use servesim::gpu::GpuProfile;
-use servesim::roofline::kernels::prefill_attention_at_rate_s;
+use servesim::roofline::kernels::{prefill_attention_at_rate_s, prefill_attention_flops_per_s};
 
 /// One row of the reference file.
 struct Row {
@@ -24,43 +27,24 @@ struct Row {
 
 /// The rows of the reference file.
 fn rows() -> Vec<Row> {
-    let text =
-        std::fs::read_to_string("calibration/reference/b200-context-attention-trtllm-1.2.csv")
-            .expect("reference file");
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
-        let f: Vec<&str> = line.splitn(9, ',').collect();
-        assert_eq!(f.len(), 9, "{line}");
+    common::reference_fields(
+        "calibration/reference/b200-context-attention-trtllm-1.2.csv",
+        9,
+    )
+    .into_iter()
+    .map(|f| {
         let num = |i: usize| f[i].parse::<f64>().unwrap();
-        assert_eq!(f[4], "128", "{line}");
-        out.push(Row {
+        assert_eq!(f[4], "128", "{f:?}");
+        Row {
             batch: num(0),
             isl: num(1),
             heads: num(2),
-            kv: f[5].to_string(),
+            kv: f[5].clone(),
             us: num(6),
-            part: f[7].to_string(),
-        });
-    }
-    out
-}
-
-/// Median of a list (upper median for an even count).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-/// The GEMM rate the step model runs prefill attention at over a `kv` cache on `gpu`
-/// (`StepTimeModel`'s `attention_rate` for an engine without FlashAttention-3's FP8 path): the
-/// BF16 rate, or over an FP8 cache `attention.prefill_fp8_kv_rate_vs_bf16` times it (absent:
-/// the FP8 rate).
-fn attention_rate(gpu: &GpuProfile, kv: &str) -> f64 {
-    match (kv, gpu.attention.prefill_fp8_kv_rate_vs_bf16) {
-        ("fp8", Some(r)) => gpu.gemm.bf16_flops_per_s * r,
-        ("fp8", None) => gpu.gemm.fp8_flops_per_s,
-        _ => gpu.gemm.bf16_flops_per_s,
-    }
+            part: f[7].clone(),
+        }
+    })
+    .collect()
 }
 
 /// Signed errors (predicted / measured - 1) of `gpu`'s prefill attention on the `kv`-cache
@@ -77,7 +61,7 @@ fn errors(gpu: &GpuProfile, part: &str, kv: &str) -> Vec<f64> {
                 units,
                 r.batch * r.isl,
                 r.heads * 128.0,
-                attention_rate(gpu, kv),
+                prefill_attention_flops_per_s(gpu, kv == "fp8"),
             );
             t * 1e6 / r.us - 1.0
         })

@@ -351,6 +351,31 @@ pub fn decode_attention_bf16_flops_per_s(gpu: &GpuProfile) -> f64 {
     gpu.gemm.bf16_flops_per_s * gpu.attention.prefill_flops_fraction
 }
 
+/// Decode attention's math rate on `gpu` over an FP8 (`fp8_kv`) or 16-bit KV cache, for
+/// kernels outside FlashAttention-3's two-level FP8 path, FLOP/s: the BF16 rate, times
+/// `attention.decode_fp8_kv_rate_vs_bf16` over an FP8 cache on a GPU with FP8 tensor cores.
+pub fn decode_attention_flops_per_s(gpu: &GpuProfile, fp8_kv: bool) -> f64 {
+    let ratio = match gpu.attention.decode_fp8_kv_rate_vs_bf16 {
+        Some(r) if fp8_kv && gpu.supports_fp8() => r,
+        _ => 1.0,
+    };
+    decode_attention_bf16_flops_per_s(gpu) * ratio
+}
+
+/// The GEMM rate prefill attention runs at on `gpu` over an FP8 (`fp8_kv`) or 16-bit KV cache,
+/// for kernels outside FlashAttention-3's two-level FP8 path, FLOP/s: the BF16 rate, or over an
+/// FP8 cache on a GPU with FP8 tensor cores `attention.prefill_fp8_kv_rate_vs_bf16` times it
+/// (absent: the FP8 rate).
+pub fn prefill_attention_flops_per_s(gpu: &GpuProfile, fp8_kv: bool) -> f64 {
+    if !(fp8_kv && gpu.supports_fp8()) {
+        return gpu.gemm.bf16_flops_per_s;
+    }
+    match gpu.attention.prefill_fp8_kv_rate_vs_bf16 {
+        Some(r) => gpu.gemm.bf16_flops_per_s * r,
+        None => gpu.gemm.fp8_flops_per_s,
+    }
+}
+
 /// [`decode_attention_s`] with the attention math at `flops_per_s` (FLOP/s): over an FP8 KV
 /// cache a GPU's decode kernels may run FP8 math (`attention.decode_fp8_kv_rate_vs_bf16`).
 pub fn decode_attention_at_rate_s(

@@ -136,3 +136,25 @@ pub fn shell_words(line: &str) -> Vec<String> {
     }
     words
 }
+
+/// The data rows of a committed reference CSV (lines starting with `#` and the header
+/// skipped), each split into exactly `columns` fields (the last, a free-text source, may hold
+/// commas). Panics naming the line on a short one.
+pub fn reference_fields(path: &str, columns: usize) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|line| {
+            let f: Vec<String> = line.splitn(columns, ',').map(str::to_string).collect();
+            assert_eq!(f.len(), columns, "{path}: {line}");
+            f
+        })
+        .collect()
+}
+
+/// The upper median of a list (the middle value; the upper of the two for an even count).
+pub fn upper_median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
