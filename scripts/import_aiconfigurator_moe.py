@@ -33,6 +33,19 @@ SYSTEMS = {"h100_sxm": ("h100-sxm", "moe_torch_flow_cutlass"), "h200_sxm": ("h20
 COLUMNS = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
 
 
+def write_rows(repo, keep):
+    """Prints the header and, per GPU, the balanced-routing rows of its 1.2.0rc5 MoE table that
+    `keep(row, gated_kernel_source)` accepts, sorted by shape then tokens."""
+    print("gpu," + ",".join(COLUMNS) + ",latency_ms")
+    for system, (gpu, source) in SYSTEMS.items():
+        path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/moe/trtllm/1.2.0rc5/moe_perf.parquet"
+        blob = aiconfigurator.table(repo, path)
+        rows = [r for r in blob if r["distribution"] == "balanced" and keep(r, source)]
+        rows.sort(key=lambda r: tuple(r[c] for c in COLUMNS[1:] + COLUMNS[:1]))
+        for r in rows:
+            print(gpu + "," + ",".join(str(int(r[c])) for c in COLUMNS) + f",{r['latency']:.6f}")
+
+
 def main_mxfp4(repo, commit):
     print(f"# Written by scripts/import_aiconfigurator_moe.py (w4a16_mxfp4) from ai-dynamo/aiconfigurator at commit {commit},")
     print("# aic-core/src/aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/moe/trtllm/1.2.0rc5/moe_perf.parquet:")
@@ -41,18 +54,7 @@ def main_mxfp4(repo, commit):
     print("# triton_kernels matmul_ogs, weights dequantized in the main loop), timed from a CUDA graph; balanced routing.")
     print("# Each GPU holds num_experts / moe_ep_size experts sliced moe_tp_size ways; latency_ms per forward.")
     print("# Fit set: the H100 rows (`moe.mxfp4_w4a16`); held out: the H200 rows. examples/mxfp4_moe_rows.rs")
-    print("gpu," + ",".join(COLUMNS) + ",latency_ms")
-    for system, (gpu, _) in SYSTEMS.items():
-        path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/moe/trtllm/1.2.0rc5/moe_perf.parquet"
-        blob = aiconfigurator.table(repo, path)
-        rows = [
-            r
-            for r in blob
-            if r["moe_dtype"] == "w4a16_mxfp4" and r["distribution"] == "balanced"
-        ]
-        rows.sort(key=lambda r: tuple(r[c] for c in COLUMNS[1:] + COLUMNS[:1]))
-        for r in rows:
-            print(gpu + "," + ",".join(str(int(r[c])) for c in COLUMNS) + f",{r['latency']:.6f}")
+    write_rows(repo, lambda r, _: r["moe_dtype"] == "w4a16_mxfp4")
 
 
 def main():
@@ -67,18 +69,7 @@ def main():
     print("# graph by collector/trtllm/collect_moe.py; FP8 per-tensor rows, balanced routing, gated kernel.")
     print("# Each GPU holds num_experts / moe_ep_size experts sliced moe_tp_size ways; latency_ms per forward.")
     print("# Fit set: the H100 rows (`moe.cutlass.stream_fraction`); held out: the H200 rows. scripts/moe-cutlass-aic.sh")
-    print("gpu," + ",".join(COLUMNS) + ",latency_ms")
-    for system, (gpu, source) in SYSTEMS.items():
-        path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/moe/trtllm/1.2.0rc5/moe_perf.parquet"
-        blob = aiconfigurator.table(repo, path)
-        rows = [
-            r
-            for r in blob
-            if r["moe_dtype"] == "fp8" and r["distribution"] == "balanced" and r["kernel_source"] == source
-        ]
-        rows.sort(key=lambda r: tuple(r[c] for c in COLUMNS[1:] + COLUMNS[:1]))
-        for r in rows:
-            print(gpu + "," + ",".join(str(int(r[c])) for c in COLUMNS) + f",{r['latency']:.6f}")
+    write_rows(repo, lambda r, source: r["moe_dtype"] == "fp8" and r["kernel_source"] == source)
 
 
 if __name__ == "__main__":
