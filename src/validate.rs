@@ -190,6 +190,12 @@ pub struct ReferenceRow {
     pub output_len_counted: Option<f64>,
     /// Shared system-prompt tokens (0 for none).
     pub prefix_len: u32,
+    /// Distinct prompts the benchmark client cycles through (`distinct_prompts` column;
+    /// `None`: every prompt is new). kubernetes-sigs/inference-perf's `shared_prefix` data
+    /// pre-generates `num_groups x num_prompts_per_group` prompts and sends prompt
+    /// `i mod` that count as request `i`, so after each prompt's first use the whole prompt
+    /// is in the engine's prefix cache while it stays there.
+    pub distinct_prompts: Option<u32>,
     /// Per-request prompt and output lengths, tokens, when the measurement recorded them (a
     /// result file's `input_lens` / `output_lens`): request `i` of the simulation then gets
     /// pair `i` (in order, cycling) instead of the means above.
@@ -399,6 +405,9 @@ impl<'a> Cells<'a> {
             output_len,
             output_len_counted: self.num_where("output_len_counted", |c| c >= 1.0, ">= 1")?,
             prefix_len: self.num("prefix_len")?.unwrap_or(0.0) as u32,
+            distinct_prompts: self
+                .num_where("distinct_prompts", |n| n >= 1.0, ">= 1")?
+                .map(|n| n as u32),
             lens: None,
             num_requests: self.num_requests()?,
             rate_rps,
@@ -588,6 +597,34 @@ impl ReferenceRow {
         arrival
     }
 
+    /// Prompt tokens the engine can find in its prefix cache, as the simulated workload's
+    /// shared prefix: with `distinct_prompts`, the whole prompt but its last token (each of
+    /// the distinct prompts is one prefix group; vLLM computes at least one prompt token of
+    /// a request, `KVCacheManager.get_computed_blocks` looks up `num_tokens - 1`);
+    /// otherwise the shared system prompt, `prefix_len`.
+    pub fn cached_prefix_len(&self) -> u32 {
+        match self.distinct_prompts {
+            Some(_) => self.input_len.saturating_sub(1),
+            None => self.prefix_len,
+        }
+    }
+
+    /// Mean prompt tokens a request of `input` tokens leaves to compute, a lower bound: the
+    /// part after the shared system prompt; with `distinct_prompts`, that part only at each
+    /// distinct prompt's first use (every later use finds the whole prompt cached and computes
+    /// at least one token), averaged over the row's requests.
+    pub fn uncached_prompt_tokens(&self, input: f64) -> f64 {
+        let fresh = (input - self.prefix_len as f64).max(0.0);
+        match self.distinct_prompts {
+            None => fresh,
+            Some(d) => {
+                let n = self.num_requests.max(1) as f64;
+                let first = (d as f64).min(n);
+                (first * fresh + (n - first) * fresh.min(1.0)) / n
+            }
+        }
+    }
+
     /// The scenario's `[workload]`: arrivals, requests, lengths (per request, fixed, or the
     /// dataset's), concurrency cap, dataset and shared prefix.
     fn workload_table(&self) -> toml::Table {
@@ -610,7 +647,8 @@ impl ReferenceRow {
         w.insert("arrival".into(), V::Table(self.arrival_table()));
         w.insert("num_requests".into(), V::Integer(self.num_requests as i64));
         // The prefix is part of the prompt: the question is what follows it.
-        let question = |n: u32| n.saturating_sub(self.prefix_len).max(1);
+        let prefix_len = self.cached_prefix_len();
+        let question = |n: u32| n.saturating_sub(prefix_len).max(1);
         let list = |tokens: Vec<u32>| {
             let mut l = toml::Table::new();
             l.insert("kind".into(), V::String("list".into()));
@@ -656,10 +694,11 @@ impl ReferenceRow {
         if let Some(d) = &self.dataset {
             w.insert("dataset".into(), V::String(d.clone()));
         }
-        if self.prefix_len > 0 {
+        if prefix_len > 0 {
             let mut p = toml::Table::new();
-            p.insert("tokens".into(), V::Integer(self.prefix_len as i64));
-            p.insert("groups".into(), V::Integer(1));
+            p.insert("tokens".into(), V::Integer(prefix_len as i64));
+            let groups = self.distinct_prompts.map_or(1, i64::from);
+            p.insert("groups".into(), V::Integer(groups));
             w.insert("prefix".into(), V::Table(p));
         }
         w

@@ -44,7 +44,8 @@ use crate::precision::WeightDtype;
 pub struct BoundInputs {
     /// Offered arrival rate, requests/s.
     pub requests_per_s: f64,
-    /// Mean prompt tokens per request that no cache can serve (prompt less shared prefix).
+    /// Mean prompt tokens per request that no cache can serve (prompt less shared prefix; with
+    /// distinct prompts that repeat, only at their first use: `ReferenceRow::uncached_prompt_tokens`).
     pub uncached_prompt_tokens: f64,
     /// Mean tokens generated per request.
     pub output_tokens: f64,
@@ -254,13 +255,12 @@ pub(super) fn matmul_params(m: &crate::model::ModelSpec) -> f64 {
 /// only the full-attention term (convex in the lengths, so the means bound it); a dataset's
 /// own lengths keep only the generated part of it (input and output may be correlated).
 fn request_reads(row: &ReferenceRow, window: f64) -> (f64, f64, f64, f64) {
-    let prefix = row.prefix_len as f64;
     let win = (window > 0.0).then_some(window);
     if let Some(l) = &row.lens {
         let n = l.input.len().min(l.output.len()).max(1) as f64;
         let mut sums = (0.0, 0.0, 0.0, 0.0);
         for (&i, &o) in l.input.iter().zip(&l.output) {
-            let u = (i as f64 - prefix).max(0.0);
+            let u = row.uncached_prompt_tokens(i as f64);
             let o = o as f64;
             sums.0 += u;
             sums.1 += o;
@@ -269,7 +269,7 @@ fn request_reads(row: &ReferenceRow, window: f64) -> (f64, f64, f64, f64) {
         }
         return (sums.0 / n, sums.1 / n, sums.2 / n, sums.3 / n);
     }
-    let u = (row.input_len as f64 - prefix).max(0.0);
+    let u = row.uncached_prompt_tokens(row.input_len as f64);
     let o = row.output_len as f64;
     let from_dataset = row
         .dataset

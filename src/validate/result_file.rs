@@ -195,6 +195,7 @@ pub fn parse_result_file(
         output_len: output.round().max(1.0) as u32,
         output_len_counted: None,
         prefix_len: 0,
+        distinct_prompts: None,
         lens,
         num_requests: completed,
         rate_rps: rate,

@@ -12,7 +12,10 @@
 //! state), of one group (engine, release, model, TP, GPU) with the same formats, lengths,
 //! prefix, scheduler limits and arrival process; one replica, no data parallelism, a dense
 //! model, fixed or uniformly drawn lengths. Generated tokens per request `O`, uncached prompt
-//! `P` (input less the shared prefix), per row the mean E2E `E`, mean TTFT `T`.
+//! `P` (input less the shared prefix; where the client repeats a set of distinct prompts, the
+//! mean over requests, only first uses computing theirs: `ReferenceRow::uncached_prompt_tokens`;
+//! the time a prompt adds is convex in its tokens, so the mean understates what the mixture
+//! needs and the check stays on the lenient side), per row the mean E2E `E`, mean TTFT `T`.
 //!
 //! Measured, per row `i` (definitions, no assumption beyond steady state):
 //! 1. `S_i = (E_i - T_i) / (O - 1)`: the mean gap between a request's tokens, i.e. the mean

@@ -34,7 +34,7 @@ fn pair_key(row: &ReferenceRow) -> Option<String> {
         return None;
     }
     Some(format!(
-        "{} {} {} {:?} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
+        "{} {} {} {:?} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {}",
         row.group(),
         row.dtype,
         row.kv_cache_dtype,
@@ -42,6 +42,7 @@ fn pair_key(row: &ReferenceRow) -> Option<String> {
         row.input_len,
         row.output_len,
         row.prefix_len,
+        row.distinct_prompts,
         row.range_ratio,
         row.burstiness,
         row.max_num_seqs,
@@ -76,7 +77,7 @@ pub(super) fn pair_inputs(
         .fold(0.0, f64::max);
     let params = super::super::matmul_params(m);
     let kv = m.kv_per_token(d.kv_dtype.bytes());
-    let prompt = (row.input_len as f64 - row.prefix_len as f64).max(0.0);
+    let prompt = row.uncached_prompt_tokens(row.input_len as f64);
     // Step j (1..O-1) reads the uncached prompt and the j - 1 tokens before it: mean
     // (O - 2) / 2 generated tokens.
     let context = prompt + (row.output_len as f64 - 2.0).max(0.0) / 2.0;

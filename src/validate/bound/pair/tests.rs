@@ -142,7 +142,9 @@ fn saturation_counts_the_rows_of_an_inconsistent_pair_and_notes_the_pair() {
 }
 
 /// The pair's inputs under scripts/mixed-step-kernel-rows.py's conventions (derived-ITL
-/// column as the step, rate x E2E as the batch, the whole input plus O / 2 as the context).
+/// column as the step, rate x E2E as the batch, the whole input plus O / 2 as the context,
+/// every request's prompt less the system prompt computed: the script predates the rows'
+/// `distinct_prompts` and prices the prompts as if none repeated).
 fn script_inputs(rows: &[ReferenceRow], lo: &str, hi: &str) -> PairInputs {
     let get = |id: &str| rows.iter().find(|r| r.id == id).unwrap();
     let figure =
@@ -156,6 +158,7 @@ fn script_inputs(rows: &[ReferenceRow], lo: &str, hi: &str) -> PairInputs {
     let (a, b) = (get(lo), get(hi));
     let mut x = pair_inputs(a, side(a), side(b)).unwrap().unwrap();
     x.context_tokens = a.input_len as f64 + a.output_len as f64 / 2.0;
+    x.prompt_tokens = (a.input_len - a.prefix_len) as f64;
     x
 }
 
