@@ -128,6 +128,11 @@ fn profile_toml(
     )?;
     writeln!(
         s,
+        "# Exposed per-iteration time held under {:.3e} s: {}.",
+        fit.exposed_bound.0, fit.exposed_bound.1
+    )?;
+    writeln!(
+        s,
         "# Mean Huber loss of the log errors at the fit: {:.4} over {} file(s).",
         fit.score, fit.fitted_rows
     )?;
@@ -167,6 +172,11 @@ fn report(fit: &HostFit, start: &HostCosts, before: &[Comparison], after: &[Comp
         s,
         "per-iteration cost held under {:.3e} s: {}",
         fit.iteration_bound.0, fit.iteration_bound.1
+    );
+    let _ = writeln!(
+        s,
+        "exposed per-iteration time held under {:.3e} s: {}",
+        fit.exposed_bound.0, fit.exposed_bound.1
     );
     if !fit.left_out.is_empty() {
         let _ = writeln!(

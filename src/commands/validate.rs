@@ -151,8 +151,9 @@ fn report_fit(name: &str, fit: &servesim::validate::HostFit) {
         );
     }
     note!(
-        "fitted {name} host costs on {} rows ({} figures, mean Huber loss {:.4}); per-iteration cost held under {:.3e} s: {}",
-        fit.fitted_rows, fit.figures, fit.score, fit.iteration_bound.0, fit.iteration_bound.1
+        "fitted {name} host costs on {} rows ({} figures, mean Huber loss {:.4}); per-iteration cost held under {:.3e} s: {}; exposed per-iteration time under {:.3e} s: {}",
+        fit.fitted_rows, fit.figures, fit.score, fit.iteration_bound.0, fit.iteration_bound.1,
+        fit.exposed_bound.0, fit.exposed_bound.1
     );
     for p in &fit.params {
         note!("  {}", p.describe());

@@ -148,6 +148,9 @@ pub struct HostFit {
     pub params: Vec<HostParamReport>,
     /// The upper bound the per-iteration cost was held under, seconds, and why.
     pub iteration_bound: (f64, String),
+    /// The upper bound the exposed per-iteration time was held under, seconds, and why: the
+    /// per-iteration bound, or the exposed prior's documented `max` where that is smaller.
+    pub exposed_bound: (f64, String),
 }
 
 /// The figures a fit uses from the comparisons, as log errors: each row's headline figures
@@ -294,7 +297,12 @@ pub fn fit_engine_host(
     };
     let priors: Vec<HostPrior> = keys.iter().map(|&k| prior_of(engine, k)).collect();
     let iteration_bound = iteration_bound(rows, &priors[0], opts.documented_bound);
-    let obj = HostObjective::new(rows, start, keys, iteration_bound.0);
+    let exposed_bound = exposed_bound(
+        &iteration_bound,
+        &prior_of(engine, 3),
+        opts.documented_bound,
+    );
+    let obj = HostObjective::new(rows, start, keys, iteration_bound.0, exposed_bound.0);
     let best = fit_with_priors(&obj, &priors)?;
     let mut host = obj.at(&best);
     let intervals: Vec<Option<Interval>> = if opts.profile {
@@ -332,6 +340,7 @@ pub fn fit_engine_host(
         left_out,
         params,
         iteration_bound,
+        exposed_bound,
     })
 }
 
@@ -352,21 +361,23 @@ struct HostObjective<'a> {
 }
 
 impl<'a> HostObjective<'a> {
-    /// `iteration_bound_s`: no host time per iteration, hidden or exposed, above it.
+    /// `iteration_bound_s`: no host time per iteration, hidden or exposed, above it;
+    /// `exposed_bound_s`: no exposed time per iteration above it.
     fn new(
         rows: &'a [ReferenceRow],
         start: &'a HostCosts,
         keys: Vec<usize>,
         iteration_bound_s: f64,
+        exposed_bound_s: f64,
     ) -> Self {
         let bounds: Vec<(f64, f64)> = keys
             .iter()
             .map(|&k| {
                 let (lo, hi) = HOST_BOUNDS[k];
-                let hi = if k == 0 || k == 3 {
-                    hi.min(iteration_bound_s)
-                } else {
-                    hi
+                let hi = match k {
+                    0 => hi.min(iteration_bound_s),
+                    3 => hi.min(iteration_bound_s).min(exposed_bound_s),
+                    _ => hi,
                 };
                 (lo.ln(), hi.max(lo).ln())
             })
@@ -480,6 +491,23 @@ fn fit_with_priors(obj: &HostObjective<'_>, priors: &[HostPrior]) -> Result<Vec<
     Ok(best)
 }
 
+/// The exposed per-iteration time's upper bound: the per-iteration bound `iteration`, or the
+/// exposed prior's `max` (when `documented`) where that is smaller: an iteration the GPU waits
+/// for its exposed host time also streams the weights, so the fastest published iteration less
+/// its weights' datasheet stream time bounds the exposed part.
+fn exposed_bound(iteration: &(f64, String), prior: &HostPrior, documented: bool) -> (f64, String) {
+    match prior.max.filter(|&m| documented && m < iteration.0) {
+        Some(m) => (
+            m,
+            format!(
+                "the profile's documented bound ({})",
+                prior.max_source.as_deref().unwrap_or(&prior.source)
+            ),
+        ),
+        None => iteration.clone(),
+    }
+}
+
 /// The per-iteration cost's upper bound: the smaller of the prior's `max` (when `documented`)
 /// and the fastest iteration the rows measured.
 fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior, documented: bool) -> (f64, String) {
@@ -488,7 +516,10 @@ fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior, documented: bool) -
         if m < bound.0 {
             bound = (
                 m,
-                format!("the profile's documented bound ({})", prior.source),
+                format!(
+                    "the profile's documented bound ({})",
+                    prior.max_source.as_deref().unwrap_or(&prior.source)
+                ),
             );
         }
     }
@@ -592,5 +623,40 @@ mod tests {
             with.iteration_bound
         );
         assert!(with.host.per_iteration_s <= 10e-3);
+    }
+
+    /// The exposed per-iteration time stays under its prior's documented `max`, which the fit
+    /// reports as its bound; without one it shares the per-iteration bound.
+    #[test]
+    fn the_exposed_time_stays_under_its_documented_bound() {
+        // A 7B row whose 30 ms per token asks for far more host time than a 7B step has.
+        let text = format!(
+            "{HEADER}\n\
+             SLOW,online,vllm,llama-2-7b,fp16,h100-sxm,1,300,32,,0,60,2,128,2048,4096,64,1000,40,30\n"
+        );
+        let rows = parse_reference(&text, "fit.csv").unwrap();
+        let mut engine = EngineProfile::load("vllm").unwrap();
+        let loose = fit_engine_host(&rows, &engine, FitOptions::default()).unwrap();
+        assert_eq!(loose.exposed_bound.0, 1.96e-3, "{:?}", loose.exposed_bound);
+        let prior = engine.host_prior.per_iteration_exposed_s.as_mut().unwrap();
+        prior.max = Some(0.2e-3);
+        prior.max_source = Some("a test bound".into());
+        let tight = fit_engine_host(&rows, &engine, FitOptions::default()).unwrap();
+        assert_eq!(tight.exposed_bound.0, 0.2e-3);
+        assert!(tight.exposed_bound.1.contains("a test bound"));
+        assert!(tight.host.per_iteration_exposed_s <= 0.2e-3 * (1.0 + 1e-9));
+        assert!(
+            loose.host.per_iteration_exposed_s > 0.2e-3,
+            "{:?}",
+            loose.host
+        );
+        engine
+            .host_prior
+            .per_iteration_exposed_s
+            .as_mut()
+            .unwrap()
+            .max = None;
+        let none = fit_engine_host(&rows, &engine, FitOptions::default()).unwrap();
+        assert_eq!(none.exposed_bound, none.iteration_bound);
     }
 }
