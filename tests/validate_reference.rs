@@ -171,14 +171,14 @@ fn docs_validation_md_carries_the_other_releases_table() {
 
 #[test]
 fn out_of_sample_regression_guards() {
-    // Measured (committed cross-validation, `servesim validate`): offline throughput 4.1%,
-    // TTFT 14.0%, E2E 22.1%, ITL 22.3% (docs/validation.md; 15.9/10.3/10.6% before the held-out
-    // CodeLlama-34B and Mixtral-8x7B TP2 rows joined). Issue #26 asks 8/12/8/8%: the offline
-    // line holds; the online ones are regression guards around the measured figures.
+    // Measured (committed cross-validation, `servesim validate`, session 13): offline throughput
+    // 3.9%, TTFT 12.6%, E2E 5.5%, ITL 7.6% (docs/validation.md). Issue #26 asks 8/12/8/8%: the
+    // offline, E2E and ITL lines are its targets; TTFT is a regression guard around the
+    // measured figure.
     assert!(committed_median(Headline::OfflineThroughput) <= 0.08);
-    assert!(committed_median(Headline::Ttft) <= 0.20);
-    assert!(committed_median(Headline::E2e) <= 0.26);
-    assert!(committed_median(Headline::PerToken) <= 0.26);
+    assert!(committed_median(Headline::Ttft) <= 0.14);
+    assert!(committed_median(Headline::E2e) <= 0.08);
+    assert!(committed_median(Headline::PerToken) <= 0.08);
 }
 
 #[test]
@@ -193,10 +193,12 @@ fn in_sample_regression_guards() {
     assert!(off.median_abs_error <= 0.07, "{off:#?}");
     assert!(off.worst_abs_error <= 0.25, "{off:#?}");
     assert!(off.mean_signed_error.abs() <= 0.05, "{off:#?}");
-    // Throughput of the open-loop online rows is the offered load when the engine keeps up
-    // (measured 0.0%), except where the model itself is near saturation: its mean E2E over
-    // three times the measured one (I-CL34-G20, CodeLlama-34B TP2 at 20 req/s: 6.0% short,
-    // its GPU step too slow; docs/validation.md, the targets table).
+    // Throughput of the open-loop online rows is the offered load when the engine keeps up,
+    // except where the model itself is near saturation (its mean E2E over three times the
+    // measured one; no row since session 13). The campaign's arrivals are a Poisson process
+    // (`burstiness` 1): a run of 3,000-12,000 simulated arrivals spans its nominal duration
+    // within about 1 / sqrt(3000) = 1.8%, where inference-perf scales its exponential gaps to
+    // the stage's duration exactly, so the offered rates agree within 2.2% (measured).
     let near_saturation = |id: &str| {
         comps
             .iter()
@@ -209,7 +211,7 @@ fn in_sample_regression_guards() {
         .map(|c| (c.id.as_str(), c.signed_error.abs()))
         .collect();
     assert!(
-        tput.len() >= 10 && tput.iter().all(|&(_, e)| e <= 0.02),
+        tput.len() >= 20 && tput.iter().all(|&(_, e)| e <= 0.03),
         "{tput:?}"
     );
 }
@@ -243,12 +245,15 @@ fn held_out_inference_sim_vllm_rows() {
         (
             "calibration/reference/inference-sim-vllm-0.15.1-codellama-34b-tp2-h100.csv",
             "vllm 0.15.1 codellama-34b TP2 h100-sxm",
-            0.25,
+            // Measured (session 13, the rows' repeated prompts and Poisson arrivals): ITL 1.1%,
+            // E2E 1.1%, TTFT 1.2% median |error|; 17.3 / 17.5 / 26.4% before.
+            [0.03, 0.03, 0.04],
         ),
         (
             "calibration/reference/inference-sim-vllm-0.15.1-mixtral-8x7b-tp2-h100.csv",
             "vllm 0.15.1 mixtral-8x7b TP2 h100-sxm",
-            0.36,
+            // Measured: ITL 1.5%, E2E 1.3%, TTFT 8.9% (2.8 / 2.5 / 15.7% before).
+            [0.04, 0.04, 0.12],
         ),
     ] {
         assert!(cv::HELD_OUT_FILES.iter().any(|(p, _)| *p == file), "{file}");
@@ -271,9 +276,12 @@ fn held_out_inference_sim_vllm_rows() {
         }
         let comps = compare(&rows, None).unwrap();
         let s = summarize(&comps);
-        let e = find(&s, LoadKind::Online, Metric::ItlDerivedMs);
-        assert_eq!(e.rows, 5, "{file}");
-        assert!(e.median_abs_error <= median, "{file}: {e:#?}");
+        let metrics = [Metric::ItlDerivedMs, Metric::E2eMeanMs, Metric::TtftMeanMs];
+        for (m, bound) in metrics.into_iter().zip(median) {
+            let e = find(&s, LoadKind::Online, m);
+            assert_eq!(e.rows, 5, "{file}");
+            assert!(e.median_abs_error <= bound, "{file}: {e:#?}");
+        }
     }
 }
 
