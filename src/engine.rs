@@ -268,8 +268,10 @@ pub struct HostPrior {
     pub value: f64,
     /// Its spread: a factor either way that counts as one standard deviation (> 1).
     pub factor: f64,
-    /// A hard upper bound, seconds (for the per-iteration cost: the fastest iteration any
-    /// public run of this engine version shows), if one is documented.
+    /// A hard upper bound, seconds, if one is documented (for the per-iteration cost: the
+    /// fastest iteration any public run of this engine version shows; for the exposed
+    /// per-iteration time: that iteration less its weights' stream time at datasheet
+    /// bandwidth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
     /// Where the bound comes from (required with `max`).

@@ -361,8 +361,8 @@ struct HostObjective<'a> {
 }
 
 impl<'a> HostObjective<'a> {
-    /// `iteration_bound_s`: no host time per iteration, hidden or exposed, above it;
-    /// `exposed_bound_s`: no exposed time per iteration above it.
+    /// `iteration_bound_s`: no hidden host time per iteration above it; `exposed_bound_s` (at
+    /// most `iteration_bound_s`, from `exposed_bound`): no exposed time per iteration above it.
     fn new(
         rows: &'a [ReferenceRow],
         start: &'a HostCosts,
@@ -376,7 +376,7 @@ impl<'a> HostObjective<'a> {
                 let (lo, hi) = HOST_BOUNDS[k];
                 let hi = match k {
                     0 => hi.min(iteration_bound_s),
-                    3 => hi.min(iteration_bound_s).min(exposed_bound_s),
+                    3 => hi.min(exposed_bound_s),
                     _ => hi,
                 };
                 (lo.ln(), hi.max(lo).ln())
@@ -497,15 +497,18 @@ fn fit_with_priors(obj: &HostObjective<'_>, priors: &[HostPrior]) -> Result<Vec<
 /// its weights' datasheet stream time bounds the exposed part.
 fn exposed_bound(iteration: &(f64, String), prior: &HostPrior, documented: bool) -> (f64, String) {
     match prior.max.filter(|&m| documented && m < iteration.0) {
-        Some(m) => (
-            m,
-            format!(
-                "the profile's documented bound ({})",
-                prior.max_source.as_deref().unwrap_or(&prior.source)
-            ),
-        ),
+        Some(m) => (m, documented_bound(prior)),
         None => iteration.clone(),
     }
+}
+
+/// Why a fit holds a cost under its prior's `max`: the bound's source (the prior's own source
+/// where the profile gives none).
+fn documented_bound(prior: &HostPrior) -> String {
+    format!(
+        "the profile's documented bound ({})",
+        prior.max_source.as_deref().unwrap_or(&prior.source)
+    )
 }
 
 /// The per-iteration cost's upper bound: the smaller of the prior's `max` (when `documented`)
@@ -514,13 +517,7 @@ fn iteration_bound(rows: &[ReferenceRow], prior: &HostPrior, documented: bool) -
     let mut bound = (HOST_BOUNDS[0].1, "the search bound".to_string());
     if let Some(m) = prior.max.filter(|_| documented) {
         if m < bound.0 {
-            bound = (
-                m,
-                format!(
-                    "the profile's documented bound ({})",
-                    prior.max_source.as_deref().unwrap_or(&prior.source)
-                ),
-            );
+            bound = (m, documented_bound(prior));
         }
     }
     if let Some((t, id)) = fastest_measured_iteration(rows) {
