@@ -504,7 +504,7 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
         "scenarios/chat-slo-eagle3.toml",
         &["plan.speculative=[0, 3]"],
     );
-    let (code, out, err) = servesim(&[&args[..], &["--format", "json"][..]].concat());
+    let (code, out, err) = plan_out_of_tree(&[&args[..], &["--format", "json"][..]].concat());
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let plan = if v.get("plan").is_some() {
@@ -544,7 +544,7 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
             .all(|p| (p[0].as_u64().unwrap() < b) == (p[1].as_f64().unwrap() >= 1.0)));
     }
     // The text report says it in words.
-    let (code, text, err) = servesim(&args);
+    let (code, text, err) = plan_out_of_tree(&args);
     assert_eq!(code, 0, "{err}");
     assert!(
         text.contains("Speculative decoding at 40.0 req/s"),
@@ -558,14 +558,23 @@ fn plan_reports_whether_speculation_pays_and_the_cost_with_and_without() {
     assert_eq!(tie, expected == "equal_within_resolution", "{text}");
 }
 
+/// `servesim ARGS` (a `plan`) with its report folder in a fresh temporary directory: plans that
+/// tests run at the same time in the repository root would otherwise share
+/// `servesim-report/`, and one's rename could race another's.
+fn plan_out_of_tree(args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    servesim(&[args, &["--out", out.to_str().unwrap()]].concat())
+}
+
 /// `servesim plan` on chat-slo-eagle3 (h100-sxm TP2, 256 seqs) with `sets` added; the JSON
 /// plan's speculation verdict and the text report.
 fn small_plan(sets: &[&str]) -> (serde_json::Value, String) {
     let mut a = one_deployment_plan_args("scenarios/chat-slo-eagle3.toml", sets);
-    let (code, text, err) = servesim(&a);
+    let (code, text, err) = plan_out_of_tree(&a);
     assert_eq!(code, 0, "{sets:?}: {err}");
     a.extend(["--format", "json"]);
-    let (code, out, err) = servesim(&a);
+    let (code, out, err) = plan_out_of_tree(&a);
     assert_eq!(code, 0, "{sets:?}: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let plan = if v.get("plan").is_some() {
