@@ -286,3 +286,27 @@ fn fit_rejects_a_bad_file_with_its_line_and_exit_2() {
     assert!(err.contains("line 3") && err.contains("'m'"), "{err}");
     assert!(!dir.path().join("o.toml").exists());
 }
+
+/// The attention fit on vLLM 0.19.0's decode rows ends with its bandwidth fraction a rounding
+/// step above the search bound (1.0); the profile search started from that point and built
+/// an interval whose lower end exceeded its upper one, and `f64::clamp` panicked. The fit
+/// now exits 0 with the fraction inside its bound.
+#[test]
+fn attention_fit_whose_optimum_sits_on_a_bound_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("fitted.toml");
+    let (code, out, err) = servesim(&[
+        "fit",
+        "calibration/reference/h100-decode-attention-aiconfigurator-vllm-0.19.csv",
+        "--out",
+        prof.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("attention.decode_bandwidth_fraction"), "{out}");
+    let g = servesim::gpu::GpuProfile::load(prof.to_str().unwrap()).unwrap();
+    assert!(
+        g.attention.decode_bandwidth_fraction <= 1.0,
+        "{}: {out}",
+        g.attention.decode_bandwidth_fraction
+    );
+}

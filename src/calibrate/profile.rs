@@ -107,6 +107,15 @@ pub fn profile_intervals(
     coords: &[usize],
     opts: ProfileOptions,
 ) -> Vec<Interval> {
+    // An optimiser may return a point a rounding step outside a bound (the losses clamp it
+    // before use): the profile starts from the point they actually evaluate, so that no end
+    // of an interval falls outside its search bound.
+    let x_opt: Vec<f64> = x_opt
+        .iter()
+        .zip(bounds_ln)
+        .map(|(&v, &(lo, hi))| v.clamp(lo, hi))
+        .collect();
+    let x_opt = x_opt.as_slice();
     let base = loss(x_opt);
     // First pass: the profile at each probed point, per coordinate and side.
     let mut sides: Vec<[Vec<(f64, f64)>; 2]> = Vec::with_capacity(coords.len());
