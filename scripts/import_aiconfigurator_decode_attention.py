@@ -3,8 +3,9 @@
 ai-dynamo/aiconfigurator.
 
 Usage:
-  scripts/import_aiconfigurator_decode_attention.py AIC_CHECKOUT SYSTEM VERSION [bf16|fp8] > FILE.csv
+  scripts/import_aiconfigurator_decode_attention.py AIC_CHECKOUT SYSTEM VERSION [bf16|fp8] [mid] > FILE.csv
   e.g. AIC_CHECKOUT h100_sxm 0.14.0 bf16
+       AIC_CHECKOUT h100_sxm 0.14.0 bf16 mid   (the held-out band below)
 
 Needs pyarrow (the tables are Parquet files). Rows, in servesim's measurement format
 (docs/calibration.md): the rows of
@@ -25,6 +26,14 @@ token):
   H200) and the vLLM 0.19 H200 table run the read at 30-70% of the bandwidth the other rows
   reach, the vLLM 0.19 H100 table does not (a split-KV launch choice that differs between the
   collections, which the profile does not model); Llama-3 models at TP 1-2 have 8 or 4.
+With `mid`: the band the rows above leave out by their KV, from one L2 (50 MB) to 4 x the L2
+(200 MB), batch <= 256, every KV-head count (1-8). These are the sizes of a large model's
+decode at high TP (Llama-2-70B at TP 4, 2 KV heads per GPU: 16-80 MB per layer at 22-110
+sequences of 715 tokens). Their times sit above the collector's launch floor (35 us and up),
+but part of their KV may stay in L2 across the replays, so they are lower bounds on what a
+serving step pays, and the 1-2 KV-head rows of the vLLM 0.14 tables carry the split-KV choice
+above. They go into no fit: they score the profile's decode term where the fitted rows do not
+reach (docs/calibration.md, "Paged decode attention").
 What is timed (collector/vllm/collect_attn.py of that repository): one decoder layer's
 `impl.forward` of vLLM's FLASH_ATTN backend (the vllm_flash_attn FlashAttention-3 build on
 Hopper) with its KV-cache write (`do_kv_cache_update`, reshape_and_cache) for one query token
@@ -47,6 +56,7 @@ GPU_NAMES = {"h100_sxm": "NVIDIA H100 80GB HBM3", "h200_sxm": "NVIDIA H200"}
 def main():
     repo, system, version = sys.argv[1:4]
     kv = sys.argv[4] if len(sys.argv) > 4 else "bf16"
+    mid = len(sys.argv) > 5 and sys.argv[5] == "mid"
     kv_name = {"bf16": "bfloat16", "fp8": "fp8"}[kv]
     commit = aiconfigurator.head_commit(repo)
     path = (
@@ -63,9 +73,11 @@ def main():
     def kept(r):
         if r["head_dim"] != HEAD_DIM or r.get("window_size", 0) != 0:
             return False
-        if r["kv_cache_dtype"] != kv_name or r["num_key_value_heads"] < MIN_KV_HEADS:
+        if r["kv_cache_dtype"] != kv_name or r["batch_size"] > HBM_MAX_BATCH:
             return False
-        return r["batch_size"] <= HBM_MAX_BATCH and kv_bytes(r) >= HBM_MIN_BYTES
+        if mid:
+            return L2_BYTES <= kv_bytes(r) < HBM_MIN_BYTES
+        return r["num_key_value_heads"] >= MIN_KV_HEADS and kv_bytes(r) >= HBM_MIN_BYTES
 
     # Some tables hold a shape twice (two runs): the median of its figures.
     shapes = {}
@@ -78,10 +90,16 @@ def main():
         "generation_attention_perf.parquet"
     )
     print(f"# {source}")
+    if mid:
+        band = (
+            f"{L2_BYTES:.0f} B <= KV < {HBM_MIN_BYTES:.0f} B, every KV-head count; held out: "
+            "lower bounds on a serving step's time (part of the KV may stay in L2 across replays)"
+        )
+    else:
+        band = f"KV >= {HBM_MIN_BYTES:.0f} B, >= {MIN_KV_HEADS} KV heads"
     print(
         f"# vLLM {version} FLASH_ATTN decode with its KV-cache write (collector/vllm/collect_attn.py), "
-        f"{kv} KV, head_dim {HEAD_DIM}; batch <= {HBM_MAX_BATCH}, KV >= {HBM_MIN_BYTES:.0f} B, "
-        f">= {MIN_KV_HEADS} KV heads; "
+        f"{kv} KV, head_dim {HEAD_DIM}; batch <= {HBM_MAX_BATCH}, {band}; "
         "written by scripts/import_aiconfigurator_decode_attention.py"
     )
     print(

@@ -490,6 +490,9 @@ impl StepTimeModel {
     /// and the busiest rank for its prompt chunks.
     /// Window layers read `window` tokens per decoding request; chunked and window layers'
     /// prefill rows read at most their chunk or window of keys.
+    /// A layer's decode and prefill rows are one attention call (vLLM's and SGLang's varlen
+    /// FlashAttention-3 path: one KV-cache write, one launch), so a mixed step pays
+    /// `attention.fixed_s` once per layer, not once per kind of row.
     fn attention_time(&self, b: &BatchShape) -> f64 {
         let g = &self.queued_gpu;
         let dp = self.dp;
@@ -506,21 +509,27 @@ impl StepTimeModel {
                 layers::Span::Chunk(c) => (ctx, hbm, units.min(prefill * c)),
                 layers::Span::Window(w) => (seqs * w, seqs * w, units.min(prefill * w)),
             };
-            let per_layer = kernels::decode_attention_at_rate_s(
+            let decode_s = kernels::decode_attention_at_rate_s(
                 g,
                 dec,
                 dec_hbm,
                 self.decode_kv_bytes_per_ctx_token_layer,
                 self.q_width,
                 self.decode_attention_rate,
-            ) + kernels::prefill_attention_at_rate_s(
+            );
+            let prefill_s = kernels::prefill_attention_at_rate_s(
                 g,
                 pre,
                 prefill,
                 self.prefill_q_width,
                 self.attention_rate,
             );
-            total += a.count * per_layer;
+            let shared_fixed = if decode_s > 0.0 && prefill_s > 0.0 {
+                g.attention.fixed_s
+            } else {
+                0.0
+            };
+            total += a.count * (decode_s + prefill_s - shared_fixed);
         }
         total
     }
@@ -915,6 +924,30 @@ mod tests {
         assert!(
             (ns - secs_to_ns(b.total_s).unwrap() as i64).abs() <= 2,
             "{ns} vs {b:?}"
+        );
+    }
+
+    /// A mixed step's decode and prefill rows are one attention call per layer: its attention
+    /// is the decode-only and prefill-only calls' sum less one `attention.fixed_s` per layer.
+    #[test]
+    fn a_mixed_step_pays_the_attention_fixed_time_once_per_layer() {
+        let m = model("llama-2-7b", "h100-sxm", 1);
+        let decode = BatchShape::decode(16, 700);
+        let mut prefill = BatchShape::default();
+        prefill.add_prefill(256, 512, true);
+        let mut mixed = decode;
+        mixed.add_prefill(256, 512, true);
+        let (d, p, both) = (
+            m.breakdown(&decode).attention_s,
+            m.breakdown(&prefill).attention_s,
+            m.breakdown(&mixed).attention_s,
+        );
+        let fixed = m.queued_gpu.attention.fixed_s;
+        assert!(fixed > 1e-6, "{fixed}");
+        let layers = m.dep.model.num_layers as f64;
+        assert!(
+            (both - (d + p - layers * fixed)).abs() < 1e-12,
+            "{both} vs {d} + {p} - {layers} x {fixed}"
         );
     }
 

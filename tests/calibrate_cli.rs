@@ -33,10 +33,12 @@ fn calibrate_without_a_gpu_exits_2_with_a_clear_message() {
 /// The files the committed H100 profile is the fit of (its header): vLLM 0.14's BF16 GEMMs (half
 /// of the shapes), the published FP8 GEMM, FlashAttention-3, fused-MoE and NCCL rows, and
 /// vidur's NCCL table (its 2024 GEMM rows are held out: docs/calibration.md section 8).
-const KERNEL_ROWS: [&str; 3] = [
+const KERNEL_ROWS: [&str; 5] = [
     "calibration/reference/h100-kernels-published.csv",
     "calibration/reference/h100-vidur-allreduce.csv",
     "calibration/reference/h100-gemm-aiconfigurator-vllm-0.14-fit.csv",
+    "calibration/reference/h100-decode-attention-aiconfigurator-vllm-0.14.csv",
+    "calibration/reference/h100-decode-attention-aiconfigurator-vllm-0.19.csv",
 ];
 
 #[test]
@@ -183,6 +185,16 @@ fn fit_and_validate_run_on_the_reference_rows() {
             committed.gemm.fp8_half_rate_tokens.unwrap(),
         ),
         (
+            "attention.fixed_s",
+            fitted.attention.fixed_s,
+            committed.attention.fixed_s,
+        ),
+        (
+            "attention.decode_bandwidth_fraction",
+            fitted.attention.decode_bandwidth_fraction,
+            committed.attention.decode_bandwidth_fraction,
+        ),
+        (
             "attention.prefill_flops_fraction",
             fitted.attention.prefill_flops_fraction,
             committed.attention.prefill_flops_fraction,
@@ -225,7 +237,13 @@ fn fit_and_validate_run_on_the_reference_rows() {
     args.extend(["--plot", png.to_str().unwrap()]);
     let (code, out, err) = servesim(&args);
     assert_eq!(code, 0, "{err}");
-    for class in ["gemm", "prefill_attention", "fused_moe", "allreduce"] {
+    for class in [
+        "gemm",
+        "paged_decode_attention",
+        "prefill_attention",
+        "fused_moe",
+        "allreduce",
+    ] {
         assert!(out.contains(class), "{out}");
     }
     assert!(std::fs::metadata(&png).unwrap().len() > 1000);

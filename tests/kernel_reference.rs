@@ -224,14 +224,14 @@ fn decode_summary(
 
 /// vLLM's own FlashAttention-3 decode with its KV-cache write, BF16 KV, as ai-dynamo/
 /// aiconfigurator timed it (scripts/import_aiconfigurator_decode_attention.py: rows with at
-/// least 200 MB of KV, batch <= 256, >= 4 KV heads), in no fit: the profile's assumed
-/// `attention.fixed_s` 4 us and `decode_bandwidth_fraction` 0.95 (2.85 TB/s on an H100).
-/// Measured median |error| / bias: H100 vLLM 0.14 4.9% / -0.9%, 0.19 3.3% / +0.4%; H200 (the
-/// same values carried over) 0.14 7.7% / -6.6%, 0.19 6.9% / -5.1%. A refit on the H100 0.14
-/// rows (14.5 us, bandwidth at the fit's 1.0 bound) scores 4.9% / 3.6% / 6.4% / 8.0%: the
-/// assumed values stand. Batch 8 x 16k-32k tokens of Llama-3.1-8B (32/8 heads), the vLLM
-/// 0.19.1 long-context group's decode, is predicted 3-7% slow: that group's ITL, predicted
-/// 6% fast (BF16), is not short of decode attention (docs/validation.md).
+/// least 200 MB of KV, batch <= 256, >= 4 KV heads). The H100 profile's `attention.fixed_s`
+/// (13.2 us) and `decode_bandwidth_fraction` (0.9961) are `servesim fit` on the two H100
+/// files, so their figures are in-sample regression guards: median |error| / bias 4.5% /
+/// +0.3% (vLLM 0.14), 3.1% / +1.7% (0.19). The H200 profile carries the values over and its
+/// files are in no fit: 5.7% / -3.4% and 7.1% / -1.8% (4.0 us and 0.95 gave 7.7% / -6.6% and
+/// 6.9% / -5.1%). Batch 8 x 16k-32k tokens of Llama-3.1-8B (32/8 heads), the vLLM 0.19.1
+/// long-context group's decode, is predicted 3-8% slow: that group's ITL, predicted 6-10%
+/// fast (BF16), is not short of decode attention (docs/validation.md).
 #[test]
 fn decode_attention_rows_of_vllm_are_predicted_out_of_sample() {
     let r = "calibration/reference/";
@@ -251,14 +251,14 @@ fn decode_attention_rows_of_vllm_are_predicted_out_of_sample() {
         (
             "h200-sxm",
             "h200-decode-attention-aiconfigurator-vllm-0.14.csv",
-            0.09,
-            0.08,
+            0.07,
+            0.05,
         ),
         (
             "h200-sxm",
             "h200-decode-attention-aiconfigurator-vllm-0.19.csv",
             0.08,
-            0.07,
+            0.04,
         ),
     ];
     for (gpu, file, max_err, max_bias) in cases {
@@ -280,6 +280,36 @@ fn decode_attention_rows_of_vllm_are_predicted_out_of_sample() {
         assert_eq!(s.rows, 2, "{v}: {s:?}");
         assert!((0.02..=0.09).contains(&s.bias), "{v}: {s:?}");
     }
+}
+
+/// The same tables' rows with 50-200 MB of KV (`*-mid-held-out.csv`; the per-layer KV of a 70B
+/// model at TP 4), which no fit uses: part of their KV may stay in L2 across the collector's
+/// replays, so they are lower bounds on a serving step's time. With 4-8 KV heads on an H100 the
+/// fitted profile is within 4.8% / 5.3% median (bias -9.2% / -3.0%, vLLM 0.14 / 0.19); the
+/// assumed 4 us and 0.95 it replaced ran 25% / 20% fast there, which is what the fit's fixed
+/// time changes. 1-2 KV heads on vLLM 0.19: 2.6% (-1.1%); the vLLM 0.14 tables read those at
+/// a lower bandwidth (bias -30%, the split-KV choice the importer names; docs/calibration.md).
+#[test]
+fn decode_attention_rows_below_the_fitted_band_are_predicted_out_of_sample() {
+    let r = "calibration/reference/";
+    let fitted = GpuProfile::load("h100-sxm").unwrap();
+    let mut assumed = fitted.clone();
+    assumed.attention.fixed_s = 4.0e-6;
+    assumed.attention.decode_bandwidth_fraction = 0.95;
+    let many_heads = |m: &Measurement| m.kv_heads.is_some_and(|h| h >= 4);
+    for (v, max_err, min_bias) in [("0.14", 0.06, -0.11), ("0.19", 0.06, -0.05)] {
+        let file = format!("{r}h100-decode-attention-aiconfigurator-vllm-{v}-mid-held-out.csv");
+        let s = decode_summary(&fitted, &file, many_heads);
+        assert_eq!(s.rows, 274, "{v}: {s:?}");
+        assert!(s.median_abs_error <= max_err, "{v}: {s:?}");
+        assert!((min_bias..=0.0).contains(&s.bias), "{v}: {s:?}");
+        let old = decode_summary(&assumed, &file, many_heads);
+        assert!(old.bias < -0.18, "{v}: {old:?}");
+    }
+    let file = format!("{r}h100-decode-attention-aiconfigurator-vllm-0.19-mid-held-out.csv");
+    let s = decode_summary(&fitted, &file, |m| m.kv_heads.is_some_and(|h| h <= 2));
+    assert_eq!(s.rows, 291, "{s:?}");
+    assert!(s.median_abs_error <= 0.04 && s.bias.abs() <= 0.03, "{s:?}");
 }
 
 /// vLLM's own all-reduce on an H100, held out (calibration/reference/
