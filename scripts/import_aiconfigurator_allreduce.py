@@ -3,8 +3,9 @@
 ai-dynamo/aiconfigurator.
 
 Usage:
-  scripts/import_aiconfigurator_allreduce.py AIC_CHECKOUT SYSTEM FRAMEWORK VERSION > FILE.csv
-  e.g. AIC_CHECKOUT h100_sxm vllm 0.14.0
+  scripts/import_aiconfigurator_allreduce.py AIC_CHECKOUT SYSTEM FRAMEWORK VERSION [fit|held-out] > FILE.csv
+  e.g. AIC_CHECKOUT h100_sxm vllm 0.14.0            (held out, the default role)
+       AIC_CHECKOUT h100_sxm vllm 0.19.0 fit        (rows scripts/fit_custom_allreduce.py fits)
 
 Needs pyarrow (the tables are Parquet files). Reads
 aic-core/src/aiconfigurator_core/systems/data/SYSTEM/comm/FRAMEWORK/VERSION/custom_allreduce_perf.parquet
@@ -30,6 +31,11 @@ HEADER = "kernel,m,n,k,batch,context,q_heads,kv_heads,head_dim,tp,experts,top_k,
 
 def main():
     repo, system, framework, version = sys.argv[1:5]
+    role = sys.argv[5] if len(sys.argv) > 5 else "held-out"
+    role_line = {
+        "held-out": "Held out: no fit uses them.",
+        "fit": "The rows scripts/fit_custom_allreduce.py fits the GPU profile's custom all-reduce on.",
+    }[role]
     path = f"aic-core/src/aiconfigurator_core/systems/data/{system}/comm/{framework}/{version}/custom_allreduce_perf.parquet"
     commit = aiconfigurator.head_commit(repo)
     rows = aiconfigurator.table(repo, path)
@@ -41,7 +47,7 @@ def main():
         f"# ({framework} {version}; device '{rows[0]['device']}'; latency in ms converted to us). The `{framework}_graph` rows",
         f"# (tensor_model_parallel_all_reduce, five calls captured in a CUDA graph, mean per call; message_size",
         f"# in BF16 elements, bytes = 2 x message_size) up to the engine's own-kernel limit per TP degree",
-        f"# ({', '.join(f'TP {t}: {b >> 20} MiB' for t, b in sorted(limits.items()))}). Held out: no fit uses them.",
+        f"# ({', '.join(f'TP {t}: {b >> 20} MiB' for t, b in sorted(limits.items()))}). {role_line}",
         HEADER,
     ]
     kept = 0

@@ -331,18 +331,35 @@ pub struct AllReducePolicy {
     /// Empty: no engine limit (the GPU's `allreduce.custom_max_bytes` alone decides).
     #[serde(default)]
     pub custom_max_bytes_by_tp: Vec<(u32, f64)>,
+    /// `[tp, bytes]` pairs: messages below this size run the engine's one-shot kernel at that
+    /// TP degree, larger ones its two-shot kernel (the same lookup as
+    /// `custom_max_bytes_by_tp`). Empty: two-shot at every size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_shot_max_bytes_by_tp: Vec<(u32, f64)>,
 }
 
 impl AllReducePolicy {
     /// The engine's limit at TP degree `tp`, bytes (`None`: no engine limit).
     pub fn custom_max_bytes(&self, tp: u32) -> Option<f64> {
-        self.custom_max_bytes_by_tp
-            .iter()
-            .filter(|(t, _)| *t <= tp)
-            .max_by_key(|(t, _)| *t)
-            .or_else(|| self.custom_max_bytes_by_tp.iter().min_by_key(|(t, _)| *t))
-            .map(|&(_, b)| b)
+        by_tp(&self.custom_max_bytes_by_tp, tp)
     }
+
+    /// Below which size the engine runs its one-shot kernel at TP degree `tp`, bytes (0: it
+    /// runs two-shot at every size).
+    pub fn one_shot_max_bytes(&self, tp: u32) -> f64 {
+        by_tp(&self.one_shot_max_bytes_by_tp, tp).unwrap_or(0.0)
+    }
+}
+
+/// The entry of a `[tp, bytes]` table for TP degree `tp`: that of the largest listed degree at
+/// or below it, else the smallest listed degree's; `None` for an empty table.
+fn by_tp(table: &[(u32, f64)], tp: u32) -> Option<f64> {
+    table
+        .iter()
+        .filter(|(t, _)| *t <= tp)
+        .max_by_key(|(t, _)| *t)
+        .or_else(|| table.iter().min_by_key(|(t, _)| *t))
+        .map(|&(_, b)| b)
 }
 
 /// A serving engine's profile.
@@ -458,13 +475,25 @@ impl EngineProfile {
     /// costs (non-negative, then plausible), the names, and the host priors.
     pub fn validate(&self, origin: &str) -> Result<()> {
         self.validate_scheduler(origin)?;
-        for (i, &(tp, bytes)) in self.allreduce.custom_max_bytes_by_tp.iter().enumerate() {
-            if tp == 0 || !(bytes.is_finite() && bytes >= 0.0) {
-                return Err(Error::config(
-                    origin,
-                    format!("allreduce.custom_max_bytes_by_tp[{i}]"),
-                    format!("needs a TP degree >= 1 and bytes >= 0, got [{tp}, {bytes}]"),
-                ));
+        let tables = [
+            (
+                "custom_max_bytes_by_tp",
+                &self.allreduce.custom_max_bytes_by_tp,
+            ),
+            (
+                "one_shot_max_bytes_by_tp",
+                &self.allreduce.one_shot_max_bytes_by_tp,
+            ),
+        ];
+        for (name, table) in tables {
+            for (i, &(tp, bytes)) in table.iter().enumerate() {
+                if tp == 0 || !(bytes.is_finite() && bytes >= 0.0) {
+                    return Err(Error::config(
+                        origin,
+                        format!("allreduce.{name}[{i}]"),
+                        format!("needs a TP degree >= 1 and bytes >= 0, got [{tp}, {bytes}]"),
+                    ));
+                }
             }
         }
         self.host.check_non_negative(origin)?;

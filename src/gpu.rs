@@ -161,7 +161,11 @@ pub struct SmallOpsCurve {
     pub launch_s: f64,
 }
 
-/// Tensor-parallel all-reduce: `time = latency + 2 (TP-1)/TP x bytes / bus_bandwidth`.
+/// Tensor-parallel all-reduce. NCCL: `latency + 2 (TP-1)/TP x bytes / bus_bandwidth`. An
+/// engine's own NVLink kernels (vLLM, TensorRT-LLM and SGLang ship them): one-shot, each GPU
+/// reads every peer's whole buffer, `custom_latency + (TP-1) x bytes / custom_bandwidth`;
+/// two-shot (reduce-scatter, then all-gather), `custom_two_shot_latency + 2 (TP-1)/TP x bytes /
+/// custom_bandwidth`. The engine profile says which it runs at a size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AllReduceCurve {
@@ -170,8 +174,16 @@ pub struct AllReduceCurve {
     /// Bus bandwidth for large messages, bytes/s.
     pub bus_bandwidth_bytes_per_s: f64,
     /// Latency of a small all-reduce done by an engine's custom one-shot kernel over
-    /// NVLink peer-to-peer (vLLM, TensorRT-LLM and SGLang ship one), seconds.
+    /// NVLink peer-to-peer, seconds.
     pub custom_latency_s: f64,
+    /// Latency of the engine's two-shot kernel (two phases, each with a barrier among the
+    /// GPUs), seconds; absent: `custom_latency_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_two_shot_latency_s: Option<f64>,
+    /// Rate at which the engine's kernels read their peers' buffers, bytes/s per GPU; absent:
+    /// `bus_bandwidth_bytes_per_s` (NCCL's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_bandwidth_bytes_per_s: Option<f64>,
     /// Largest message the GPU's peer-to-peer NVLink path lets an engine's custom kernel take,
     /// bytes (0: no NVLink, always NCCL); the engine profile's own limit per TP degree applies
     /// below it.
@@ -444,6 +456,21 @@ impl GpuProfile {
         ];
         for (key, v) in positive {
             if !(v.is_finite() && v > 0.0) {
+                return Err(Error::config(origin, key, format!("must be > 0, got {v}")));
+            }
+        }
+        let optional_positive = [
+            (
+                "allreduce.custom_two_shot_latency_s",
+                self.allreduce.custom_two_shot_latency_s,
+            ),
+            (
+                "allreduce.custom_bandwidth_bytes_per_s",
+                self.allreduce.custom_bandwidth_bytes_per_s,
+            ),
+        ];
+        for (key, v) in optional_positive {
+            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
                 return Err(Error::config(origin, key, format!("must be > 0, got {v}")));
             }
         }

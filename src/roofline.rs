@@ -118,9 +118,8 @@ pub struct StepTimeModel {
     /// where the GPU profile sets it, FLOP/s.
     decode_attention_rate: f64,
     kernels_per_layer: f64,
-    /// Largest all-reduce message the engine's own NVLink kernels take at this TP degree,
-    /// bytes (0: always NCCL).
-    custom_allreduce_max_bytes: f64,
+    /// Which all-reduce kernel the engine runs at this TP degree, by message size.
+    allreduce_limits: kernels::AllReduceLimits,
     /// Attention data-parallel ranks, as a float (the batch is split evenly over them).
     dp: f64,
     /// Precomputed token-count-dependent time (GEMMs, small ops, all-reduce, expert
@@ -254,13 +253,16 @@ impl StepTimeModel {
                 fa3_fp8.is_none() && fp8_kv,
             ),
             kernels_per_layer: 4.0 + 4.0 + 1.0 + if dep.tp > 1 { 2.0 } else { 0.0 },
-            custom_allreduce_max_bytes: if dep.engine.scheduler.custom_allreduce {
-                dep.engine
-                    .allreduce
-                    .custom_max_bytes(dep.tp)
-                    .unwrap_or(f64::INFINITY)
-            } else {
-                0.0
+            allreduce_limits: kernels::AllReduceLimits {
+                custom_max_bytes: if dep.engine.scheduler.custom_allreduce {
+                    dep.engine
+                        .allreduce
+                        .custom_max_bytes(dep.tp)
+                        .unwrap_or(f64::INFINITY)
+                } else {
+                    0.0
+                },
+                one_shot_max_bytes: dep.engine.allreduce.one_shot_max_bytes(dep.tp),
             },
             dp: dep.dp as f64,
             table_ns: Vec::new(),
@@ -364,7 +366,7 @@ impl StepTimeModel {
             g,
             tokens * h * ACT_BYTES,
             self.dep.tp,
-            self.custom_allreduce_max_bytes,
+            self.allreduce_limits,
         );
         for c in &self.layer_costs {
             let mut gemm = 0.0;

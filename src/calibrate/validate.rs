@@ -73,16 +73,16 @@ pub fn predict(gpu: &GpuProfile, row: &Measurement) -> Option<f64> {
             Some(kernels::allreduce_s(gpu, row.bytes?, tp)).filter(|t| *t > 0.0)
         }
         KernelClass::CustomAllReduce => {
-            // No engine here: the engine's kernel at any size the GPU profile allows it
-            // (`allreduce.custom_max_bytes`), NCCL above, as the step model prices it.
+            // No engine here: the engine's two-shot kernel at any size the GPU profile allows
+            // it (`allreduce.custom_max_bytes`), NCCL above. Which sizes an engine runs
+            // one-shot is the engine profile's (`allreduce.one_shot_max_bytes_by_tp`):
+            // tests/kernel_reference.rs scores vLLM's rows with vLLM's.
             let tp = u32::try_from(row.tp?).ok()?;
-            Some(kernels::engine_allreduce_s(
-                gpu,
-                row.bytes?,
-                tp,
-                f64::INFINITY,
-            ))
-            .filter(|t| *t > 0.0)
+            let limits = kernels::AllReduceLimits {
+                custom_max_bytes: f64::INFINITY,
+                one_shot_max_bytes: 0.0,
+            };
+            Some(kernels::engine_allreduce_s(gpu, row.bytes?, tp, limits)).filter(|t| *t > 0.0)
         }
     }
 }

@@ -437,19 +437,35 @@ pub fn allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32) -> f64 {
         + 2.0 * (tp - 1.0) / tp * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
 }
 
-/// One all-reduce as a serving engine runs it: its own low-latency NVLink kernel for messages
-/// up to `custom_max_bytes` (the engine's limit at this TP degree, capped by the GPU's
-/// `allreduce.custom_max_bytes`; 0 when the engine has none), NCCL above, seconds.
-pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, custom_max_bytes: f64) -> f64 {
+/// Which of its all-reduce kernels an engine runs at a TP degree, by message size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllReduceLimits {
+    /// Largest message its own NVLink kernels take (capped by the GPU's
+    /// `allreduce.custom_max_bytes`; 0: always NCCL), bytes.
+    pub custom_max_bytes: f64,
+    /// Messages below this size run its one-shot kernel, larger ones two-shot, bytes.
+    pub one_shot_max_bytes: f64,
+}
+
+/// One all-reduce as a serving engine runs it: its own low-latency NVLink kernels for
+/// messages up to `limits.custom_max_bytes` (one-shot below `limits.one_shot_max_bytes`,
+/// two-shot above; [`crate::gpu::AllReduceCurve`]), NCCL above, seconds.
+pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, limits: AllReduceLimits) -> f64 {
     if tp <= 1 {
         return 0.0;
     }
-    if bytes <= custom_max_bytes.min(gpu.allreduce.custom_max_bytes) {
-        let t = tp as f64;
-        gpu.allreduce.custom_latency_s
-            + 2.0 * (t - 1.0) / t * bytes / gpu.allreduce.bus_bandwidth_bytes_per_s
+    let ar = &gpu.allreduce;
+    if bytes > limits.custom_max_bytes.min(ar.custom_max_bytes) {
+        return allreduce_s(gpu, bytes, tp);
+    }
+    let t = tp as f64;
+    let bw = ar
+        .custom_bandwidth_bytes_per_s
+        .unwrap_or(ar.bus_bandwidth_bytes_per_s);
+    if bytes < limits.one_shot_max_bytes {
+        ar.custom_latency_s + (t - 1.0) * bytes / bw
     } else {
-        allreduce_s(gpu, bytes, tp)
+        ar.custom_two_shot_latency_s.unwrap_or(ar.custom_latency_s) + 2.0 * (t - 1.0) / t * bytes / bw
     }
 }
 

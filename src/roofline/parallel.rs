@@ -62,11 +62,16 @@ pub fn expert_straggler(tokens: f64, experts: f64, top_k: f64, ep: u32, redundan
 }
 
 /// An all-reduce of `bytes` over `gpus` GPUs as the engines run it: within one NVLink domain
-/// [`kernels::engine_allreduce_s`] (the engine's own kernel up to `custom_max_bytes`, NCCL
-/// above); across nodes NCCL's ring, limited by each GPU's NIC, after the cross-node latency.
-pub fn allreduce_span_s(gpu: &GpuProfile, bytes: f64, gpus: u32, custom_max_bytes: f64) -> f64 {
+/// [`kernels::engine_allreduce_s`] (the engine's own kernels up to `limits.custom_max_bytes`,
+/// NCCL above); across nodes NCCL's ring, limited by each GPU's NIC, after the cross-node latency.
+pub fn allreduce_span_s(
+    gpu: &GpuProfile,
+    bytes: f64,
+    gpus: u32,
+    limits: kernels::AllReduceLimits,
+) -> f64 {
     if gpus <= gpu.network.gpus_per_node {
-        return kernels::engine_allreduce_s(gpu, bytes, gpus, custom_max_bytes);
+        return kernels::engine_allreduce_s(gpu, bytes, gpus, limits);
     }
     let n = gpus as f64;
     gpu.network.internode_latency_s
@@ -78,7 +83,11 @@ pub fn allreduce_span_s(gpu: &GpuProfile, bytes: f64, gpus: u32, custom_max_byte
 /// `--enable-expert-parallel`): every GPU gathers all ranks' tokens (`bytes` in all) and
 /// scatters the summed outputs back, the traffic of one NCCL all-reduce of `bytes`.
 pub fn gather_scatter_s(gpu: &GpuProfile, bytes: f64, gpus: u32) -> f64 {
-    allreduce_span_s(gpu, bytes, gpus, 0.0)
+    let nccl = kernels::AllReduceLimits {
+        custom_max_bytes: 0.0,
+        one_shot_max_bytes: 0.0,
+    };
+    allreduce_span_s(gpu, bytes, gpus, nccl)
 }
 
 #[cfg(test)]
