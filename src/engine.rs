@@ -743,12 +743,18 @@ mod tests {
     fn allreduce_limits_by_tp_degree() {
         let p = AllReducePolicy {
             custom_max_bytes_by_tp: vec![(2, 16e6), (4, 8e6), (8, 524_288.0)],
+            one_shot_max_bytes_by_tp: vec![(2, 8e6), (4, 524_288.0), (8, 262_144.0)],
         };
         assert_eq!(p.custom_max_bytes(2), Some(16e6));
         assert_eq!(p.custom_max_bytes(4), Some(8e6));
         assert_eq!(p.custom_max_bytes(6), Some(8e6));
         assert_eq!(p.custom_max_bytes(16), Some(524_288.0));
         assert_eq!(AllReducePolicy::default().custom_max_bytes(8), None);
+        // The one-shot table reads the same way; empty: two-shot at every size.
+        assert_eq!(p.one_shot_max_bytes(4), 524_288.0);
+        assert_eq!(p.one_shot_max_bytes(6), 524_288.0);
+        assert_eq!(p.one_shot_max_bytes(1), 8e6);
+        assert_eq!(AllReducePolicy::default().one_shot_max_bytes(4), 0.0);
     }
 
     #[test]
@@ -775,5 +781,9 @@ mod tests {
         p.allreduce.custom_max_bytes_by_tp = vec![(0, 1e6)];
         let e = p.validate("x.toml").unwrap_err().to_string();
         assert!(e.contains("allreduce.custom_max_bytes_by_tp[0]"), "{e}");
+        let mut p = EngineProfile::load("vllm").unwrap();
+        p.allreduce.one_shot_max_bytes_by_tp = vec![(4, 524_288.0), (8, f64::NAN)];
+        let e = p.validate("x.toml").unwrap_err().to_string();
+        assert!(e.contains("allreduce.one_shot_max_bytes_by_tp[1]"), "{e}");
     }
 }

@@ -353,12 +353,36 @@ fn vllm_custom_allreduce_rows_are_predicted_out_of_sample() {
     let r = "calibration/reference/";
     let vllm = EngineProfile::load("vllm").unwrap();
     let cases = [
-        ("h100-sxm", "h100-allreduce-aiconfigurator-vllm-0.19-fit.csv", 0.05),
-        ("h100-sxm", "h100-allreduce-aiconfigurator-vllm-0.14-held-out.csv", 0.05),
-        ("h200-sxm", "h200-allreduce-aiconfigurator-vllm-0.14-held-out.csv", 0.06),
-        ("h200-sxm", "h200-allreduce-aiconfigurator-vllm-0.19-held-out.csv", 0.05),
-        ("b200", "b200-allreduce-aiconfigurator-vllm-0.19-fit.csv", 0.07),
-        ("b200", "b200-allreduce-aiconfigurator-vllm-0.24-held-out.csv", 0.09),
+        (
+            "h100-sxm",
+            "h100-allreduce-aiconfigurator-vllm-0.19-fit.csv",
+            0.05,
+        ),
+        (
+            "h100-sxm",
+            "h100-allreduce-aiconfigurator-vllm-0.14-held-out.csv",
+            0.05,
+        ),
+        (
+            "h200-sxm",
+            "h200-allreduce-aiconfigurator-vllm-0.14-held-out.csv",
+            0.06,
+        ),
+        (
+            "h200-sxm",
+            "h200-allreduce-aiconfigurator-vllm-0.19-held-out.csv",
+            0.05,
+        ),
+        (
+            "b200",
+            "b200-allreduce-aiconfigurator-vllm-0.19-fit.csv",
+            0.07,
+        ),
+        (
+            "b200",
+            "b200-allreduce-aiconfigurator-vllm-0.24-held-out.csv",
+            0.09,
+        ),
     ];
     for (gpu, file, max_err) in cases {
         let (n, abs, signed) = allreduce_errors(gpu, &vllm, &format!("{r}{file}"));
@@ -375,4 +399,20 @@ fn vllm_custom_allreduce_rows_are_predicted_out_of_sample() {
         &format!("{r}h100-allreduce-aiconfigurator-vllm-0.14-held-out.csv"),
     );
     assert!(abs > 0.10, "{abs}");
+}
+
+/// A GPU profile whose custom all-reduce figures are not positive and finite is refused with
+/// the key named.
+#[test]
+fn a_bad_custom_allreduce_figure_names_its_key() {
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut g = GpuProfile::load("h100-sxm").unwrap();
+        g.allreduce.custom_bandwidth_bytes_per_s = Some(bad);
+        let e = g.validate("x.toml").unwrap_err().to_string();
+        assert!(e.contains("allreduce.custom_bandwidth_bytes_per_s"), "{e}");
+        let mut g = GpuProfile::load("h100-sxm").unwrap();
+        g.allreduce.custom_two_shot_latency_s = Some(bad);
+        let e = g.validate("x.toml").unwrap_err().to_string();
+        assert!(e.contains("allreduce.custom_two_shot_latency_s"), "{e}");
+    }
 }

@@ -465,7 +465,8 @@ pub fn engine_allreduce_s(gpu: &GpuProfile, bytes: f64, tp: u32, limits: AllRedu
     if bytes < limits.one_shot_max_bytes {
         ar.custom_latency_s + (t - 1.0) * bytes / bw
     } else {
-        ar.custom_two_shot_latency_s.unwrap_or(ar.custom_latency_s) + 2.0 * (t - 1.0) / t * bytes / bw
+        ar.custom_two_shot_latency_s.unwrap_or(ar.custom_latency_s)
+            + 2.0 * (t - 1.0) / t * bytes / bw
     }
 }
 
