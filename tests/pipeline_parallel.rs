@@ -195,10 +195,16 @@ fn estimate_with_pipeline_stages_reports_one_stages_memory_and_the_passes_step()
     assert_eq!(f(&two, "kv_bytes_per_token"), f(&one, "kv_bytes_per_token"));
     let step = |v: &serde_json::Value, k: &str| v["step"][k].as_f64().unwrap();
     assert_eq!(step(&two, "gemm_s"), step(&one, "gemm_s"));
-    // One hand-off of 256 tokens x 8192 x 2 bytes over half of 900 GB/s after 7 us: 16.3 us.
+    // One hand-off of 256 tokens x 8192 x 2 bytes over half of 900 GB/s after the profile's
+    // NVLink peer-to-peer latency (4.49 us, the one-shot all-reduce's): 13.8 us.
+    let latency = servesim::gpu::GpuProfile::load("h100-sxm")
+        .unwrap()
+        .allreduce
+        .custom_latency_s;
+    assert!((latency - 4.49e-6).abs() < 1e-9, "{latency}");
     let handoff = step(&two, "allreduce_s") - step(&one, "allreduce_s");
     assert!(
-        (handoff - (7e-6 + 256.0 * 8192.0 * 2.0 / 450e9)).abs() < 1e-9,
+        (handoff - (latency + 256.0 * 8192.0 * 2.0 / 450e9)).abs() < 1e-9,
         "{handoff}"
     );
     let (code, _, err) = common::servesim(&[

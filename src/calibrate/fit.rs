@@ -57,8 +57,10 @@ impl FittedParam {
             let text = iv.describe(&|v| format!("{v:.4e}"));
             if iv.determined() {
                 text
-            } else {
+            } else if (self.fitted / self.base - 1.0).abs() < 1e-9 {
                 format!("{text}; kept at the base profile's value")
+            } else {
+                format!("{text}; the base profile's value moved to the nearest end of that range")
             }
         })
     }
