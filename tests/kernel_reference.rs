@@ -12,6 +12,7 @@ use servesim::calibrate::measurement::{read_measurements, Measurement};
 use servesim::calibrate::validate::{validate, ClassSummary};
 use servesim::engine::EngineProfile;
 use servesim::gpu::GpuProfile;
+use servesim::numeric::median;
 
 fn classes() -> Vec<ClassSummary> {
     let mut rows = Vec::new();
@@ -234,7 +235,7 @@ fn decode_summary(
 /// long-context group's decode, is predicted 3-8% slow: that group's ITL, predicted 6-10%
 /// fast (BF16), is not short of decode attention (docs/validation.md).
 #[test]
-fn decode_attention_rows_of_vllm_are_predicted_out_of_sample() {
+fn decode_attention_rows_of_vllm_fit_the_h100_and_hold_on_the_h200() {
     let r = "calibration/reference/";
     let cases = [
         (
@@ -330,14 +331,8 @@ fn allreduce_errors(gpu: &str, engine: &EngineProfile, file: &str) -> (usize, f6
             engine_allreduce_s(&gpu, r.bytes.unwrap(), tp, limits) / r.median_s() - 1.0
         })
         .collect();
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        (v[(n - 1) / 2] + v[n / 2]) / 2.0
-    };
-    let signed = median(&mut err);
     let mut abs: Vec<f64> = err.iter().map(|e| e.abs()).collect();
-    (rows.len(), median(&mut abs), signed)
+    (rows.len(), median(&mut abs), median(&mut err))
 }
 
 /// vLLM's own all-reduce (`tensor_model_parallel_all_reduce` replayed from a CUDA graph, TP
@@ -349,7 +344,7 @@ fn allreduce_errors(gpu: &str, engine: &EngineProfile, file: &str) -> (usize, f6
 /// 3.5%, 7.6%. One 7 us latency with NCCL's bus bandwidth, the model before, was 37% off the
 /// held-out H100 rows (slow under 1 MiB, fast from 4 MiB).
 #[test]
-fn vllm_custom_allreduce_rows_are_predicted_out_of_sample() {
+fn vllm_custom_allreduce_rows_fit_one_release_and_hold_on_the_others() {
     let r = "calibration/reference/";
     let vllm = EngineProfile::load("vllm").unwrap();
     let cases = [

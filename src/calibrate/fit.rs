@@ -57,7 +57,7 @@ impl FittedParam {
             let text = iv.describe(&|v| format!("{v:.4e}"));
             if iv.determined() {
                 text
-            } else if (self.fitted / self.base - 1.0).abs() < 1e-9 {
+            } else if (self.fitted - self.base).abs() <= 1e-9 * self.base.abs() {
                 format!("{text}; kept at the base profile's value")
             } else {
                 format!("{text}; the base profile's value moved to the nearest end of that range")
